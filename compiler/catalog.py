@@ -1,0 +1,111 @@
+"""The tool catalog: tools from a registered source plus YAML definitions, with overrides.
+
+Resolving an agent's tool list against the catalog is pure: config in, ToolSpecs out.
+"""
+from __future__ import annotations
+
+import fnmatch
+import importlib
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from compiler.errors import ConfigError
+from compiler.toolspec import JSON_TYPES, ToolSpec
+
+CatalogLoader = Callable[[], Sequence[ToolSpec]]
+
+_BUILTIN: dict[str, str] = {"bfcl": "search.workloads.bfcl:load_bfcl_tool_specs"}
+_LOADERS: dict[str, CatalogLoader] = {}
+
+
+def register_tool_catalog(name: str) -> Callable[[CatalogLoader], CatalogLoader]:
+    """Decorator: make ``tool.source=<name>`` load tools from the decorated function."""
+
+    def decorate(loader: CatalogLoader) -> CatalogLoader:
+        _LOADERS[name] = loader
+        return loader
+
+    return decorate
+
+
+def _loader(name: str) -> CatalogLoader:
+    if name not in _LOADERS and name in _BUILTIN:
+        module, _, attr = _BUILTIN[name].partition(":")
+        _LOADERS[name] = getattr(importlib.import_module(module), attr)
+    if name not in _LOADERS:
+        known = sorted(set(_LOADERS) | set(_BUILTIN))
+        raise ConfigError(
+            "tool.source", f"unknown tool catalog {name!r}", f"use one of {known} or register one with @register_tool_catalog"
+        )
+    return _LOADERS[name]
+
+
+def validate_parameters(path: str, schema: Any) -> None:
+    """Reject a parameter schema a provider would refuse, naming the first bad node."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        raise ConfigError(path, f"parameters must be a JSON schema with type 'object', got {schema!r}", "write {type: object, properties: {...}}")
+    props = schema.get("properties", {})
+    if not isinstance(props, Mapping):
+        raise ConfigError(f"{path}.properties", f"must be a mapping, got {props!r}", "map each argument name to its schema")
+    for arg, sub in props.items():
+        if not isinstance(sub, Mapping):
+            raise ConfigError(f"{path}.properties.{arg}", f"must be a schema mapping, got {sub!r}", "give the argument a {type: ..., description: ...} mapping")
+        types = sub.get("type")
+        for t in types if isinstance(types, list) else ([types] if types is not None else []):
+            if t not in JSON_TYPES:
+                raise ConfigError(f"{path}.properties.{arg}.type", f"unknown JSON-schema type {t!r}", f"use one of {list(JSON_TYPES)}")
+    required = schema.get("required", [])
+    missing = [r for r in required if r not in props]
+    if missing:
+        raise ConfigError(f"{path}.required", f"names arguments that are not in properties: {missing}", "remove them or add them to properties")
+
+
+def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
+    """Catalog = source tools + YAML definitions, then overrides applied by name."""
+    catalog: dict[str, ToolSpec] = {}
+    source = tool_cfg.get("source")
+    if source:
+        for spec in _loader(str(source))():
+            catalog[spec.name] = spec
+    for name, d in (tool_cfg.get("definitions") or {}).items():
+        params = d.get("parameters") or {"type": "object", "properties": {}}
+        validate_parameters(f"tool.definitions.{name}.parameters", params)
+        catalog[name] = ToolSpec(
+            name=name,
+            description=d["description"],
+            parameters=params,
+            rules=tuple(d.get("rules", ())),
+            examples=tuple(d.get("examples", ())),
+            mutates_state=bool(d.get("mutates_state", False)),
+            group=d.get("group", ""),
+        )
+    for name, o in (tool_cfg.get("overrides") or {}).items():
+        if name not in catalog:
+            raise ConfigError(f"tool.overrides.{name}", f"overrides a tool that is not in the catalog", f"fix the name; catalog has e.g. {sorted(catalog)[:5]}")
+        spec = catalog[name]
+        description = o.get("description") if o.get("description") is not None else spec.description
+        if o.get("description_append"):
+            description = f"{description.rstrip()} {o['description_append']}".strip()
+        catalog[name] = replace(
+            spec,
+            description=description,
+            rules=spec.rules + tuple(o.get("rules", ())),
+            examples=spec.examples + tuple(o.get("examples", ())),
+        )
+    for name, spec in catalog.items():
+        validate_parameters(f"tool[{name}].parameters", spec.parameters)
+    return catalog
+
+
+def select_tools(patterns: Iterable[str], catalog: Mapping[str, ToolSpec]) -> tuple[ToolSpec, ...]:
+    """Resolve names/globs in order, without duplicates; a pattern that matches nothing is an error."""
+    chosen: dict[str, ToolSpec] = {}
+    for i, pattern in enumerate(patterns):
+        matches = [n for n in catalog if fnmatch.fnmatchcase(n, pattern)] if any(c in pattern for c in "*?[") else ([pattern] if pattern in catalog else [])
+        if not matches:
+            close = sorted(n for n in catalog if pattern.lower() in n.lower() or n.lower() in pattern.lower())[:5]
+            hint = f"did you mean {close}?" if close else "define it under tool.definitions or pick a catalog tool"
+            raise ConfigError(f"agent.tools[{i}]", f"unknown tool {pattern!r}", hint)
+        for name in matches:
+            chosen.setdefault(name, catalog[name])
+    return tuple(chosen.values())
