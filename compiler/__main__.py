@@ -3,4 +3,4 @@ import sys
 
 from compiler.cli import main
 
-sys.exit(main(prog_command="compile"))
+sys.exit(main())

@@ -20,8 +20,9 @@ Rules, documented once:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Mapping, Optional, Sequence
+from typing import Any, Literal
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -61,9 +62,9 @@ class CriterionConfig:
 
     name: str = ""  # unique label; empty = derived from kind (and score_name)
     kind: str = MISSING  # one of KINDS
-    threshold: Optional[float] = None  # target; null only for an objective-only criterion
-    quantile: Optional[float] = None  # score_quantile only: q in [0, 1], e.g. 0.1
-    score_name: Optional[str] = None  # scope by_name only: which named sub-score to read
+    threshold: float | None = None  # target; null only for an objective-only criterion
+    quantile: float | None = None  # score_quantile only: q in [0, 1], e.g. 0.1
+    score_name: str | None = None  # scope by_name only: which named sub-score to read
     scope: str = "any"  # any = overall score; by_name = the named sub-score score_name
     weight: float = 1.0  # > 0; share of this criterion in the weighted aggregation
     hard: bool = False  # constraint: violated = infeasible, no weighted score buys it back
@@ -139,17 +140,28 @@ def _fail(path: str, problem: str, fix: str) -> ValueError:
     return ValueError(f"{path}: {problem}; {fix}")
 
 
+def _structured(schema: type, data: Any, path: str) -> Any:
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), data))
+    except OmegaConfBaseException as exc:
+        first = str(exc).splitlines()[0]
+        raise ValueError(f"{path}: {first}; the fields are those of {schema.__name__}") from exc
+
+
 def _as_config(cfg: CriteriaConfig | DictConfig | Mapping[str, Any], path: str) -> CriteriaConfig:
     if isinstance(cfg, CriteriaConfig):
         return cfg
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(CriteriaConfig), cfg)
-        obj = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        first = str(exc).splitlines()[0]
-        raise ValueError(f"{path}: {first}; compare with search.criteria.CriteriaConfig") from exc
-    assert isinstance(obj, CriteriaConfig)
-    return obj
+    data = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
+    # entries are converted one by one so that an error can name the entry's index
+    entries = data.get("criteria") or []
+    top = {k: v for k, v in data.items() if k != "criteria"}
+    config = _structured(CriteriaConfig, top, path)
+    assert isinstance(config, CriteriaConfig)
+    config.criteria = [
+        _structured(CriterionConfig, entry, f"{path}.criteria[{i}]")
+        for i, entry in enumerate(entries)
+    ]
+    return config
 
 
 def _metric_key(kind: str, spec: _KindSpec, c: CriterionConfig) -> str:

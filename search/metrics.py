@@ -11,8 +11,9 @@ Rules (SPEC "Evaluation rules"):
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -57,17 +58,17 @@ class EpisodeResult:
     @classmethod
     def from_episode(cls, trajectory: Trajectory, score: EpisodeScore | None) -> EpisodeResult:
         """One row per episode; usage always comes from the trajectory, never a meter."""
-        usage: dict[str, Any] = dict(
-            task_id=trajectory.task_id,
-            sample=trajectory.sample,
-            cost_usd=trajectory.cost_usd,
-            latency_s=trajectory.latency_s,
-            prompt_tokens=trajectory.prompt_tokens,
-            completion_tokens=trajectory.completion_tokens,
-            model_calls=len(trajectory.model_calls),
-            tool_calls=len(trajectory.tool_calls),
-            tool_errors=sum(1 for c in trajectory.tool_calls if c.error is not None),
-        )
+        usage: dict[str, Any] = {
+            "task_id": trajectory.task_id,
+            "sample": trajectory.sample,
+            "cost_usd": trajectory.cost_usd,
+            "latency_s": trajectory.latency_s,
+            "prompt_tokens": trajectory.prompt_tokens,
+            "completion_tokens": trajectory.completion_tokens,
+            "model_calls": len(trajectory.model_calls),
+            "tool_calls": len(trajectory.tool_calls),
+            "tool_errors": sum(1 for c in trajectory.tool_calls if c.error is not None),
+        }
         if score is None or trajectory.status == "infra_error":
             reason = trajectory.infra_error or next(
                 (c.infra_error for c in trajectory.model_calls if c.infra_error), None
@@ -192,7 +193,7 @@ def pair_agreement(passes: Sequence[bool]) -> float:
     """
     n, k = len(passes), sum(bool(p) for p in passes)
     if n < 2:
-        raise ValueError(f"pair agreement needs >= 2 samples, got {n}")
+        raise ValueError(f"pair agreement needs >= 2 samples, got {n}; skip tasks with fewer")
     return (k * (k - 1) + (n - k) * (n - k - 1)) / (n * (n - 1))
 
 
@@ -266,9 +267,12 @@ def aggregate(
     Metric keys: pass_rate, score_mean, score_std, score_p10/p25/p50/p75/p90, score.<name>,
     task_score_min (the lowest per-task mean score) and task_score_min.<name>, latency_p50,
     latency_p95, cost_per_task, tokens_per_task, tool_failure_rate, determinism — over scored
-    episodes, omitted when none is scored (determinism: when no task has two scored samples);
-    always present: episodes, scored, skipped, skipped_rate, undelivered, safety_violations and
-    cost_total (every episode, skipped ones' partial spend included: the money was spent).
+    episodes, omitted when none is scored (determinism: when no task has two scored samples).
+    Quantiles use numpy's 'linear' method; stds are population stds (ddof=0).
+    Always present: episodes, scored, skipped, skipped_rate, undelivered (scored episodes that
+    failed the contract gate), and over every episode, skipped ones included: safety_violations
+    (a forbidden write happened even if the episode later failed) and cost_total (the money
+    was spent).
     """
     if samples < 1:
         raise ValueError(f"samples={samples} must be >= 1 (samples per task requested)")

@@ -1,0 +1,165 @@
+"""Reading a chat request the way the harness writes it (conventions in docs/sim-model.md).
+
+Pure: messages in, classified events out. The user string ``task_id=...;sample=...;seed=...`` is
+the only side channel and is parsed here too.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Sequence
+
+EventKind = Literal["system", "user", "assistant", "tool_results", "workflow_step", "feedback"]
+
+_RESULT_BLOCK = re.compile(r'<tool_result name="(?P<name>[^"]*)">\n?(?P<body>.*?)\n?</tool_result>',
+                           re.DOTALL)
+_STEP = re.compile(r'^\s*<workflow_step name="(?P<name>[^"]*)">')
+FAULT_MARKER = "[output truncated]"
+
+
+class SimRequestError(ValueError):
+    """The request cannot be simulated (bad user string, unknown task); a 400, never retried."""
+
+
+@dataclass(frozen=True)
+class RequestMeta:
+    task_id: str
+    sample: int
+    seed: int
+    attempt: int | None = None  # optional explicit retry counter for fault injection
+
+    @property
+    def workload(self) -> str:
+        return self.task_id.split("/", 1)[0]
+
+
+def parse_user(user: str | None) -> RequestMeta:
+    fields: dict[str, str] = {}
+    for part in (user or "").split(";"):
+        key, sep, value = part.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip()
+    fix = "send user='task_id=<workload>/<id>;sample=<n>;seed=<n>' with every sim request"
+    if "/" not in fields.get("task_id", ""):
+        raise SimRequestError(f"simulated model got user={user!r} without a task_id; {fix}")
+    try:
+        return RequestMeta(
+            task_id=fields["task_id"],
+            sample=int(fields.get("sample", "0")),
+            seed=int(fields.get("seed", "0")),
+            attempt=int(fields["attempt"]) if "attempt" in fields else None,
+        )
+    except ValueError as exc:
+        raise SimRequestError(f"simulated model got user={user!r} with a non-integer field; {fix}") from exc
+
+
+@dataclass(frozen=True)
+class ObservedCall:
+    name: str
+    arguments: Any  # decoded JSON object, or the raw string when it does not decode
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: EventKind
+    text: str = ""
+    calls: tuple[ObservedCall, ...] = ()  # assistant native tool calls
+    results: tuple[str, ...] = ()  # tool_results: each result's content
+    step: str = ""  # workflow_step name
+
+    @property
+    def has_error_result(self) -> bool:
+        return self.kind == "feedback" or any(r.lstrip().startswith("Error") for r in self.results)
+
+    @property
+    def is_fault(self) -> bool:
+        """A malformed-output fault the simulator injected (never one of its own decisions)."""
+        if self.kind != "assistant":
+            return False
+        return self.text.rstrip().endswith(FAULT_MARKER) or any(
+            isinstance(c.arguments, str) for c in self.calls
+        )
+
+
+def content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return str(content)
+
+
+def _decode(arguments: Any) -> Any:
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    try:
+        value = json.loads(arguments or "{}")
+    except (TypeError, ValueError):
+        return str(arguments)
+    return value if isinstance(value, dict) else str(arguments)
+
+
+def classify(message: Mapping[str, Any]) -> Event:
+    role = message.get("role")
+    text = content_text(message.get("content"))
+    if role in ("system", "developer"):
+        return Event("system", text)
+    if role == "assistant":
+        calls = tuple(
+            ObservedCall(str((c.get("function") or {}).get("name", "")),
+                         _decode((c.get("function") or {}).get("arguments")))
+            for c in (message.get("tool_calls") or ())
+        )
+        return Event("assistant", text, calls)
+    if role in ("tool", "function"):
+        return Event("tool_results", results=(text,))
+    step = _STEP.match(text)
+    if step:
+        return Event("workflow_step", text, step=step.group("name"))
+    blocks = _RESULT_BLOCK.findall(text)
+    if blocks:
+        return Event("tool_results", results=tuple(body for _, body in blocks))
+    if text.lstrip().startswith("Error"):
+        return Event("feedback", text)
+    return Event("user", text)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    system_prompt: str
+    turn: int
+    earlier: tuple[Event, ...]  # everything before the current turn's user message(s)
+    current: tuple[Event, ...]  # events after the current turn's last user message
+
+
+def split_conversation(
+    messages: Sequence[Mapping[str, Any]], turn_texts: Sequence[Sequence[str]] = ()
+) -> Conversation:
+    """Find the current turn. When the task's user texts are known, a user message is matched to
+    its turn (so a turn with two user messages stays one turn, and unmatched user messages are
+    harness feedback); otherwise turn = number of user messages - 1."""
+    events = [classify(m) for m in messages]
+    system = "\n\n".join(e.text for e in events if e.kind == "system")
+    known = {t.strip(): i for i, texts in enumerate(turn_texts) for t in texts}
+    matching = any(e.kind == "user" and e.text.strip() in known for e in events)
+    turn, start, seen_user = -1, 0, False
+    for i, event in enumerate(events):
+        if event.kind != "user":
+            continue
+        if matching:
+            index = known.get(event.text.strip())
+            if index is None:
+                events[i] = Event("feedback", event.text)
+                continue
+            turn = max(turn, index)
+        else:
+            turn += 1
+        seen_user, start = True, i + 1
+    if not seen_user:
+        turn, start = 0, len(events)
+    body = [e for e in events if e.kind != "system"]
+    cut = sum(1 for e in events[:start] if e.kind != "system")
+    return Conversation(system, turn, tuple(body[:cut]), tuple(body[cut:]))

@@ -1,0 +1,80 @@
+"""The compile command end to end, through a real subprocess and Hydra."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run(
+        [sys.executable, "-m", "compiler", f"runs_dir={tmp}", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def _hash(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip().splitlines()[-1]
+    digest, path = line.split()
+    assert len(digest) == 64 and Path(path, "variant.json").exists()
+    return digest
+
+
+def test_compile_twice_same_hash_and_bash_differs(tmp_path: Path) -> None:
+    first = _hash(run(tmp_path, "agent=bfcl_agent"))
+    second = _hash(run(tmp_path, "agent=bfcl_agent"))
+    bash = _hash(run(tmp_path, "agent=bfcl_agent", "agent.tool_format=bash"))
+    assert first == second != bash
+    compiled = tmp_path / "compiled"
+    assert sorted(p.name for p in compiled.iterdir()) == sorted({first, bash})
+    for name in ("variant.json", "system_prompt.md", "tools.json", "workflow.json"):
+        assert (compiled / first / name).stat().st_size > 0
+
+
+def test_multirun_sweep_compiles_three_variants_into_sweep_dir(tmp_path: Path) -> None:
+    proc = run(tmp_path, "-m", "agent.tool_format=json,bash,both")
+    assert proc.returncode == 0, proc.stderr
+    hashes = {line.split()[0] for line in proc.stdout.splitlines() if len(line.split()) == 2 and len(line.split()[0]) == 64}
+    assert len(hashes) == 3
+    sweep_dirs = list((tmp_path / "compile-multirun").iterdir())
+    assert len(sweep_dirs) == 1
+    in_sweep = {p.parent.name for p in sweep_dirs[0].glob("*/*/variant.json")}
+    assert in_sweep == hashes
+
+
+BAD = [
+    (["agent.tools=[no_such_tool]"], "agent.tools[0]: unknown tool 'no_such_tool'"),
+    (["agent.tool_format=xml"], "agent.tool_format: unknown tool format 'xml'"),
+    (["agent.workflow.0.after=[report]"], "agent.workflow: steps form a cycle"),
+    (["agent.workflow.1.after=[nope]"], "comes after unknown step 'nope'"),
+    (["agent.prompt_sections.style=Use {{ tone }}"], "agent.prompt_sections.style: template uses an undefined variable"),
+    (["+tool.definitions.x={description: d, parameters: {type: dict}}", "agent.tools=[x]"], "tool.definitions.x.parameters"),
+    (["agent=nonexistent"], "agent=nonexistent: no such option in config group 'agent'"),
+    (["model=gpt5"], "model=gpt5: no such option in config group 'model'"),
+    (["agent.max_turns=many"], "agent.max_turns: Value 'many'"),
+    (["model.temperature=hot"], "model.temperature: Value 'hot'"),
+    (["agent.no_such_key=1"], "no_such_key"),
+    (["agent.tool_format=json,bash"], "a sweep needs multirun"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD, ids=[b[1][:40] for b in BAD])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = run(tmp_path, *args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Fix:" in lines[0], proc.stderr
+    assert needle in lines[0]
+    assert not tmp_path.exists() or not any(tmp_path.iterdir()), "bad input must leave runs/ untouched"
+
+
+def test_bad_value_in_one_sweep_combination_rejects_the_whole_sweep(tmp_path: Path) -> None:
+    proc = run(tmp_path, "-m", "agent.tool_format=json,xml")
+    assert proc.returncode == 2 and "'xml'" in proc.stderr
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
