@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from compiler.errors import ConfigError
 from compiler.toolspec import JSON_TYPES, ToolSpec
@@ -81,7 +82,7 @@ def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
         )
     for name, o in (tool_cfg.get("overrides") or {}).items():
         if name not in catalog:
-            raise ConfigError(f"tool.overrides.{name}", f"overrides a tool that is not in the catalog", f"fix the name; catalog has e.g. {sorted(catalog)[:5]}")
+            raise ConfigError(f"tool.overrides.{name}", "overrides a tool that is not in the catalog", f"fix the name; catalog has e.g. {sorted(catalog)[:5]}")
         spec = catalog[name]
         description = o.get("description") if o.get("description") is not None else spec.description
         if o.get("description_append"):

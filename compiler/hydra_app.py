@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from omegaconf import DictConfig
 

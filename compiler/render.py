@@ -1,8 +1,9 @@
 """Jinja2 rendering of the system prompt and of tools in each format. Pure: strings in, strings out."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import jinja2
 

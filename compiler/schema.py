@@ -6,7 +6,7 @@ an override fails at composition time with the key named.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -18,7 +18,7 @@ STEP_TRIGGERS = ("prompt", "before_final")
 class WorkflowStepConfig:
     name: str = MISSING  # step identifier, unique within the workflow
     instructions: str = MISSING  # what the agent does in this step (Jinja2 text)
-    after: List[str] = field(default_factory=list)  # names of steps that must come first
+    after: list[str] = field(default_factory=list)  # names of steps that must come first
     optional: bool = False  # the search may switch this step off
     enabled: bool = True  # false leaves an optional step out of the compiled variant
     trigger: str = "prompt"  # prompt: procedure only; before_final: also sent once before a turn's final answer
@@ -27,54 +27,54 @@ class WorkflowStepConfig:
 @dataclass
 class AgentConfig:
     name: str = MISSING  # agent identifier; registry snapshots are keyed by it
-    prompt_sections: Dict[str, str] = MISSING  # ordered named sections of the system prompt (Jinja2 text)
-    tools: List[str] = MISSING  # tool names or glob patterns over the tool catalog
+    prompt_sections: dict[str, str] = MISSING  # ordered named sections of the system prompt (Jinja2 text)
+    tools: list[str] = MISSING  # tool names or glob patterns over the tool catalog
     tool_format: str = "json"  # json (native tools) | bash (calls in message text) | both
-    workflow: List[WorkflowStepConfig] = field(default_factory=list)  # steps of the procedure (a DAG)
+    workflow: list[WorkflowStepConfig] = field(default_factory=list)  # steps of the procedure (a DAG)
     max_turns: int = 12  # most model calls allowed per user turn
-    vars: Dict[str, Any] = field(default_factory=dict)  # extra variables for the section templates
+    vars: dict[str, Any] = field(default_factory=dict)  # extra variables for the section templates
     template: str = "system_prompt.md.j2"  # system-prompt template under compiler/templates/
 
 
 @dataclass
 class ToolDefinitionConfig:
     description: str = MISSING  # what the tool does, shown to the model
-    parameters: Dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})  # JSON schema
-    rules: List[str] = field(default_factory=list)  # usage rules rendered into the prompt
-    examples: List[str] = field(default_factory=list)  # example calls
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})  # JSON schema
+    rules: list[str] = field(default_factory=list)  # usage rules rendered into the prompt
+    examples: list[str] = field(default_factory=list)  # example calls
     mutates_state: bool = False  # whether a call can change the environment
     group: str = ""  # owning API, e.g. GorillaFileSystem
 
 
 @dataclass
 class ToolOverrideConfig:
-    description: Optional[str] = None  # replaces the catalog description
+    description: str | None = None  # replaces the catalog description
     description_append: str = ""  # appended to the description
-    rules: List[str] = field(default_factory=list)  # added usage rules
-    examples: List[str] = field(default_factory=list)  # added example calls
+    rules: list[str] = field(default_factory=list)  # added usage rules
+    examples: list[str] = field(default_factory=list)  # added example calls
 
 
 @dataclass
 class ToolCatalogConfig:
-    source: Optional[str] = None  # registered catalog loader (e.g. bfcl); None = YAML definitions only
-    definitions: Dict[str, ToolDefinitionConfig] = field(default_factory=dict)  # tools defined in YAML
-    overrides: Dict[str, ToolOverrideConfig] = field(default_factory=dict)  # per-tool edits over the catalog
+    source: str | None = None  # registered catalog loader (e.g. bfcl); None = YAML definitions only
+    definitions: dict[str, ToolDefinitionConfig] = field(default_factory=dict)  # tools defined in YAML
+    overrides: dict[str, ToolOverrideConfig] = field(default_factory=dict)  # per-tool edits over the catalog
 
 
 @dataclass
 class ModelConfig:
     route: str = MISSING  # any litellm model string, e.g. openai/gpt-4o-mini or sim/small
     temperature: float = 0.0  # sampling temperature
-    max_tokens: Optional[int] = None  # completion cap; None = provider default
-    api_base: Optional[str] = None  # endpoint for self-hosted / OpenAI-compatible servers
-    api_key_env: Optional[str] = None  # NAME of the env var holding the key; the key never enters config
+    max_tokens: int | None = None  # completion cap; None = provider default
+    api_base: str | None = None  # endpoint for self-hosted / OpenAI-compatible servers
+    api_key_env: str | None = None  # NAME of the env var holding the key; the key never enters config
     timeout_s: float = 60.0  # per-call timeout
     retries: int = 3  # retries of infrastructure failures, with exponential backoff
     backoff_s: float = 0.5  # first backoff delay
     concurrency: int = 8  # most calls in flight on this route
-    input_cost_per_token: Optional[float] = None  # price override, USD per prompt token
-    output_cost_per_token: Optional[float] = None  # price override, USD per completion token
-    extra: Dict[str, Any] = field(default_factory=dict)  # further litellm completion params
+    input_cost_per_token: float | None = None  # price override, USD per prompt token
+    output_cost_per_token: float | None = None  # price override, USD per completion token
+    extra: dict[str, Any] = field(default_factory=dict)  # further litellm completion params
 
 
 @dataclass
@@ -83,52 +83,56 @@ class WorkloadConfig:
     split: str = "dev"  # train | dev | holdout
     samples: int = 1  # samples per task
     concurrency: int = 16  # episodes in flight
-    limit: Optional[int] = None  # first N tasks of the split; None = all
-    options: Dict[str, Any] = field(default_factory=dict)  # workload constructor options
+    limit: int | None = None  # first N tasks of the split; None = all
+    options: dict[str, Any] = field(default_factory=dict)  # workload constructor options
 
 
 @dataclass
 class CriterionConfig:
-    name: str = MISSING  # criterion identifier
-    kind: str = MISSING  # pass_rate | score_floor | score_mean | score_quantile | latency_p95 | cost_ceiling | determinism | tool_failure_rate
-    threshold: Optional[float] = None  # bound the metric must meet
-    quantile: Optional[float] = None  # q in (0, 1) for score_quantile
-    score_name: Optional[str] = None  # named score for scope by_name
-    scope: str = "any"  # any (overall score) | by_name (named score)
-    weight: float = 1.0  # weight under weighted aggregation
-    hard: bool = False  # constraint no weighted score can buy back
-    objective: bool = False  # also a search objective
+    """One criterion as written in ``conf/criteria/*.yaml``."""
+
+    name: str = ""  # unique label; empty = derived from kind (and score_name)
+    kind: str = MISSING  # one of KINDS
+    threshold: float | None = None  # target; null only for an objective-only criterion
+    quantile: float | None = None  # score_quantile only: q in [0, 1], e.g. 0.1
+    score_name: str | None = None  # scope by_name only: which named sub-score to read
+    scope: str = "any"  # any = overall score; by_name = the named sub-score score_name
+    weight: float = 1.0  # > 0; share of this criterion in the weighted aggregation
+    hard: bool = False  # constraint: violated = infeasible, no weighted score buys it back
+    objective: bool = False  # also a search objective (optimise this metric's direction)
 
 
 @dataclass
 class CriteriaConfig:
-    criteria: List[CriterionConfig] = field(default_factory=list)  # the criteria
-    aggregation: str = "all"  # all | weighted
+    """The ``criteria`` config group."""
+
+    criteria: list[CriterionConfig] = field(default_factory=list)  # judged in this order
+    aggregation: str = "all"  # all = every criterion must hold; weighted = see module doc
 
 
 @dataclass
 class MutatorConfig:
     name: str = MISSING  # registered mutator
     weight: float = 1.0  # relative chance of being applied
-    params: Dict[str, Any] = field(default_factory=dict)  # mutator options (e.g. route for LLM mutators)
+    params: dict[str, Any] = field(default_factory=dict)  # mutator options (e.g. route for LLM mutators)
 
 
 @dataclass
 class MutatorsConfig:
-    enabled: List[MutatorConfig] = field(default_factory=list)  # mutators that grow the pools
+    enabled: list[MutatorConfig] = field(default_factory=list)  # mutators that grow the pools
     pool_size: int = 4  # variants kept per genome slot
 
 
 @dataclass
 class SearchConfig:
     study: str = "evoharness"  # study name; re-running it resumes
-    storage: Optional[str] = None  # Optuna storage URL; None = SQLite under runs/
+    storage: str | None = None  # Optuna storage URL; None = SQLite under runs/
     rounds: int = 2  # mutation rounds
     trials_per_round: int = 12  # trials per round
     population_size: int = 6  # NSGA-II population
     seed: int = 0  # sampler seed
-    models: List[str] = field(default_factory=list)  # model config names the search may swap to
-    temperatures: List[float] = field(default_factory=lambda: [0.0, 0.7])  # temperature choices
+    models: list[str] = field(default_factory=list)  # model config names the search may swap to
+    temperatures: list[float] = field(default_factory=lambda: [0.0, 0.7])  # temperature choices
     max_failure_rate: float = 0.5  # abort when more trials fail than this
 
 
@@ -144,7 +148,7 @@ class EvoConfig:
     seed: int = 0  # global seed for episodes and sampling
     runs_dir: str = "runs"  # output root
     registry_dir: str = "${runs_dir}/registry"  # registry root
-    cache_dir: Optional[str] = "${runs_dir}/cache"  # model response cache; None disables it
+    cache_dir: str | None = "${runs_dir}/cache"  # model response cache; None disables it
 
 
 def register_configs() -> None:

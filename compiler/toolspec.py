@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 
@@ -39,7 +40,7 @@ class ToolSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ToolSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolSpec:
         return cls(
             name=data["name"],
             description=data.get("description", ""),

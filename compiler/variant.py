@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from compiler.catalog import build_catalog, select_tools
 from compiler.errors import ConfigError
-from compiler.render import render_bash_usage, render_openai_tool, render_system_prompt, render_text, render_tools_intro
+from compiler.render import (
+    render_bash_usage,
+    render_openai_tool,
+    render_system_prompt,
+    render_text,
+    render_tools_intro,
+)
 from compiler.schema import TOOL_FORMATS
 from compiler.toolspec import ToolSpec
 from compiler.workflow import WorkflowStep, build_workflow
@@ -139,7 +146,7 @@ class HarnessVariant:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "HarnessVariant":
+    def from_dict(cls, data: Mapping[str, Any]) -> HarnessVariant:
         """Rebuild a written variant; refuses one whose content does not match its hash."""
         specs = [ToolSpec.from_dict(t) for t in data["tools"]]
         variant = _assemble(

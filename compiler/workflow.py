@@ -1,8 +1,9 @@
 """The agent's workflow as a networkx DAG of steps."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import networkx as nx
 

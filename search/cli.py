@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from omegaconf import DictConfig
 

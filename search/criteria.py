@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from compiler.schema import CriteriaConfig, CriterionConfig
 from search.metrics import EvalReport, quantile_key, score_quantile
 
 Direction = Literal["maximize", "minimize"]
@@ -54,29 +55,6 @@ _KINDS: dict[str, _KindSpec] = {
     "tool_failure_rate": _KindSpec("tool_failure_rate", "minimize", bounded=True, named=False),
 }
 KINDS: tuple[str, ...] = tuple(_KINDS)
-
-
-@dataclass
-class CriterionConfig:
-    """One criterion as written in ``conf/criteria/*.yaml``."""
-
-    name: str = ""  # unique label; empty = derived from kind (and score_name)
-    kind: str = MISSING  # one of KINDS
-    threshold: float | None = None  # target; null only for an objective-only criterion
-    quantile: float | None = None  # score_quantile only: q in [0, 1], e.g. 0.1
-    score_name: str | None = None  # scope by_name only: which named sub-score to read
-    scope: str = "any"  # any = overall score; by_name = the named sub-score score_name
-    weight: float = 1.0  # > 0; share of this criterion in the weighted aggregation
-    hard: bool = False  # constraint: violated = infeasible, no weighted score buys it back
-    objective: bool = False  # also a search objective (optimise this metric's direction)
-
-
-@dataclass
-class CriteriaConfig:
-    """The ``criteria`` config group."""
-
-    criteria: list[CriterionConfig] = field(default_factory=list)  # judged in this order
-    aggregation: str = "all"  # all = every criterion must hold; weighted = see module doc
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ scored. Every other episode is scored by the workload's own scorer.
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence
+from collections.abc import Sequence
 
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.loop import run_episode

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from compiler.runtime.workload import Task
 from compiler.variant import content_hash

@@ -1,7 +1,7 @@
 """Plain-text tables for the terminal."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from search.metrics import EvalReport
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from compiler.runtime.trajectory import ToolCall
 from compiler.toolspec import ToolSpec

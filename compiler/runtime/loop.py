@@ -6,7 +6,8 @@ are dispatched by name to the environment; nothing the model writes is evaluated
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from compiler.runtime.bash_calls import decode_text_calls
 from compiler.runtime.models import InfraError, ModelClient, ModelLimitError, ModelReply

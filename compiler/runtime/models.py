@@ -7,8 +7,9 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from compiler.runtime.cache import ResponseCache, request_key
 from compiler.runtime.llm import ensure_providers

@@ -1,8 +1,9 @@
 """What one episode leaves behind: every model call, every tool call, the final state."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 EpisodeStatus = Literal["completed", "max_turns", "infra_error"]
 

@@ -6,8 +6,9 @@ up never imports the others.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from compiler.runtime.trajectory import ToolCall, Trajectory
 from compiler.toolspec import ToolSpec

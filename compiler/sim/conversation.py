@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 EventKind = Literal["system", "user", "assistant", "tool_results", "workflow_step", "feedback"]
 

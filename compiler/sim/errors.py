@@ -16,8 +16,8 @@ monotone in one observable property each, so the optimizer faces a known, smooth
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from compiler.sim.features import HarnessFeatures
 from compiler.sim.tiers import Tier

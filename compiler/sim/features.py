@@ -8,8 +8,9 @@ style words, the system prompt's length and the temperature.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 ToolFormat = Literal["json", "bash", "both"]
 

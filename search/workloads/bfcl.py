@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from collections.abc import Mapping, Sequence
+from functools import cache
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bfcl_eval.constants.category_mapping import MULTI_TURN_CATEGORY, VERSION_PREFIX
 from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
@@ -30,9 +31,9 @@ from search.workloads.bfcl_tools import (
 )
 
 __all__ = [
-    "BfclWorkload",
     "CATEGORIES",
     "SPLITS",
+    "BfclWorkload",
     "bfcl_tool_catalog",
     "category_tasks",
     "load_bfcl_tool_specs",
@@ -43,7 +44,7 @@ __all__ = [
 WORKLOAD_NAME = "bfcl"
 CATEGORIES: tuple[str, ...] = tuple(MULTI_TURN_CATEGORY)
 SPLITS: Mapping[str, range] = MappingProxyType(
-    {"train": range(0, 120), "dev": range(120, 160), "holdout": range(160, 200)}
+    {"train": range(120), "dev": range(120, 160), "holdout": range(160, 200)}
 )
 class UnknownTaskError(KeyError):
     def __str__(self) -> str:  # KeyError would print the message with quotes around it
@@ -71,7 +72,7 @@ def split_of(index: int) -> str:
     raise ValueError(f"BFCL scenario index {index} is outside 0..199; no split holds it")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read_jsonl(path: str) -> tuple[Mapping[str, Any], ...]:
     with open(path, encoding="utf-8") as handle:
         return tuple(json.loads(line) for line in handle if line.strip())
@@ -130,7 +131,7 @@ def _build_task(category: str, entry: Mapping[str, Any], answer: Mapping[str, An
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def category_tasks(category: str) -> tuple[Task, ...]:
     """All 200 tasks of one category, ordered by scenario index."""
     category = normalize_category(category)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bfcl_eval.constants.executable_backend_config import STATELESS_CLASSES
 

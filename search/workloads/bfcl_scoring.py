@@ -17,8 +17,9 @@ failure, and later turns build on a diverged state), so score == 1.0 exactly whe
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
     response_checker,
@@ -27,8 +28,13 @@ from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
 
 from compiler.runtime.trajectory import ToolCall, Trajectory
 from compiler.runtime.workload import Environment, EpisodeScore, Task
-from search.workloads.bfcl_env import BfclEnvironment, ExecutedCall, error_result, invoke
-from search.workloads.bfcl_env import task_instances
+from search.workloads.bfcl_env import (
+    BfclEnvironment,
+    ExecutedCall,
+    error_result,
+    invoke,
+    task_instances,
+)
 from search.workloads.bfcl_tools import bfcl_tool_catalog, render_call
 
 _DETAIL_CHARS = 300

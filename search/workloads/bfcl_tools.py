@@ -9,9 +9,10 @@ import ast
 import importlib
 import inspect
 import json
-from functools import lru_cache
+from collections.abc import Mapping
+from functools import cache, lru_cache
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from bfcl_eval.constants.eval_config import MULTI_TURN_FUNC_DOC_PATH
 from bfcl_eval.constants.executable_backend_config import (
@@ -163,7 +164,7 @@ def tool_owner(name: str) -> str:
     return tool_spec(name).group
 
 
-@lru_cache(maxsize=None)
+@cache
 def tools_of_class(class_name: str) -> tuple[str, ...]:
     if class_name not in MULTI_TURN_CLASSES:
         raise BfclToolError(
@@ -172,7 +173,7 @@ def tools_of_class(class_name: str) -> tuple[str, ...]:
     return tuple(spec.name for spec in load_bfcl_tool_specs() if spec.group == class_name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def backend_class(class_name: str) -> type:
     """The backend class, imported through bfcl-eval's own CLASS_FILE_PATH_MAPPING."""
     if class_name not in MULTI_TURN_CLASSES:
@@ -185,7 +186,7 @@ def backend_class(class_name: str) -> type:
     return cls
 
 
-@lru_cache(maxsize=None)
+@cache
 def tool_signature(name: str) -> inspect.Signature:
     """The backend method's signature without ``self``."""
     method = getattr(backend_class(tool_owner(name)), name)

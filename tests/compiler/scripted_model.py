@@ -7,7 +7,8 @@ harness reaches it exactly as it reaches any route.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from compiler.runtime.llm import litellm_module
 
@@ -18,7 +19,14 @@ CALLS: dict[str, int] = {}
 
 def _response(model: str, out: dict[str, Any], messages: list[dict[str, Any]]) -> Any:
     lm = litellm_module()
-    from litellm.types.utils import ChatCompletionMessageToolCall, Choices, Function, Message, ModelResponse, Usage
+    from litellm.types.utils import (
+        ChatCompletionMessageToolCall,
+        Choices,
+        Function,
+        Message,
+        ModelResponse,
+        Usage,
+    )
 
     tool_calls = [
         ChatCompletionMessageToolCall(id=f"call_{i}", type="function", function=Function(name=c["name"], arguments=c["arguments"]))

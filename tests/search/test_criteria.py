@@ -261,7 +261,9 @@ def test_rank_key_feasible_first_then_score_then_objectives() -> None:
 # --- shipped configs -----------------------------------------------------------------------
 
 def load(path: Path) -> DictConfig:
-    cfg = OmegaConf.merge(OmegaConf.structured(CriteriaConfig), OmegaConf.load(path))
+    raw = OmegaConf.load(path)
+    raw.pop("defaults", None)  # Hydra's composition list, not part of the schema
+    cfg = OmegaConf.merge(OmegaConf.structured(CriteriaConfig), raw)
     assert isinstance(cfg, DictConfig)
     return cfg
 
