@@ -46,7 +46,11 @@ CATEGORIES: tuple[str, ...] = tuple(MULTI_TURN_CATEGORY)
 SPLITS: Mapping[str, range] = MappingProxyType(
     {"train": range(120), "dev": range(120, 160), "holdout": range(160, 200)}
 )
+
+
 class UnknownTaskError(KeyError):
+    """A task id that names no BFCL multi-turn entry."""
+
     def __str__(self) -> str:  # KeyError would print the message with quotes around it
         return str(self.args[0]) if self.args else ""
 
@@ -131,10 +135,13 @@ def _build_task(category: str, entry: Mapping[str, Any], answer: Mapping[str, An
     )
 
 
-@cache
 def category_tasks(category: str) -> tuple[Task, ...]:
-    """All 200 tasks of one category, ordered by scenario index."""
-    category = normalize_category(category)
+    """All 200 tasks of one category ("multi_turn_base" or "base"), by scenario index."""
+    return _category_tasks(normalize_category(category))
+
+
+@cache
+def _category_tasks(category: str) -> tuple[Task, ...]:
     file_name = f"{VERSION_PREFIX}_{category}.json"
     entries = _read_jsonl(str(PROMPT_PATH / file_name))
     answers = {a["id"]: a for a in _read_jsonl(str(POSSIBLE_ANSWER_PATH / file_name))}

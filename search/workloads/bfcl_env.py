@@ -169,6 +169,11 @@ class BfclEnvironment:
         return tuple(dict.fromkeys([*self.task.tool_names, *added]))
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentError(
+                f"{name}() arguments must be a mapping of parameter name to value, "
+                f"got {type(arguments).__name__}: {arguments!r}"
+            )
         offered = name in self.offered_tools()
         logged = copy.deepcopy(dict(arguments))
         try:

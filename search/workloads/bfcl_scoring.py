@@ -10,7 +10,9 @@ turn snapshots. That is what actually ran against the backends, with the raw exc
 failed call, so state and results need no re-execution and cannot drift from what the model saw;
 calls the harness rejected before they reached the environment had no effect and are not
 counted. When the environment is not this task's BfclEnvironment (e.g. re-scoring a stored
-trajectory), the trajectory's tool calls are replayed into a fresh one instead.
+trajectory), the trajectory's tool calls are replayed into a fresh one instead; that replay
+cannot tell calls the harness rejected (say, to a tool the variant detached but the task offers)
+from calls the environment ran, so pass the live environment for exact scores.
 
 Score: the fraction of turns that are valid before the first invalid one (BFCL stops at the first
 failure, and later turns build on a diverged state), so score == 1.0 exactly when passed.
@@ -67,23 +69,32 @@ def episode_environment(task: Task, trajectory: Trajectory, environment: Environ
 
 
 def _gap(gold: Sequence[ToolCall], model: Sequence[ExecutedCall]) -> str:
-    """Name the first gold call the model missed or got an argument of wrong."""
+    """Name the tool (and argument) behind a failed turn: a missed gold call, a wrong or
+    missing argument, a failed call, or an extra state-changing call."""
     for call in gold:
         same = [m for m in model if m.name == call.name]
         if not same:
             return f"missing call {render_call(call)}"
-        if any(dict(m.arguments) == dict(call.arguments) for m in same):
+        exact = [m for m in same if dict(m.arguments) == dict(call.arguments)]
+        if exact and all(m.error is not None for m in exact):
+            return f"{render_call(call)} failed: {_short(exact[0].error, 120)}"
+        if exact:
             continue
-        got = same[0].arguments
-        for key in [*call.arguments, *got]:
-            if got.get(key, "<missing>") != call.arguments.get(key, "<missing>"):
-                return (f"{call.name}.{key}: model={got.get(key, '<missing>')!r} "
-                        f"gold={call.arguments.get(key, '<missing>')!r}")
-    gold_names = {call.name for call in gold}
+        last = same[-1]  # after retries, the model's final attempt is the one to compare
+        for key in [*call.arguments, *(k for k in last.arguments if k not in call.arguments)]:
+            got, want = last.arguments.get(key, "<missing>"), call.arguments.get(key, "<missing>")
+            if got != want:
+                failed = f" (call failed: {_short(last.error, 100)})" if last.error else ""
+                return f"{call.name}.{key}: model={_short(got)} gold={_short(want)}{failed}"
+    unmatched = [(c.name, dict(c.arguments)) for c in gold]
     catalog = bfcl_tool_catalog()
     for m in model:
+        signature = (m.name, dict(m.arguments))
+        if signature in unmatched:
+            unmatched.remove(signature)
+            continue
         spec = catalog.get(m.name)
-        if m.name not in gold_names and (spec is None or spec.mutates_state):
+        if m.error is None and (spec is None or spec.mutates_state):
             return f"unexpected call {render_call(ToolCall(m.name, m.arguments))}"
     return ""
 
@@ -119,11 +130,11 @@ def _judge_turns(task: Task, env: BfclEnvironment) -> list[TurnVerdict]:
             continue
         if not gold_calls:
             if model_calls:
-                names = ", ".join(c.name for c in model_calls)
+                first = render_call(ToolCall(model_calls[0].name, model_calls[0].arguments))
                 verdicts.append(TurnVerdict(
                     turn, False, "multi_turn:irrelevance_error",
-                    f"gold expects no call (request not doable with the offered tools/arguments) "
-                    f"but the model called {names}"))
+                    f"gold expects no call (a needed tool or argument is missing; ask the user) "
+                    f"but the model made {len(model_calls)}, first {first}"))
             else:
                 verdicts.append(TurnVerdict(turn, True))
             continue
