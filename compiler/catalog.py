@@ -61,14 +61,31 @@ def validate_parameters(path: str, schema: Any) -> None:
         raise ConfigError(f"{path}.required", f"names arguments that are not in properties: {missing}", "remove them or add them to properties")
 
 
+def _checked(schema: type, data: Any, path: str) -> dict[str, Any]:
+    """Validate one entry against its dataclass schema, naming the bad field."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), data)
+        return OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or ""
+        first = str(exc).splitlines()[0]
+        raise ConfigError(f"{path}.{key}".rstrip("."), first, f"see {schema.__name__} in compiler/schema.py") from None
+
+
 def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
     """Catalog = source tools + YAML definitions, then overrides applied by name."""
+    from compiler.schema import ToolDefinitionConfig, ToolOverrideConfig
+
     catalog: dict[str, ToolSpec] = {}
     source = tool_cfg.get("source")
     if source:
         for spec in _loader(str(source))():
             catalog[spec.name] = spec
-    for name, d in (tool_cfg.get("definitions") or {}).items():
+    for name, raw in (tool_cfg.get("definitions") or {}).items():
+        d = _checked(ToolDefinitionConfig, raw, f"tool.definitions.{name}")
         params = d.get("parameters") or {"type": "object", "properties": {}}
         validate_parameters(f"tool.definitions.{name}.parameters", params)
         catalog[name] = ToolSpec(
@@ -80,7 +97,8 @@ def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
             mutates_state=bool(d.get("mutates_state", False)),
             group=d.get("group", ""),
         )
-    for name, o in (tool_cfg.get("overrides") or {}).items():
+    for name, raw in (tool_cfg.get("overrides") or {}).items():
+        o = _checked(ToolOverrideConfig, raw, f"tool.overrides.{name}")
         if name not in catalog:
             raise ConfigError(f"tool.overrides.{name}", "overrides a tool that is not in the catalog", f"fix the name; catalog has e.g. {sorted(catalog)[:5]}")
         spec = catalog[name]

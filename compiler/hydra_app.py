@@ -109,7 +109,9 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
         print(f"error: {exc}", file=sys.stderr)
         return 2
     saved = sys.argv
-    sys.argv = [f"evoharness {command}", *argv, f"hydra.job.name={command}"]
+    # argparse cannot interleave flags and positional overrides: flags go first.
+    flags = [a for a in argv if a.startswith("-")]
+    sys.argv = [f"evoharness {command}", *flags, *[a for a in argv if not a.startswith("-")], f"hydra.job.name={command}"]
     try:
         hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(task)()
     finally:

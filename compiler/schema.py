@@ -57,8 +57,10 @@ class ToolOverrideConfig:
 @dataclass
 class ToolCatalogConfig:
     source: str | None = None  # registered catalog loader (e.g. bfcl); None = YAML definitions only
-    definitions: dict[str, ToolDefinitionConfig] = field(default_factory=dict)  # tools defined in YAML
-    overrides: dict[str, ToolOverrideConfig] = field(default_factory=dict)  # per-tool edits over the catalog
+    # tools defined in YAML, each checked against ToolDefinitionConfig (kept untyped here so that
+    # `+tool.definitions.name={...}` works from the command line)
+    definitions: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)  # per-tool edits, each a ToolOverrideConfig
 
 
 @dataclass

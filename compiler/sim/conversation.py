@@ -71,7 +71,7 @@ class Event:
 
     @property
     def has_error_result(self) -> bool:
-        return self.kind == "feedback" or any(r.lstrip().startswith("Error") for r in self.results)
+        return self.kind == "feedback" or any(is_error_result(r) for r in self.results)
 
     @property
     def is_fault(self) -> bool:
@@ -81,6 +81,20 @@ class Event:
         return self.text.rstrip().endswith(FAULT_MARKER) or any(
             isinstance(c.arguments, str) for c in self.calls
         )
+
+
+def is_error_result(result: str) -> bool:
+    """The harness's "Error: ..." convention, or a tool that reports failure as {"error": ...}."""
+    text = result.lstrip()
+    if text.startswith("Error"):
+        return True
+    if not text.startswith("{"):
+        return False
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(decoded, dict) and "error" in decoded
 
 
 def content_text(content: Any) -> str:
