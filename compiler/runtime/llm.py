@@ -1,6 +1,7 @@
 """Lazy litellm import: its price map would otherwise be fetched from the network at import."""
 from __future__ import annotations
 
+import logging
 import os
 from functools import lru_cache
 from types import ModuleType
@@ -13,6 +14,9 @@ def litellm_module() -> ModuleType:
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    # Hydra sets the root logger to INFO; litellm would then log every call.
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     return litellm
 
 

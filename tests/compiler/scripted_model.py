@@ -60,4 +60,3 @@ def register_scripted_provider() -> None:
 
     if not any(p.get("provider") == "script" for p in lm.custom_provider_map):
         lm.custom_provider_map = [*lm.custom_provider_map, {"provider": "script", "custom_handler": Scripted()}]
-        lm.register_model({"script/default": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6, "litellm_provider": "script", "mode": "chat"}})

@@ -119,7 +119,8 @@ def test_gold_round_trip_in_each_format(fmt: str) -> None:
     assert traj.tool_calls[1].result == "b\nc" and all(c.error is None for c in traj.tool_calls)
     assert env.dirs["archive"] == ["report.pdf"] and env.turns_ended == [0, 1]
     assert traj.responses == ("Done.", "Done.")
-    assert len(traj.model_calls) == 4 and traj.cost_usd > 0 and traj.latency_s > 0
+    # 2 gold calls + 2 answers + the verify step once per turn
+    assert len(traj.model_calls) == 6 and traj.cost_usd > 0 and traj.latency_s > 0
     assert traj.final_state["dirs"]["archive"] == ["report.pdf"]
 
 
