@@ -150,7 +150,7 @@ class EvoConfig:
     seed: int = 0  # global seed for episodes and sampling
     runs_dir: str = "runs"  # output root
     registry_dir: str = "${runs_dir}/registry"  # registry root
-    release_slot: Optional[str] = "default"  # promoted slot merged into the base config (e.g. fast); null = base config only
+    release_slot: str | None = "default"  # promoted slot merged into the base config (e.g. fast); null = base config only
     cache_dir: str | None = "${runs_dir}/cache"  # model response cache; None disables it
 
 

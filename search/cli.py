@@ -12,6 +12,7 @@ USAGE = """usage: evoharness <command> [hydra overrides] [-m]
 commands:
   compile     compile the agent config into a content-hashed variant under runs/compiled/
   evaluate    run the compiled agent on a workload split and report quality, cost and latency
+  report      render runs/<study>/report.html from a search summary
   serve-sim   serve the simulated model over an OpenAI-compatible HTTP endpoint on loopback
 
 examples:
@@ -38,6 +39,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE)
         return 0 if args else 2
     command, rest = args[0], args[1:]
+    if command == "report":
+        from search.report import report_main
+
+        return report_main(rest)
     if command == "serve-sim":
         from compiler.sim.server import main as serve_main
 
@@ -48,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         task, validate = commands[command]
         return run_hydra(command, rest, task, validate)
-    print(f"error: unknown command {command!r}. Fix: use one of {sorted([*commands, 'serve-sim'])}", file=sys.stderr)
+    print(f"error: unknown command {command!r}. Fix: use one of {sorted([*commands, 'report', 'serve-sim'])}", file=sys.stderr)
     return 2
 
 
