@@ -19,7 +19,7 @@ from compiler.errors import ConfigError
 CONF_DIR = str(Path(__import__("conf").__file__).resolve().parent)
 MAX_PREFLIGHT_COMBINATIONS = 64
 
-Validator = Callable[[DictConfig], object]
+Validator = Callable[[DictConfig, Sequence[str]], object]  # (composed config, its overrides)
 
 
 class UsageError(Exception):
@@ -93,7 +93,7 @@ def preflight(argv: Sequence[str], validate: Validator | None) -> None:
         finally:
             GlobalHydra.instance().clear()
         if validate is not None:
-            validate(cfg)
+            validate(cfg, combo)
 
 
 def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], None], validate: Validator | None) -> int:

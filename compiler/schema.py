@@ -127,15 +127,23 @@ class MutatorsConfig:
 
 @dataclass
 class SearchConfig:
-    study: str = "evoharness"  # study name; re-running it resumes
-    storage: str | None = None  # Optuna storage URL; None = SQLite under runs/
-    rounds: int = 2  # mutation rounds
-    trials_per_round: int = 12  # trials per round
-    population_size: int = 6  # NSGA-II population
-    seed: int = 0  # sampler seed
+    study: str = "evoharness"  # study name; re-running it resumes (runs/<study>/)
+    storage: str | None = None  # Optuna storage URL; None = sqlite:///runs/<study>/study.db
+    rounds: int = 2  # mutation rounds; pools grow between rounds
+    trials_per_round: int = 12  # candidates evaluated per round (resumed trials count)
+    population_size: int = 6  # NSGA-II population = one launcher batch
+    crossover: str = "uniform"  # NSGA-II crossover: uniform | blxalpha | sbx | vsbx | undx | spx
+    seed: int = 0  # sampler and mutator seed
     models: list[str] = field(default_factory=list)  # model config names the search may swap to
     temperatures: list[float] = field(default_factory=lambda: [0.0, 0.7])  # temperature choices
-    max_failure_rate: float = 0.5  # abort when more trials fail than this
+    samples: int = 2  # samples per task on train, dev and holdout
+    train_limit: int | None = 40  # first N train tasks per candidate; None = the whole split
+    max_front_dev: int = 6  # front members re-evaluated on dev (highest train quality first)
+    confidence: float = 0.95  # holdout bootstrap CI level
+    min_effect: float = 0.0  # smallest quality gain the claim's CI must clear to be a win
+    resamples: int = 10000  # bootstrap resamples
+    max_failure_rate: float = 0.5  # abort when a larger share of trials fails
+    teacher: str | None = None  # model config name the teacher-gap rewriter may run
 
 
 @dataclass

@@ -11,7 +11,12 @@ USAGE = """usage: evoharness <command> [hydra overrides] [-m]
 
 commands:
   compile     compile the agent config into a content-hashed variant under runs/compiled/
+  search      NSGA-II search over harness edits: Pareto front, dev selection, holdout claim
   evaluate    run the compiled agent on a workload split and report quality, cost and latency
+  snapshot    record the current config as a registry snapshot
+  promote     promote a snapshot (hash, prefix or path) to a slot: --class fast
+  versions    list snapshots of a component, --show HASH for one
+  rollback    move a component's slot back to its previous promoted snapshot
   report      render runs/<study>/report.html from a search summary
   serve-sim   serve the simulated model over an OpenAI-compatible HTTP endpoint on loopback
 
@@ -22,14 +27,20 @@ examples:
 """
 
 Task = Callable[[DictConfig], None]
-Validate = Callable[[DictConfig], object]
+Validate = Callable[[DictConfig, Sequence[str]], object]
 
 
 def _hydra_commands() -> dict[str, tuple[Task, Validate]]:
     from compiler.cli import compile_task, compile_validate
-    from search.commands import evaluate_task, evaluate_validate
+    from search.commands import evaluate_task, evaluate_validate, search_task, search_validate
+    from search.registry_cli import snapshot_task, snapshot_validate
 
-    return {"compile": (compile_task, compile_validate), "evaluate": (evaluate_task, evaluate_validate)}
+    return {
+        "compile": (compile_task, compile_validate),
+        "evaluate": (evaluate_task, evaluate_validate),
+        "search": (search_task, search_validate),
+        "snapshot": (snapshot_task, snapshot_validate),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,13 +58,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         from compiler.sim.server import main as serve_main
 
         return int(serve_main(rest) or 0)
+    if command in ("promote", "versions", "rollback"):
+        from search import registry_cli
+
+        return int(getattr(registry_cli, f"{command}_main")(rest))
     commands = _hydra_commands()
     if command in commands:
         from compiler.hydra_app import run_hydra
 
         task, validate = commands[command]
+        if command == "search":  # the search is always a multirun under the nsga2 sweeper
+            if not any(a in ("-m", "--multirun") for a in rest):
+                rest = ["-m", *rest]
+            if not any(a.startswith("hydra/sweeper=") for a in rest):
+                rest = [*rest, "hydra/sweeper=nsga2"]
         return run_hydra(command, rest, task, validate)
-    print(f"error: unknown command {command!r}. Fix: use one of {sorted([*commands, 'report', 'serve-sim'])}", file=sys.stderr)
+    print(f"error: unknown command {command!r}. Fix: use one of {sorted([*commands, 'promote', 'versions', 'rollback', 'report', 'serve-sim'])}", file=sys.stderr)
     return 2
 
 

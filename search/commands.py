@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,10 @@ def chosen_tasks(cfg: DictConfig, workload: Workload) -> list[Task]:
     return tasks
 
 
-def evaluate_validate(cfg: DictConfig) -> object:
-    variant = compile_config(cfg)
+def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+    from compiler.cli import compile_validate
+
+    variant = compile_validate(cfg, overrides)
     if int(cfg.workload.samples) < 1:
         raise ConfigError("workload.samples", f"must be at least 1, got {cfg.workload.samples}", "set workload.samples=1 or more")
     if int(cfg.workload.concurrency) < 1:
@@ -52,11 +55,13 @@ def evaluate_validate(cfg: DictConfig) -> object:
 def evaluate_task(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
+    from compiler.cli import released
     from compiler.runtime.cache import ResponseCache
     from search.evaluate import evaluate_variant
     from search.provenance import provenance
     from search.tables import metrics_table
 
+    cfg = released(cfg)
     variant = compile_config(cfg)
     workload = make_workload(cfg)
     tasks = chosen_tasks(cfg, workload)
@@ -90,3 +95,38 @@ def evaluate_task(cfg: DictConfig) -> None:
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     print(metrics_table([(label, report)]))
     print(f"eval: {out}", file=sys.stderr)
+
+
+def search_task(cfg: DictConfig) -> Any:
+    """A search job: one trial file (written by the nsga2 sweeper) compiled and evaluated."""
+    from search.trial import TrialSpec, run_trial
+
+    if "trial" not in cfg:
+        raise ConfigError("hydra/sweeper", "the search runs as a multirun under the nsga2 sweeper", "run `evoharness search` (it adds -m and hydra/sweeper=nsga2)")
+    spec = TrialSpec.from_dict(json.loads(Path(str(cfg.trial)).read_text(encoding="utf-8")))
+    return run_trial(spec)
+
+
+def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+    from compiler.hydra_app import CONF_DIR
+    from search.criteria import build_criteria
+    from search.models_conf import load_model_config
+    from search.mutators.base import make_mutator
+
+    variant = evaluate_validate(cfg, overrides)
+    for name in cfg.search.models:
+        load_model_config(str(name), CONF_DIR)
+    try:
+        build_criteria(cfg.criteria)
+    except ValueError as exc:
+        raise ConfigError("criteria", str(exc), "see conf/criteria/default.yaml") from None
+    for i, m in enumerate(cfg.mutators.enabled):
+        try:
+            make_mutator(str(m.name), **(to_plain(m.params) or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"mutators.enabled[{i}]", str(exc).strip("'\""), "use a registered mutator name and its parameters") from None
+    s = cfg.search
+    for key in ("rounds", "trials_per_round", "population_size", "samples"):
+        if int(s[key]) < 1:
+            raise ConfigError(f"search.{key}", f"must be at least 1, got {s[key]}", f"set search.{key} to a positive integer")
+    return variant

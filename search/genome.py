@@ -8,8 +8,9 @@ keeps its meaning for the whole search; entry 0 is always the baseline.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from compiler.schema import TOOL_FORMATS
 

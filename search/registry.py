@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from compiler.errors import ConfigError
 from compiler.variant import content_hash
@@ -56,7 +56,16 @@ def utc_now() -> str:
 
 def definition_hash(component: str, kind: str, definition: Mapping[str, Any], schema_version: int = SCHEMA_VERSION) -> str:
     """The snapshot's identity: only what rebuilds the variant, so metrics or authorship never fork it."""
-    return content_hash({"schema_version": schema_version, "component": component, "kind": kind, "definition": definition})
+    return content_hash({"schema_version": schema_version, "component": component, "kind": kind, "definition": _ordered(kind, definition)})
+
+
+def _ordered(kind: str, definition: Mapping[str, Any]) -> Mapping[str, Any]:
+    # canonical JSON sorts keys, but prompt sections render in mapping order: hash them as pairs so a
+    # reordered prompt is a different snapshot (and a reordered file fails verification)
+    agent = definition.get("agent")
+    if kind != "agent" or not isinstance(agent, Mapping) or not isinstance(agent.get("prompt_sections"), Mapping):
+        return definition
+    return {**definition, "agent": {**agent, "prompt_sections": [[k, v] for k, v in agent["prompt_sections"].items()]}}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,6 +211,7 @@ def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; the registry is shared, readable like any other output
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -214,7 +224,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _dumps(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"  # unsorted: mapping order is meaningful
 
 
 def _check_slot(slot: str) -> None:
@@ -371,7 +381,7 @@ def _effective(history: Sequence[Promotion]) -> list[str]:
 
 
 # -- the release merge: the promoted snapshot replaces the base agent, tool overrides and model -----
-_RELEASED = ("agent.", "model.", "tool.overrides")
+_RELEASED = ("agent.", "model.", "tool.overrides.")
 
 
 def promoted_for(cfg: DictConfig) -> Snapshot | None:
@@ -408,14 +418,15 @@ def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig
         first = str(exc).strip().splitlines()[0]
         raise ConfigError(where, f"promoted snapshot {snapshot.content_hash[:12]} does not fit the config schema: {first}", "roll it back or set release_slot=null") from None
     for o in parsed:
-        if not o.key_or_group.startswith(_RELEASED):
+        if not (o.key_or_group.startswith(_RELEASED) or o.key_or_group == "tool.overrides"):
             continue
         try:
             if o.is_delete():
                 parent, _, leaf = o.key_or_group.rpartition(".")
-                node = OmegaConf.select(out, parent)
+                node = OmegaConf.select(out, parent) if parent else out
                 if isinstance(node, DictConfig) and leaf in node:
-                    del node[leaf]
+                    with open_dict(node):
+                        del node[leaf]
             else:
                 OmegaConf.update(out, o.key_or_group, o.value(), merge=True, force_add=True)
         except Exception as exc:

@@ -98,7 +98,7 @@ def _versions(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     registry = Registry(args.registry)
     if args.show:
-        print(json.dumps(registry.load(args.show).to_dict(), indent=2, sort_keys=True, ensure_ascii=False))
+        print(json.dumps(registry.load(args.show).to_dict(), indent=2, ensure_ascii=False))
         return 0
     snapshots = registry.snapshots(args.component)
     if not snapshots:
@@ -122,11 +122,10 @@ def rollback_main(argv: Sequence[str] | None = None) -> int:
 
 
 # -- `evoharness snapshot [overrides]`: record the current (released + overridden) config ------------
-def snapshot_validate(cfg: DictConfig) -> object:
-    from compiler.config_compile import compile_config
-    from search.registry import apply_promoted
+def snapshot_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+    from compiler.cli import compile_validate
 
-    return compile_config(apply_promoted(cfg))
+    return compile_validate(cfg, overrides)
 
 
 def snapshot_task(cfg: DictConfig) -> None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from compiler.toolspec import ToolSpec
 from search.genome import Genome, PoolEntry, Pools, with_pool_entry

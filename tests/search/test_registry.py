@@ -59,6 +59,19 @@ def test_same_definition_same_hash_and_rewrite_keeps_first_record(tmp_path: Path
     assert path.read_bytes() == before and reg.load(first.content_hash).author == "baseline"
 
 
+def test_prompt_section_order_is_part_of_the_identity(tmp_path: Path) -> None:
+    d = definition()
+    d["agent"]["prompt_sections"] = {"role": "R", "policy": "P"}
+    swapped = {**d, "agent": {**d["agent"], "prompt_sections": {"policy": "P", "role": "R"}}}
+    reg = Registry(tmp_path)
+    digest = reg.write_snapshot(make_snapshot("files_agent", d, author="m"))
+    assert digest != make_snapshot("files_agent", swapped, author="m").content_hash
+    assert list(reg.load(digest).definition["agent"]["prompt_sections"]) == ["role", "policy"]
+    _edit(reg.path_of(digest), lambda data: data["definition"]["agent"].update(prompt_sections={"policy": "P", "role": "R"}))
+    with pytest.raises(RegistryError, match="was modified"):
+        reg.load(digest)
+
+
 def _edit(path: Path, change: Any) -> None:
     data = json.loads(path.read_text())
     change(data)

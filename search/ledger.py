@@ -1,0 +1,42 @@
+"""The ledger: one JSON line per candidate with genome, authors, diff against baseline,
+metrics per split, what evaluating it cost, and the decision taken on it."""
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from compiler.variant import HarnessVariant
+from search.trial import write_json_atomic
+
+
+def variant_text(variant: HarnessVariant) -> list[str]:
+    """What the model sees, as diffable lines: system prompt, tools, injected steps, params."""
+    lines = ["# system prompt", *variant.system_prompt.splitlines()]
+    lines += ["# tools", *json.dumps(variant.native_tools_for(None) or [t.spec.to_dict() for t in variant.tools], indent=1, sort_keys=True).splitlines()]
+    lines += ["# step messages", *[m for _, m in variant.step_messages("before_final")]]
+    lines += ["# model", json.dumps(variant.model.to_dict(), sort_keys=True), f"tool_format: {variant.tool_format}", f"max_turns: {variant.max_turns}"]
+    return lines
+
+
+def unified_diff(baseline: HarnessVariant, candidate: HarnessVariant, *, context: int = 2) -> str:
+    if baseline.content_hash == candidate.content_hash:
+        return ""
+    return "\n".join(
+        difflib.unified_diff(variant_text(baseline), variant_text(candidate), fromfile=f"baseline {baseline.content_hash[:12]}", tofile=f"candidate {candidate.content_hash[:12]}", lineterm="", n=context)
+    )
+
+
+def write_ledger(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Rewritten whole (atomically) from the study's records, so a resumed run never duplicates lines."""
+    text = "".join(json.dumps(dict(r), sort_keys=True, default=str) + "\n" for r in rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+__all__ = ["unified_diff", "variant_text", "write_json_atomic", "write_ledger"]

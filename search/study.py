@@ -1,0 +1,80 @@
+"""Optuna glue: one study per round (a categorical's choices may not change inside a study),
+NSGA-II with hard criteria as constraints, and the Pareto front over every round.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.samplers import NSGAIISampler
+from optuna.samplers.nsgaii import (
+    BLXAlphaCrossover,
+    SBXCrossover,
+    SPXCrossover,
+    UNDXCrossover,
+    UniformCrossover,
+    VSBXCrossover,
+)
+from optuna.trial import FrozenTrial, TrialState
+
+from search.criteria import Objective
+
+CROSSOVERS = {"uniform": UniformCrossover, "blxalpha": BLXAlphaCrossover, "sbx": SBXCrossover, "vsbx": VSBXCrossover, "undx": UNDXCrossover, "spx": SPXCrossover}
+CONSTRAINTS_ATTR = "constraints"
+
+optuna.logging.set_verbosity(logging.WARNING)
+
+
+def _constraints(trial: FrozenTrial) -> Sequence[float]:
+    return tuple(trial.user_attrs.get(CONSTRAINTS_ATTR, ()))
+
+
+def make_sampler(*, population_size: int, seed: int, crossover: str) -> NSGAIISampler:
+    if crossover not in CROSSOVERS:
+        raise ValueError(f"search.crossover={crossover!r} is unknown; use one of {sorted(CROSSOVERS)}")
+    return NSGAIISampler(population_size=population_size, seed=seed, crossover=CROSSOVERS[crossover](), constraints_func=_constraints)
+
+
+def distributions(space: Mapping[str, tuple[Any, ...]]) -> dict[str, CategoricalDistribution]:
+    return {name: CategoricalDistribution(choices) for name, choices in space.items()}
+
+
+def round_study(storage: str, study: str, round_index: int, objectives: Sequence[Objective], sampler: NSGAIISampler) -> optuna.Study:
+    return optuna.create_study(
+        storage=storage,
+        study_name=f"{study}/r{round_index}",
+        directions=[o.direction for o in objectives],
+        sampler=sampler,
+        load_if_exists=True,
+    )
+
+
+def finished(study: optuna.Study) -> list[FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+
+
+def fail_stale(study: optuna.Study) -> list[dict[str, Any]]:
+    """Trials left RUNNING by an interrupted run are closed as failed; their params are returned to re-run."""
+    stale = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+    for t in stale:
+        study.tell(t.number, state=TrialState.FAIL)
+    return [dict(t.params) for t in stale]
+
+
+def front_over(storage: str, study: str, rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) -> list[FrozenTrial]:
+    """Constraint-aware Pareto front over all rounds' completed trials (Optuna's own best_trials).
+
+    The trials are copied into a derived study (rebuilt each time) so Optuna does the dominance
+    and feasibility bookkeeping; the round number travels in a user attribute.
+    """
+    name = f"{study}/all"
+    try:
+        optuna.delete_study(study_name=name, storage=storage)
+    except KeyError:
+        pass
+    combined = optuna.create_study(storage=storage, study_name=name, directions=[o.direction for o in objectives])
+    combined.add_trials(t for s in rounds for t in s.get_trials(deepcopy=True, states=(TrialState.COMPLETE,)))
+    return list(combined.best_trials)
