@@ -11,7 +11,7 @@ import yaml
 
 from search.claim import make_claim
 from search.criteria import evaluate_criteria, rank_key
-from search.genome import BASELINE, Genome, Pools, authors
+from search.genome import BASELINE, Genome, Pools, authors, describe
 from search.ledger import unified_diff, write_ledger
 from search.metrics import EvalReport
 from search.study import front_over
@@ -32,9 +32,14 @@ def _member(run: SearchRun, t: optuna.trial.FrozenTrial, pools: Pools, baseline_
     variant = run.spec(g, pools, "train", "diff").variant()
     return {
         "trial": int(t.user_attrs.get("round_trial", t.number)), "round": int(t.user_attrs.get("round", 0)), "variant_hash": variant.content_hash,
-        "genome": g.to_dict(), "authors": list(authors(g, pools)), "params": dict(t.params), "values": list(t.values or []),
+        "genome": g.to_dict(), "authors": list(authors(g, pools)), "changes": _changes(run, g, pools), "params": dict(t.params), "values": list(t.values or []),
         "train": dict(t.user_attrs.get("train", {})), "dev": None, "diff": unified_diff(baseline_variant, variant), "champion": False,
     }
+
+
+def _changes(run: SearchRun, g: Genome, pools: Pools) -> str:
+    base_steps = {s["name"]: bool(s.get("enabled", True)) for s in run.agent.get("workflow", []) if s.get("optional")}
+    return describe(g, pools, base_format=str(run.agent.get("tool_format", "json")), base_steps=base_steps)
 
 
 def _quality(run: SearchRun) -> str:

@@ -273,3 +273,23 @@ def with_pool_entry(pools: Pools, kind: str, key: str | None, entry: PoolEntry) 
     if any(e.value == entry.value for e in current_t):
         return pools, False
     return replace(pools, **{attr: current_t + (entry,)}), True
+
+
+def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:
+    """A short human summary of how a genome departs from the baseline, e.g.
+    ``model=sim_small, format=bash, +step verify, tool place_order#1 (rule_miner)``."""
+    parts: list[str] = []
+    if genome.model:
+        parts.append(f"model={pools.models[genome.model].value}")
+    if genome.temperature:
+        parts.append(f"temperature={pools.temperatures[genome.temperature].value}")
+    if genome.tool_format and genome.tool_format != base_format:
+        parts.append(f"format={genome.tool_format}")
+    for name, on in sorted(genome.steps.items()):
+        if on != base_steps.get(name, False):
+            parts.append(f"{'+' if on else '-'}step {name}")
+    parts += [f"section {k}#{i} ({pools.sections[k][i].author})" for k, i in sorted(genome.sections.items()) if i]
+    parts += [f"tool {k}#{i} ({pools.tools[k][i].author})" for k, i in sorted(genome.tools.items()) if i]
+    if genome.toolset:
+        parts.append(f"toolset#{genome.toolset} ({pools.toolsets[genome.toolset].author})")
+    return ", ".join(parts) or "baseline"

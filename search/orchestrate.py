@@ -214,7 +214,9 @@ class SearchRun:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return
         verdict = evaluate_criteria(metrics, self.criteria, self.aggregation)
-        trial.set_user_attr("constraints", list(constraint_values(verdict)))
+        # Hard criteria are Optuna constraints (<= 0 feasible): NSGA-II ranks and best_trials filter by them.
+        for c, value in zip([c for c in self.criteria if c.hard], constraint_values(verdict)):
+            trial.set_constraint(c.name, value)
         trial.set_user_attr("feasible", verdict.feasible)
         study.tell(trial, values=[float(v) for v in values])
 

@@ -1,5 +1,5 @@
 """Optuna glue: one study per round (a categorical's choices may not change inside a study),
-NSGA-II with hard criteria as constraints, and the Pareto front over every round.
+NSGA-II (hard criteria reach it as trial constraints), and the Pareto front over every round.
 """
 from __future__ import annotations
 
@@ -23,19 +23,14 @@ from optuna.trial import FrozenTrial, TrialState
 from search.criteria import Objective
 
 CROSSOVERS = {"uniform": UniformCrossover, "blxalpha": BLXAlphaCrossover, "sbx": SBXCrossover, "vsbx": VSBXCrossover, "undx": UNDXCrossover, "spx": SPXCrossover}
-CONSTRAINTS_ATTR = "constraints"
 
 optuna.logging.set_verbosity(logging.WARNING)
-
-
-def _constraints(trial: FrozenTrial) -> Sequence[float]:
-    return tuple(trial.user_attrs.get(CONSTRAINTS_ATTR, ()))
 
 
 def make_sampler(*, population_size: int, seed: int, crossover: str) -> NSGAIISampler:
     if crossover not in CROSSOVERS:
         raise ValueError(f"search.crossover={crossover!r} is unknown; use one of {sorted(CROSSOVERS)}")
-    return NSGAIISampler(population_size=population_size, seed=seed, crossover=CROSSOVERS[crossover](), constraints_func=_constraints)
+    return NSGAIISampler(population_size=population_size, seed=seed, crossover=CROSSOVERS[crossover]())
 
 
 def distributions(space: Mapping[str, tuple[Any, ...]]) -> dict[str, CategoricalDistribution]:

@@ -14,13 +14,13 @@ def _fmt(metrics: Mapping[str, Any] | None, key: str) -> str:
 
 def summary_text(summary: Mapping[str, Any]) -> str:
     objectives = [o["metric"] for o in summary["objectives"]]
-    head = ["", "trial", "round", *[f"train {m}" for m in objectives], "dev pass_rate", "authors"]
+    head = ["", "trial", "round", *[f"train {m}" for m in objectives], "dev pass_rate", "changes (authors)"]
     rows = [head]
     base = summary["baseline"]
     rows.append(["", "base", "-", *[_fmt(base.get("train"), m) for m in objectives], _fmt(base.get("dev"), "pass_rate"), "baseline"])
     for m in summary["front"]:
         rows.append(["*" if m.get("champion") else "", str(m["trial"]), str(m["round"]), *[_fmt(m.get("train"), k) for k in objectives],
-                     _fmt(m.get("dev"), "pass_rate"), ", ".join(m.get("authors") or []) or "-"])
+                     _fmt(m.get("dev"), "pass_rate"), m.get("changes") or ", ".join(m.get("authors") or []) or "-"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [f"Pareto front of study {summary['study']} ({len(summary['front'])} members; * = champion):"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]

@@ -11,7 +11,7 @@ from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from search.trial import TrialSpec, write_json_atomic
 
@@ -56,7 +56,9 @@ class NSGA2SweeperImpl:
 
         assert self.config is not None
         self.arguments = list(arguments)
-        cfg = apply_promoted(self.config, self.arguments)
+        # The search works on the user's config; the hydra node holds job-time interpolations.
+        user = OmegaConf.masked_copy(self.config, [str(k) for k in self.config.keys() if k != "hydra"])
+        cfg = apply_promoted(user, self.arguments)
         summary = SearchRun(cfg, launch=self.launch, conf_dir=CONF_DIR).execute()
         print_summary(summary)
         return summary

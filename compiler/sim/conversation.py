@@ -41,7 +41,9 @@ def parse_user(user: str | None) -> RequestMeta:
         key, sep, value = part.partition("=")
         if sep:
             fields[key.strip()] = value.strip()
-    fix = "send user='task_id=<workload>/<id>;sample=<n>;seed=<n>' with every sim request"
+    fix = ("send user='task_id=<workload>/<id>;sample=<n>;seed=<n>' with every sim request "
+           "(litellm drops `user` for openai-compatible routes such as openai/sim/small: "
+           "also pass it as extra_body={'user': ...})")
     if "/" not in fields.get("task_id", ""):
         raise SimRequestError(f"simulated model got user={user!r} without a task_id; {fix}")
     try:

@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from compiler.sim.conversation import Conversation, RequestMeta, SimRequestError, parse_user, split_conversation
@@ -18,7 +19,7 @@ from compiler.sim.policy import Action, Since, TurnEnv, TurnState, decide
 from compiler.sim.render import Rendered, render_call, render_final
 from compiler.sim.rng import Draws, digest_hex
 from compiler.sim.tiers import Tier, tier_for
-from compiler.sim.tokens import count_prompt_tokens, count_text_tokens
+from compiler.sim.tokens import count_prompt_tokens, count_text_tokens, tools_json
 
 DEFAULT_TEMPERATURE = 1.0  # what OpenAI-compatible servers assume when the request omits it
 
@@ -50,13 +51,19 @@ class SimResult:
         return f"sim/{self.tier.name}"
 
 
-def request_digest(request: SimRequest, meta: RequestMeta) -> str:
-    payload = {
+def request_digest(request: SimRequest, meta: RequestMeta, tools_text: str) -> str:
+    payload = json.dumps({
         "model": tier_for(request.model).name, "messages": list(request.messages),
-        "tools": list(request.tools or []), "temperature": request.temperature,
-        "task": meta.task_id, "sample": meta.sample, "seed": meta.seed,
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+        "temperature": request.temperature, "task": meta.task_id, "sample": meta.sample,
+        "seed": meta.seed,
+    }, sort_keys=True, default=str)
+    return hashlib.sha256((payload + tools_text).encode()).hexdigest()
+
+
+@lru_cache(maxsize=256)
+def _features(system_prompt: str, tools_text: str, temperature: float) -> HarnessFeatures:
+    # The same system prompt and tools come back on every call of an episode.
+    return extract_features(system_prompt, json.loads(tools_text) or None, temperature)
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,8 @@ def simulate(request: SimRequest, gold: GoldSource,
     temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
     turn_texts = [[str(m.get("content", "")) for m in turn] for turn in task.turns]
     conv = split_conversation(request.messages, turn_texts)
-    features = extract_features(conv.system_prompt, request.tools, temperature)
+    tools_text = tools_json(request.tools)
+    features = _features(conv.system_prompt, tools_text, float(temperature))
     draws = Draws(meta.task_id, meta.seed, meta.sample if temperature > 0 else None, conv.turn)
     env = TurnEnv(
         tier=tier, features=features,
@@ -127,9 +135,9 @@ def simulate(request: SimRequest, gold: GoldSource,
     completion = count_text(rendered.completion_text())
     return SimResult(
         tier=tier, meta=meta, action=action, rendered=rendered,
-        prompt_tokens=count_prompt(request.messages, request.tools),
+        prompt_tokens=count_prompt(request.messages, tools_text),
         completion_tokens=completion,
         latency_s=tier.base_latency_s + tier.per_token_latency_s * completion,
-        digest=request_digest(request, meta), features=features, state=state,
+        digest=request_digest(request, meta, tools_text), features=features, state=state,
     )
 

@@ -19,10 +19,11 @@ from litellm import CustomLLM  # noqa: E402
 from litellm.types.utils import ChatCompletionMessageToolCall, Function  # noqa: E402
 
 from compiler.sim.conversation import SimRequestError  # noqa: E402
-from compiler.sim.engine import SimRequest, SimResult, simulate  # noqa: E402
-from compiler.sim.faults import FaultKind, decide_fault, next_attempt, sim_config  # noqa: E402
+from compiler.sim.engine import SimRequest, SimResult  # noqa: E402
+from compiler.sim.faults import FaultKind  # noqa: E402
 from compiler.sim.gold import GoldSource, WorkloadGoldSource  # noqa: E402
-from compiler.sim.render import Rendered, render_fault  # noqa: E402
+from compiler.sim.render import Rendered  # noqa: E402
+from compiler.sim.service import SimOutcome, run_request  # noqa: E402
 from compiler.sim.tiers import TIERS  # noqa: E402
 
 PROVIDER = "sim"
@@ -33,8 +34,10 @@ def _user(optional_params: Mapping[str, Any], litellm_params: Mapping[str, Any] 
     # litellm keeps the OpenAI `user` field on the logging object for custom providers (1.110);
     # the other places are checked so a litellm upgrade that moves it does not break the sim.
     details = getattr(logging_obj, "model_call_details", None) or {}
+    extra_body = optional_params.get("extra_body") or {}
     for candidate in (optional_params.get("user"), (litellm_params or {}).get("user"),
-                      details.get("user"), getattr(logging_obj, "user", None)):
+                      details.get("user"), getattr(logging_obj, "user", None),
+                      extra_body.get("user") if isinstance(extra_body, Mapping) else None):
         if candidate:
             return str(candidate)
     return None
@@ -72,38 +75,32 @@ class SimLLM(CustomLLM):
         self.gold: GoldSource = gold or WorkloadGoldSource()
 
     def _prepare(self, model: str, messages: list[Any], optional_params: Mapping[str, Any],
-                 litellm_params: Mapping[str, Any] | None,
-                 logging_obj: Any) -> tuple[SimResult, FaultKind | None, float]:
+                 litellm_params: Mapping[str, Any] | None, logging_obj: Any) -> SimOutcome:
         request = SimRequest(model=model, messages=messages, tools=optional_params.get("tools"),
                              temperature=optional_params.get("temperature"),
                              user=_user(optional_params, litellm_params, logging_obj))
-        route = f"{PROVIDER}/{model.rsplit('/', 1)[-1]}"
         try:
-            result = simulate(request, self.gold)
+            return run_request(request, self.gold)
         except (SimRequestError, ValueError) as exc:
-            raise litellm.BadRequestError(message=str(exc), model=route,
+            # a 400: litellm callers treat it as a configuration error, never retried
+            raise litellm.BadRequestError(message=str(exc), model=f"{PROVIDER}/{model}",
                                           llm_provider=PROVIDER) from exc
-        config = sim_config(route)
-        attempt = result.meta.attempt if result.meta.attempt is not None \
-            else next_attempt(result.digest)
-        fault = decide_fault(config, result.digest, attempt)
-        return result, fault, result.latency_s * config.time_scale
 
-    def _answer(self, result: SimResult, fault: FaultKind | None) -> litellm.ModelResponse:
-        if fault in ("timeout", "server_error", "rate_limit"):
-            raise fault_exception(fault, result.model_name)
-        rendered = render_fault(result.rendered) if fault == "malformed" else result.rendered
-        return build_model_response(result, rendered)
+    @staticmethod
+    def _answer(outcome: SimOutcome) -> litellm.ModelResponse:
+        if outcome.fault in ("timeout", "server_error", "rate_limit"):
+            raise fault_exception(outcome.fault, outcome.result.model_name)
+        return build_model_response(outcome.result, outcome.rendered)
 
     def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        result, fault, delay = self._prepare(model, messages, *_params(args, kwargs))
-        time.sleep(delay)
-        return self._answer(result, fault)
+        outcome = self._prepare(model, messages, *_params(args, kwargs))
+        time.sleep(outcome.delay_s)
+        return self._answer(outcome)
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        result, fault, delay = self._prepare(model, messages, *_params(args, kwargs))
-        await asyncio.sleep(delay)
-        return self._answer(result, fault)
+        outcome = self._prepare(model, messages, *_params(args, kwargs))
+        await asyncio.sleep(outcome.delay_s)
+        return self._answer(outcome)
 
 
 def _params(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, Any, Any]:

@@ -1,7 +1,13 @@
 """Token counts from the real messages: litellm's bundled tokenizer, offline.
 
 litellm ships tiktoken's cl100k files and points TIKTOKEN_CACHE_DIR at them, so counting needs no
-network. If litellm is unavailable the documented fallback is ceil(chars / 4).
+network. The prompt is counted the way OpenAI chat prompts are, with per-text caching because
+the same system prompt and tool list are re-sent on every call of an episode:
+
+    prompt_tokens = 3 + sum over messages (3 + tokens(content) + tokens(name + arguments) per
+                    tool call) + tokens(JSON of the tools list)
+
+If litellm is unavailable the documented fallback is ceil(chars / 4) per text.
 """
 from __future__ import annotations
 
@@ -9,37 +15,50 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
+PER_MESSAGE = 3  # role and separators, as in OpenAI's accounting
+REPLY_PRIMING = 3
 
-def _litellm() -> Any | None:
+
+@lru_cache(maxsize=1)
+def _counter() -> Any | None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         import litellm
     except ImportError:  # documented fallback: ceil(chars / 4)
         return None
-    return litellm
+    return litellm.token_counter
 
 
-def _estimate(text: str) -> int:
-    return math.ceil(len(text) / 4)
-
-
-def count_prompt_tokens(messages: Sequence[Mapping[str, Any]],
-                        tools: Sequence[Mapping[str, Any]] | None) -> int:
-    litellm = _litellm()
-    if litellm is None:
-        return _estimate(json.dumps(list(messages), default=str) + json.dumps(tools or []))
-    kwargs: dict[str, Any] = {"model": "sim/small", "messages": [dict(m) for m in messages]}
-    if tools:
-        kwargs["tools"] = [dict(t) for t in tools]
-    return int(litellm.token_counter(**kwargs))
-
-
+@lru_cache(maxsize=8192)
 def count_text_tokens(text: str) -> int:
     if not text:
         return 0
-    litellm = _litellm()
-    if litellm is None:
-        return _estimate(text)
-    return int(litellm.token_counter(model="sim/small", text=text))
+    counter = _counter()
+    if counter is None:
+        return math.ceil(len(text) / 4)
+    return int(counter(model="sim/small", text=text))
+
+
+def _message_text(message: Mapping[str, Any]) -> tuple[str, ...]:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    parts = [str(content or "")]
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        parts.append(f"{fn.get('name', '')}{fn.get('arguments', '')}")
+    return tuple(parts)
+
+
+def count_prompt_tokens(messages: Sequence[Mapping[str, Any]], tools_json: str = "") -> int:
+    total = REPLY_PRIMING + count_text_tokens(tools_json if tools_json not in ("", "[]", "null") else "")
+    for message in messages:
+        total += PER_MESSAGE + sum(count_text_tokens(t) for t in _message_text(message))
+    return total
+
+
+def tools_json(tools: Sequence[Mapping[str, Any]] | None) -> str:
+    return json.dumps(list(tools or []), sort_keys=True, default=str)

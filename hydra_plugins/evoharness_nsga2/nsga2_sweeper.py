@@ -1,9 +1,11 @@
 """Hydra only discovers sweepers under ``hydra_plugins``: this shim registers ``hydra/sweeper=nsga2``
-and delegates to search.sweeper, imported lazily so that plugin discovery stays cheap."""
-from __future__ import annotations
+and delegates to search.sweeper, imported lazily so that plugin discovery stays cheap.
+
+No `from __future__ import annotations` here: Hydra's plugin scan executes this module without
+registering it in sys.modules, and string annotations would make the dataclass look it up."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, List
 
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
@@ -30,5 +32,5 @@ class NSGA2Sweeper(Sweeper):
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self._impl.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
-    def sweep(self, arguments: list[str]) -> Any:
+    def sweep(self, arguments: List[str]) -> Any:
         return self._impl.sweep(arguments)
