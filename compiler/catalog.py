@@ -102,7 +102,7 @@ def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
         if name not in catalog:
             raise ConfigError(f"tool.overrides.{name}", "overrides a tool that is not in the catalog", f"fix the name; catalog has e.g. {sorted(catalog)[:5]}")
         spec = catalog[name]
-        description = o.get("description") if o.get("description") is not None else spec.description
+        description = str(o["description"]) if o.get("description") is not None else spec.description
         if o.get("description_append"):
             description = f"{description.rstrip()} {o['description_append']}".strip()
         catalog[name] = replace(

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from compiler.errors import ConfigError
 
-CONF_DIR = str(Path(__import__("conf").__file__).resolve().parent)
+CONF_DIR = str(Path(str(__import__("conf").__file__)).resolve().parent)
 MAX_PREFLIGHT_COMBINATIONS = 64
 
 Validator = Callable[[DictConfig, Sequence[str]], object]  # (composed config, its overrides)
@@ -52,9 +52,9 @@ def _combinations(overrides: list[str], multirun: bool) -> list[list[str]]:
                 values = list(ov.sweep_string_iterator())
             except Exception:  # interval()/range sweeps the search samples itself: check one value
                 values = []
-            axes.append([f"{key}={v}" for v in values] or [])
+            axes.append([f"{key}={v}" for v in values])
         else:
-            axes.append([ov.input_line])
+            axes.append([str(ov.input_line)])
     combos = [list(c) for c in itertools.product(*[a for a in axes if a])]
     return combos[:MAX_PREFLIGHT_COMBINATIONS] or [[]]
 

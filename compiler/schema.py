@@ -136,6 +136,7 @@ class SearchConfig:
     seed: int = 0  # sampler and mutator seed
     models: list[str] = field(default_factory=list)  # model config names the search may swap to
     temperatures: list[float] = field(default_factory=lambda: [0.0, 0.7])  # temperature choices
+    formats: list[str] = field(default_factory=lambda: ["json", "bash", "both"])  # tool_format choices
     samples: int = 2  # samples per task on train, dev and holdout
     train_limit: int | None = 40  # first N train tasks per candidate; None = the whole split
     max_front_dev: int = 6  # front members re-evaluated on dev (highest train quality first)

@@ -43,6 +43,31 @@ def _hydra_commands() -> dict[str, tuple[Task, Validate]]:
     }
 
 
+SWEEPABLE = {"model": "search.models", "agent.tool_format": "search.formats", "model.temperature": "search.temperatures"}
+
+
+def search_space_overrides(args: Sequence[str]) -> list[str]:
+    """In a search, `model=a,b`, `agent.tool_format=json,bash` and `model.temperature=0,0.7` name the
+    choices the search may take (as with Hydra's Optuna sweeper) rather than a grid to run."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    out: list[str] = []
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            out.append(arg)
+            continue
+        parsed = OverridesParser.create().parse_overrides([arg])[0]
+        if not parsed.is_sweep_override():
+            out.append(arg)
+            continue
+        key = parsed.get_key_element()
+        if key not in SWEEPABLE:
+            raise ValueError(f"{arg}: a search cannot sweep {key!r}. Fix: sweep one of {sorted(SWEEPABLE)}, or use `evoharness evaluate -m` for a grid")
+        values = list(parsed.sweep_string_iterator())
+        out.append(f"{SWEEPABLE[key]}=[{','.join(values)}]")
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = list(sys.argv[1:] if argv is None else argv)
@@ -68,6 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         task, validate = commands[command]
         if command == "search":  # the search is always a multirun under the nsga2 sweeper
+            try:
+                rest = search_space_overrides(rest)
+            except ValueError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
             if not any(a in ("-m", "--multirun") for a in rest):
                 rest = ["-m", *rest]
             if not any(a.startswith("hydra/sweeper=") for a in rest):

@@ -82,7 +82,7 @@ def finish(run: SearchRun, frozen: dict[str, Any], studies: list[optuna.Study], 
                        min_effect=float(run.s.min_effect), seed=run.seed, hashes=hashes)
     write_json_atomic(run.dir / "claim.json", claim)
 
-    baseline_train = next((t.user_attrs.get("train") for s in studies[:1] for t in s.trials if t.user_attrs.get("origin") == "baseline" and t.values), {})
+    baseline_train: dict[str, Any] = next((dict(t.user_attrs["train"]) for s in studies[:1] for t in s.trials if t.user_attrs.get("origin") == "baseline" and t.values), {})
     champion = {**champion, "holdout": dict(champion_hold.metrics)}
     snapshots = _write_snapshots(run, studies, pools, front, champion, claim, baseline_dev, baseline_hold, baseline_train or {})
 
@@ -105,7 +105,7 @@ def finish(run: SearchRun, frozen: dict[str, Any], studies: list[optuna.Study], 
     results = {"name": str(run.s.study), "objectives": [{"metric": o.metric, "direction": o.direction} for o in run.objectives],
                "solutions": [{"params": m["params"], "values": m["values"], "trial": m["trial"], "round": m["round"], "variant_hash": m["variant_hash"]} for m in front]}
     (run.dir / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False), encoding="utf-8")
-    summary = {
+    summary: dict[str, Any] = {
         "study": str(run.s.study), "created_at": datetime.now(UTC).isoformat(), "storage": run.storage,
         "objectives": results["objectives"],
         "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,

@@ -272,7 +272,8 @@ def with_pool_entry(pools: Pools, kind: str, key: str | None, entry: PoolEntry) 
     current_t: tuple[PoolEntry, ...] = getattr(pools, attr)
     if any(e.value == entry.value for e in current_t):
         return pools, False
-    return replace(pools, **{attr: current_t + (entry,)}), True
+    grown: Any = current_t + (entry,)
+    return replace(pools, **{attr: grown}), True
 
 
 def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:

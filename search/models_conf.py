@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from compiler.errors import ConfigError
 from compiler.schema import ModelConfig
@@ -16,6 +16,7 @@ def load_model_config(name: str, conf_dir: str | Path) -> dict[str, Any]:
         known = sorted(p.stem for p in path.parent.glob("*.yaml"))
         raise ConfigError("search.models", f"no model config named {name!r}", f"use one of {known} or add conf/model/{name}.yaml")
     raw = OmegaConf.load(path)
+    assert isinstance(raw, DictConfig), f"{path} must hold a mapping"
     raw.pop("defaults", None)
     merged = OmegaConf.merge(OmegaConf.structured(ModelConfig), raw)
     return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]

@@ -58,8 +58,9 @@ class SearchRun:
         self.criteria = build_criteria(cfg.criteria)
         self.aggregation = str(cfg.criteria.aggregation)
         self.objectives = objectives(self.criteria)
-        self.workload_cfg = {"name": str(cfg.workload.name), "options": _plain(cfg.workload.options) or {}, "concurrency": int(cfg.workload.concurrency)}
-        self.workload: Workload = workload_factory(self.workload_cfg["name"])(**self.workload_cfg["options"])
+        options: dict[str, Any] = _plain(cfg.workload.options) or {}
+        self.workload_cfg: dict[str, Any] = {"name": str(cfg.workload.name), "options": options, "concurrency": int(cfg.workload.concurrency)}
+        self.workload: Workload = workload_factory(str(cfg.workload.name))(**options)
         limit = self.s.train_limit
         self.task_ids = {
             "train": tuple(t.task_id for t in list(self.workload.tasks("train"))[: (int(limit) if limit else None)]),
@@ -115,6 +116,8 @@ class SearchRun:
         if previous is None:
             pools = initial_pools(self.agent, models=list(self.models)[1:], temperatures=list(self.s.temperatures),
                                   base_model="base", base_temperature=float(self.models["base"].get("temperature", 0.0)))
+            base_format = str(self.agent.get("tool_format", "json"))
+            pools = replace(pools, formats=tuple(dict.fromkeys([base_format, *map(str, self.s.formats)])))
             added: list[dict[str, Any]] = []
             controls: list[dict[str, Any]] = []
         else:

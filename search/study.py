@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import NSGAIISampler
 from optuna.samplers.nsgaii import (
     BLXAlphaCrossover,
@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.criteria import Objective
 
-CROSSOVERS = {"uniform": UniformCrossover, "blxalpha": BLXAlphaCrossover, "sbx": SBXCrossover, "vsbx": VSBXCrossover, "undx": UNDXCrossover, "spx": SPXCrossover}
+CROSSOVERS: dict[str, type[UniformCrossover] | type[BLXAlphaCrossover] | type[SBXCrossover] | type[VSBXCrossover] | type[UNDXCrossover] | type[SPXCrossover]] = {"uniform": UniformCrossover, "blxalpha": BLXAlphaCrossover, "sbx": SBXCrossover, "vsbx": VSBXCrossover, "undx": UNDXCrossover, "spx": SPXCrossover}
 
 optuna.logging.set_verbosity(logging.WARNING)
 
@@ -33,7 +33,7 @@ def make_sampler(*, population_size: int, seed: int, crossover: str) -> NSGAIISa
     return NSGAIISampler(population_size=population_size, seed=seed, crossover=CROSSOVERS[crossover]())
 
 
-def distributions(space: Mapping[str, tuple[Any, ...]]) -> dict[str, CategoricalDistribution]:
+def distributions(space: Mapping[str, tuple[Any, ...]]) -> dict[str, BaseDistribution]:
     return {name: CategoricalDistribution(choices) for name, choices in space.items()}
 
 

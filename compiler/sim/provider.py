@@ -140,4 +140,18 @@ def register_sim_provider(gold: GoldSource | None = None) -> SimLLM:
                                    if e.get("provider") != PROVIDER]
     litellm.custom_provider_map.append({"provider": PROVIDER, "custom_handler": handler})
     litellm.register_model({f"{PROVIDER}/{name}": model_info(name) for name in TIERS})
+    _register_http_routes()
     return handler
+
+
+def _register_http_routes() -> None:
+    """Make ``openai/sim/<tier>`` (the HTTP endpoint) priced and sent the `user` field.
+
+    litellm 1.110 forwards `user` on the openai route only for models in its OpenAI catalog and
+    prices a response by (provider, model); listing our three names fixes both for these routes
+    only. Other OpenAI-compatible servers still need extra_body={"user": ...}.
+    """
+    for name in TIERS:
+        litellm.open_ai_chat_completion_models.add(f"{PROVIDER}/{name}")
+    litellm.register_model({f"openai/{PROVIDER}/{name}": dict(model_info(name), litellm_provider="openai")
+                            for name in TIERS})

@@ -5,7 +5,7 @@ No `from __future__ import annotations` here: Hydra's plugin scan executes this 
 registering it in sys.modules, and string annotations would make the dataclass look it up."""
 
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
@@ -32,5 +32,5 @@ class NSGA2Sweeper(Sweeper):
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self._impl.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
-    def sweep(self, arguments: List[str]) -> Any:
+    def sweep(self, arguments: list[str]) -> Any:
         return self._impl.sweep(arguments)

@@ -1,0 +1,84 @@
+"""`evoharness search` end to end through Hydra, the nsga2 sweeper and a real launcher, on a tiny budget."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["search.train_limit=6", "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
+
+
+def search(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp}", *TINY, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def trials(tmp: Path, study: str, k: int) -> list[optuna.trial.FrozenTrial]:
+    s = optuna.load_study(study_name=f"{study}/r{k}", storage=f"sqlite:///{tmp / study / 'study.db'}")
+    return [t for t in s.trials if t.state.is_finished()]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    tmp = tmp_path_factory.mktemp("search")
+    proc = search(tmp, "search.study=e2e", "search.rounds=2", "search.trials_per_round=4", "mutators.enabled=[{name: identity}, {name: rule_miner}]")
+    return tmp, proc
+
+
+def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, proc = first_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Pareto front of study e2e" in proc.stdout and "Holdout verdict:" in proc.stdout and "Report:" in proc.stdout
+    assert len(trials(tmp, "e2e", 0)) == 4 and len(trials(tmp, "e2e", 1)) == 4
+    results = yaml.safe_load((tmp / "e2e" / "optimization_results.yaml").read_text())
+    assert results["solutions"] and all(len(s["values"]) == len(results["objectives"]) for s in results["solutions"])
+    claim = json.loads((tmp / "e2e" / "claim.json").read_text())
+    assert claim["verdict"] in ("win", "no_win", "inconclusive") and claim["n"] == 40
+    assert set(claim["hashes"]) == {"config", "workload", "splits", "scorer"}
+    assert claim["low"] <= claim["mean_diff"] <= claim["high"]
+    ledger = [json.loads(line) for line in (tmp / "e2e" / "ledger.jsonl").read_text().splitlines()]
+    assert len(ledger) == 8 and {"genome", "authors", "diff", "decision", "train", "eval_cost_usd"} <= set(ledger[0])
+    assert sum(r["decision"] == "champion" for r in ledger) >= 1
+    assert (tmp / "e2e" / "report.html").stat().st_size > 1000
+    pools = json.loads((tmp / "e2e" / "pools" / "r1.json").read_text())
+    assert any(a["author"] == "rule_miner" for a in pools["added"]), "round 1 should search over mined rules"
+    assert any(c["author"] == "identity" for c in pools["controls"])
+    summary = json.loads((tmp / "e2e" / "summary.json").read_text())
+    snap = Path(summary["snapshots"]["champion_path"])
+    assert json.loads(snap.read_text())["content_hash"] == summary["snapshots"]["champion"]
+
+
+def test_rerun_resumes_keeps_trials_and_does_not_repay(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, proc = first_run
+    assert proc.returncode == 0
+    before = {t.number: t.datetime_start for t in trials(tmp, "e2e", 0)}
+    evals = {p.name: p.stat().st_mtime_ns for p in (tmp / "e2e" / "evals").iterdir()}
+    again = search(tmp, "search.study=e2e", "search.rounds=2", "search.trials_per_round=5", "mutators.enabled=[{name: identity}, {name: rule_miner}]")
+    assert again.returncode == 0, again.stderr[-3000:]
+    after = {t.number: t.datetime_start for t in trials(tmp, "e2e", 0)}
+    assert len(after) == 5 and all(after[n] == start for n, start in before.items())
+    assert len(trials(tmp, "e2e", 1)) == 5
+    still = {p.name: p.stat().st_mtime_ns for p in (tmp / "e2e" / "evals").iterdir()}
+    assert all(still[name] == mtime for name, mtime in evals.items()), "a finished evaluation was run again"
+    ledger = (tmp / "e2e" / "ledger.jsonl").read_text().splitlines()
+    assert len(ledger) == 10
+
+
+def test_changed_config_refuses_to_resume(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, _ = first_run
+    proc = search(tmp, "search.study=e2e", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "agent.max_turns=5")
+    assert proc.returncode != 0
+    assert "was started with a different config_hash" in proc.stderr
+
+
+def test_joblib_launcher(tmp_path: Path) -> None:
+    proc = search(tmp_path, "search.study=jl", "search.rounds=1", "search.trials_per_round=2", "mutators.enabled=[]", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(trials(tmp_path, "jl", 0)) == 2
