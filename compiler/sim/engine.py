@@ -126,7 +126,7 @@ def simulate(request: SimRequest, gold: GoldSource,
     decisions = len(past.actions)  # a fault's redo reuses the faulted decision's key on purpose
     rnd = draws.rng("text", decisions)
     if action.kind == "call":
-        call_id = "call_" + digest_hex(meta.task_id, meta.seed, meta.sample, conv.turn, decisions)
+        call_id = "call_" + digest_hex(draws.task_id, draws.seed, draws.sample, draws.turn, decisions)
         rendered = render_call(action, features.tool_format, call_id, features.style, rnd)
     else:
         turn_tools = [a.tool for a in past.actions if a.kind == "call"]

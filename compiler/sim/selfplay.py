@@ -48,8 +48,10 @@ def render_system_prompt(sections: Sequence[tuple[str, str]], tools: Sequence[To
 
 
 def openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": dict(t.parameters)}} for t in tools]
+    # examples ride in the description, as the compiler renders them for native tools
+    return [{"type": "function", "function": {
+        "name": t.name, "description": t.description + "".join(f"\nExample: {e}" for e in t.examples),
+        "parameters": dict(t.parameters)}} for t in tools]
 
 
 def parse_bash(text: str) -> tuple[list[ToolCall], str | None]:

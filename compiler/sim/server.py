@@ -140,7 +140,8 @@ class BackgroundServer:
 
     def __init__(self, gold: GoldSource | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
         self.server = make_server(host, port, gold)
-        self.thread = threading.Thread(target=self.server.serve_forever, name="sim-http", daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       name="sim-http", daemon=True)
 
     @property
     def api_base(self) -> str:

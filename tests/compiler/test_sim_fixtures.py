@@ -4,6 +4,7 @@ Kept independent of the BFCL workload so unit tests run without it.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,3 +81,34 @@ def passed(log: EpisodeLog) -> bool:
     from compiler.sim.selfplay import matches_gold
 
     return matches_gold(log, TASK, MUTATES)
+
+
+def start() -> list[dict]:
+    return [{"role": "system", "content": prompt()}, {"role": "user", "content": TURN_TEXTS[0]}]
+
+
+async def converse(lm: Any, model: str, max_steps: int = 30, **kw: Any) -> list:
+    """Play every turn of TASK through litellm, feeding tool results back; returns each reply."""
+    messages, replies = start(), []
+    turns = list(TURN_TEXTS[1:])
+    for _ in range(max_steps):
+        r = await lm.acompletion(model=model, messages=messages, tools=openai_tools(SPECS), temperature=1.0,
+                                 user=USER, **kw)
+        msg = r.choices[0].message
+        calls = msg.tool_calls or []
+        replies.append((msg.content or "", [(c.function.name, c.function.arguments) for c in calls],
+                        r.choices[0].finish_reason, r.usage.prompt_tokens, r.usage.completion_tokens))
+        messages.append({"role": "assistant", "content": msg.content or "", **({"tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            for c in calls]} if calls else {})})
+        for c in calls:
+            try:
+                out = fake_env(c.function.name, json.loads(c.function.arguments))
+            except ValueError as exc:
+                out = f"Error: {exc}"
+            messages.append({"role": "tool", "tool_call_id": c.id, "content": out})
+        if not calls:
+            if not turns:
+                break
+            messages.append({"role": "user", "content": turns.pop(0)})
+    return replies
