@@ -14,6 +14,9 @@ from compiler.runtime.llm import litellm_module
 
 Script = Callable[[list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]
 SCRIPTS: dict[str, Script] = {}
+# scripts that also read the request's `user` field (task id, sample, seed), as a real route receives it
+UserScript = Callable[[list[dict[str, Any]], list[dict[str, Any]], str], dict[str, Any]]
+USER_SCRIPTS: dict[str, UserScript] = {}
 CALLS: dict[str, int] = {}
 
 
@@ -51,8 +54,14 @@ def register_scripted_provider() -> None:
         def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
             name = model.split("/", 1)[-1]
             CALLS[name] = CALLS.get(name, 0) + 1
-            tools = (kwargs.get("optional_params") or {}).get("tools") or []
+            optional = kwargs.get("optional_params") or {}
+            tools = optional.get("tools") or []
             time.sleep(0.001)
+            if name in USER_SCRIPTS:
+                # litellm 1.110 keeps `user` on the logging object for custom providers
+                details = getattr(kwargs.get("logging_obj"), "model_call_details", None) or {}
+                user = optional.get("user") or details.get("user") or ""
+                return _response(model, USER_SCRIPTS[name](messages, tools, str(user)), messages)
             return _response(model, SCRIPTS[name](messages, tools), messages)
 
         async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
