@@ -46,6 +46,7 @@ def _plain(node: Any) -> Any:
 class SearchRun:
     def __init__(self, cfg: DictConfig, *, launch: Launch, conf_dir: str, echo: Callable[[str], None] = print) -> None:
         self.cfg, self.s, self.launch, self.echo = cfg, cfg.search, launch, echo
+        self.conf_dir = conf_dir
         self.dir = Path(cfg.runs_dir).resolve() / str(self.s.study)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.storage = str(self.s.storage or f"sqlite:///{self.dir / 'study.db'}")
@@ -129,7 +130,7 @@ class SearchRun:
         evidence = tuple(self.evidence(front))
         ctx = MutationContext(agent=self.agent, tools={s.name: s for s in select_tools(self.agent["tools"], build_catalog(self.tool))}, pools=pools,
                               front=tuple(Genome.from_dict(t.user_attrs["genome"]) for t in front), evidence=evidence,
-                              models=tuple(self.models), round=k)
+                              models=tuple(self.models), round=k, run_teacher=self.teacher_runner(pools))
         proposals: list[Any] = []
         for m in self.mutators:
             rng = random.Random(content_hash([self.seed, k, m.name]))
@@ -142,6 +143,26 @@ class SearchRun:
         grown, added, controls = grow_pools(pools, proposals)
         return (grown, [{"kind": p.kind, "key": p.key, "author": p.entry.author, "note": p.entry.note} for p in added],
                 [{"genome": c.genome.to_dict(), "author": c.author} for c in controls])
+
+    def teacher_runner(self, pools: Pools) -> Callable[[Sequence[str]], dict[str, list[str]]] | None:
+        """Runs search.teacher (a stronger model) with the baseline harness on failing train tasks."""
+        if not self.s.teacher:
+            return None
+        from compiler.variant import compile_agent
+
+        teacher = load_model_config(str(self.s.teacher), self.conf_dir)
+
+        def run(task_ids: Sequence[str]) -> dict[str, list[str]]:
+            import asyncio
+
+            from search.evaluate import evaluate_variant_async
+
+            variant = compile_agent(self.agent, tool=self.tool, model=teacher)
+            tasks = [self.workload.task(t) for t in task_ids]
+            _, trajectories = asyncio.run(evaluate_variant_async(variant, self.workload, "train", tasks=tasks, seed=self.seed, keep_trajectories=True))
+            return {t.task_id: [f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in t.tool_calls if c.error is None] for t in trajectories}
+
+        return run
 
     def evidence(self, front: Sequence[optuna.trial.FrozenTrial]) -> list[Evidence]:
         out: list[Evidence] = []
@@ -165,7 +186,7 @@ class SearchRun:
         queue += [(params(g), {"origin": "front"}) for g in best]
         anchor = best[0] if best else BASELINE
         for a in added:  # each new pool entry, tried on the best member of the front
-            g = _with_new_entry(anchor, pools, a)
+            g = _with_new_entry(anchor, pools, a, [st["name"] for st in self.agent.get("workflow", [])])
             if g is not None:
                 queue.append((params(g), {"origin": f"new:{a['author']}"}))
         queue += [(params(Genome.from_dict(c["genome"])), {"origin": "control", "control": c["author"]}) for c in controls]
@@ -255,14 +276,14 @@ def _pool_len(pools: Pools, kind: str, key: str | None) -> int:
     return len(getattr(pools, {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}[kind]))
 
 
-def _with_new_entry(g: Genome, pools: Pools, added: dict[str, Any]) -> Genome | None:
+def _with_new_entry(g: Genome, pools: Pools, added: dict[str, Any], base_steps: Sequence[str] = ()) -> Genome | None:
     kind, key = added["kind"], added["key"]
     if kind == "section":
         return replace(g, sections={**g.sections, key: len(pools.sections[key]) - 1})
     if kind == "tool":
         return replace(g, tools={**g.tools, key: len(pools.tools[key]) - 1})
-    if kind == "step":
-        return replace(g, steps={**g.steps, key: True})
+    if kind == "step":  # a new step is tried on; a required step made switchable is tried off
+        return replace(g, steps={**g.steps, key: key not in base_steps})
     if kind == "toolset":
         return replace(g, toolset=len(pools.toolsets) - 1)
     if kind == "model":

@@ -17,6 +17,8 @@ from compiler.sim.features import HarnessFeatures, extract_features
 from compiler.sim.gold import GoldSource
 from compiler.sim.policy import Action, Since, TurnEnv, TurnState, decide
 from compiler.sim.render import Rendered, render_call, render_final
+from compiler.sim.rewriter import PREFIX as REWRITE_PREFIX
+from compiler.sim.rewriter import rewrite_reply
 from compiler.sim.rng import Draws, digest_hex
 from compiler.sim.tiers import Tier, tier_for
 from compiler.sim.tokens import count_prompt_tokens, count_text_tokens, tools_json
@@ -104,6 +106,8 @@ def simulate(request: SimRequest, gold: GoldSource,
              count_text: Callable[[str], int] = count_text_tokens) -> SimResult:
     tier = tier_for(request.model)
     meta = parse_user(request.user)
+    if meta.task_id.startswith(REWRITE_PREFIX):
+        return _rewrite(request, tier, meta, count_prompt, count_text)
     try:
         task = gold.task(meta.task_id)
         specs = gold.tool_specs(meta.task_id)
@@ -141,3 +145,22 @@ def simulate(request: SimRequest, gold: GoldSource,
         digest=request_digest(request, meta, tools_text), features=features, state=state,
     )
 
+
+def _rewrite(request: SimRequest, tier: Tier, meta: RequestMeta, count_prompt: Callable[..., int],
+             count_text: Callable[[str], int]) -> SimResult:
+    """A harness-editing request from an LLM mutator (task id ``mutator/...``): rewriter.py."""
+    reply = rewrite_reply(meta.task_id, request.messages)
+    if reply is None:
+        raise SimRequestError(f"simulated model has no answer for {meta.task_id!r}; "
+                              "the mutator request format is in search/mutators/llm.py")
+    tools_text = tools_json(request.tools)
+    conv = split_conversation(request.messages)
+    rendered = Rendered(reply)
+    completion = count_text(rendered.completion_text())
+    return SimResult(
+        tier=tier, meta=meta, action=Action("final", reason="rewrite"), rendered=rendered,
+        prompt_tokens=count_prompt(request.messages, tools_text), completion_tokens=completion,
+        latency_s=tier.base_latency_s + tier.per_token_latency_s * completion,
+        digest=request_digest(request, meta, tools_text),
+        features=_features(conv.system_prompt, tools_text, float(request.temperature or 0.0)),
+    )

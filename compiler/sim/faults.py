@@ -8,6 +8,7 @@ per-process count of identical requests seen so far.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
@@ -62,6 +63,19 @@ def configure_sim(route: str | None = None, config: SimConfig | None = None,
         updated = replace(base, **changes)
         _CONFIGS[_key(route)] = updated
         return updated
+
+
+def with_overrides(config: SimConfig, overrides: Mapping[str, Any] | None) -> SimConfig:
+    """A request's own ``sim_faults`` (e.g. from the model config's ``extra``) over the route's."""
+    if not overrides:
+        return config
+    if not isinstance(overrides, Mapping):
+        raise ValueError(f"sim_faults={overrides!r} must be a mapping of knob -> value")
+    known = {f.name for f in fields(SimConfig)}
+    unknown = set(overrides) - known
+    if unknown:
+        raise ValueError(f"unknown sim_faults knobs {sorted(unknown)}; known: {sorted(known)}")
+    return replace(config, **{k: float(v) for k, v in overrides.items()})
 
 
 def sim_config(route: str) -> SimConfig:

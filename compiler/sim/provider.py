@@ -80,7 +80,7 @@ class SimLLM(CustomLLM):
                              temperature=optional_params.get("temperature"),
                              user=_user(optional_params, litellm_params, logging_obj))
         try:
-            return run_request(request, self.gold)
+            return run_request(request, self.gold, optional_params.get("sim_faults"))
         except (SimRequestError, ValueError) as exc:
             # a 400: litellm callers treat it as a configuration error, never retried
             raise litellm.BadRequestError(message=str(exc), model=f"{PROVIDER}/{model}",

@@ -59,7 +59,7 @@ def handle_chat(body: Any, gold: GoldSource) -> tuple[int, dict[str, Any], float
                          tools=body.get("tools") or None, temperature=body.get("temperature"),
                          user=body.get("user"))
     try:
-        outcome = run_request(request, gold)
+        outcome = run_request(request, gold, body.get("sim_faults"))
     except (SimRequestError, ValueError) as exc:
         return (*_error(400, str(exc), "invalid_request_error"), 0.0)
     if outcome.fault in FAULT_STATUS:

@@ -2,10 +2,12 @@
 the fault for this attempt, pick the rendering, compute the sleep."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from compiler.sim.engine import SimRequest, SimResult, simulate
-from compiler.sim.faults import FaultKind, decide_fault, next_attempt, sim_config
+from compiler.sim.faults import FaultKind, decide_fault, next_attempt, sim_config, with_overrides
 from compiler.sim.gold import GoldSource
 from compiler.sim.render import Rendered, render_fault
 
@@ -19,9 +21,11 @@ class SimOutcome:
     attempt: int
 
 
-def run_request(request: SimRequest, gold: GoldSource) -> SimOutcome:
+def run_request(request: SimRequest, gold: GoldSource,
+                sim_faults: Mapping[str, Any] | None = None) -> SimOutcome:
+    """``sim_faults``: per-request knob overrides (the request's ``sim_faults`` parameter)."""
     result = simulate(request, gold)
-    config = sim_config(result.model_name)
+    config = with_overrides(sim_config(result.model_name), sim_faults)
     attempt = result.meta.attempt if result.meta.attempt is not None else next_attempt(result.digest)
     fault = decide_fault(config, result.digest, attempt)
     rendered = render_fault(result.rendered) if fault == "malformed" else result.rendered

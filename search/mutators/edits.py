@@ -104,8 +104,7 @@ def section_rewriter(*, section: str | None = None) -> Mutator:
     that makes the section's force explicit. ``section`` None picks one with the rng."""
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
-        name = pick_section(ctx, "section_rewriter", section, "") if section is not None else rng.choice(sorted(ctx.pools.sections))
-        assert name is not None
+        name = pick_section(ctx, "section_rewriter", section, "") or rng.choice(sorted(ctx.pools.sections))
         current = section_text(ctx, name)
         sentences = _SENTENCE_END.split(current.strip())
         # Only a one-paragraph section is restructured: lines a mutator added must stay lines.
@@ -128,7 +127,10 @@ def section_rewriter(*, section: str | None = None) -> Mutator:
 @register_mutator("temperature")
 def temperature(*, min_gap: float = 0.05) -> Mutator:
     """0.0 when it is not pooled yet, else the midpoint of the widest gap between pooled
-    temperatures in [0, 1]; nothing once every gap is narrower than ``min_gap``."""
+    temperatures in [0, 1] (1.0 counts as an edge); nothing once that midpoint would lie closer
+    than ``min_gap`` to a pooled value."""
+    if not isinstance(min_gap, int | float) or not 0 < min_gap < 0.5:
+        raise ValueError(f"temperature: params.min_gap must be a number in (0, 0.5), got {min_gap!r}")
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         pooled = sorted({float(e.value) for e in ctx.pools.temperatures if 0.0 <= float(e.value) <= 1.0})

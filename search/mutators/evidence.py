@@ -40,6 +40,7 @@ _HEADER = re.compile(r"^turn (?P<turn>\d+): (?:multi_turn:)?(?P<type>[\w]+):")
 _STATE = re.compile(rf"state differs in (?P<what>{IDENT}\.{IDENT}(?:, {IDENT}\.{IDENT})*)")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?")
+_PATHLIKE = re.compile(r"(?<![\w.])[\w-]+(?:[./][\w-]+)+")  # report.pdf, a/b: values even when unquoted
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,8 @@ class Failure:
 
 
 def mask_values(text: str, limit: int = 100) -> str:
-    """Error text with quoted strings and numbers replaced: what went wrong, not with what."""
-    masked = _NUMBER.sub("N", _QUOTED.sub("'…'", text)).strip()
+    """Error text with quoted strings, paths and numbers replaced: what went wrong, not with what."""
+    masked = _PATHLIKE.sub("…", _NUMBER.sub("N", _QUOTED.sub("'…'", text))).strip()
     return masked if len(masked) <= limit else masked[: limit - 1] + "…"
 
 

@@ -142,3 +142,11 @@ def test_config_validation_names_the_bad_value():
         SimConfig(timeout_rate=0.6, rate_limit_rate=0.6)
     with pytest.raises(TypeError, match="unknown sim knobs"):
         configure_sim(None, timeout=0.1)
+
+
+def test_per_request_sim_faults_override_the_route():
+    with pytest.raises(lm.RateLimitError):
+        lm.completion(model="sim/small", messages=start(), tools=TOOLS, user=USER, sim_faults={"rate_limit_rate": 1.0})
+    lm.completion(model="sim/small", messages=start(), tools=TOOLS, user=USER)
+    with pytest.raises(lm.BadRequestError, match="unknown sim_faults knobs"):
+        lm.completion(model="sim/small", messages=start(), tools=TOOLS, user=USER, sim_faults={"nope": 1})

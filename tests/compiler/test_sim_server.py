@@ -83,3 +83,11 @@ def test_main_rejects_bad_knobs():
     with pytest.raises(SystemExit) as info:
         main(["--port", "0", "--timeout-rate", "2"])
     assert info.value.code == 2
+
+
+def test_per_request_sim_faults_over_http(server):
+    assert post(server, {"model": "sim/small", "messages": start(), "user": USER,
+                         "sim_faults": {"server_error_rate": 1.0}})[0] == 500
+    with pytest.raises(lm.InternalServerError):
+        lm.completion(model="openai/sim/small", api_base=server.api_base, api_key="sk-local", messages=start(),
+                      user=USER, max_retries=0, num_retries=0, extra_body={"sim_faults": {"server_error_rate": 1.0}})

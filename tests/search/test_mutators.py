@@ -23,7 +23,7 @@ from compiler.sim.rewriter import rewrite_reply
 from compiler.variant import compile_agent
 from search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
 from search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
-from search.mutators.evidence import Failure, parse_failures, section_text
+from search.mutators.evidence import Failure, mask_values, parse_failures, section_text
 from search.mutators.llm import check_section, check_step, redact_call
 from tests.compiler.fixtures import configs
 
@@ -226,6 +226,15 @@ def test_every_builtin_is_registered() -> None:
 ])
 def test_parse_failures(detail: str, errors: tuple[str, ...], expected: list[Failure]) -> None:
     assert list(parse_failures(Evidence("t/1", detail, errors))) == expected
+
+
+@pytest.mark.parametrize("error, masked", [
+    ("No such file or directory: 'report.pdf'", "No such file or directory: '…'"),
+    ("cannot move archive/report.pdf to 2024.backup", "cannot move … to …"),
+    ("insufficient funds: balance 12.5 < 150", "insufficient funds: balance N < N"),
+])
+def test_mask_values(error: str, masked: str) -> None:
+    assert mask_values(error) == masked
 
 
 def test_rule_miner_names_tool_and_argument_without_values() -> None:
