@@ -32,7 +32,7 @@ def _member(run: SearchRun, t: optuna.trial.FrozenTrial, pools: Pools, baseline_
     variant = run.spec(g, pools, "train", "diff").variant()
     return {
         "trial": int(t.user_attrs.get("round_trial", t.number)), "round": int(t.user_attrs.get("round", 0)), "variant_hash": variant.content_hash,
-        "genome": g.to_dict(), "authors": list(authors(g, pools)), "changes": _changes(run, g, pools), "params": dict(t.params), "values": list(t.values or []),
+        "genome": g.to_dict(), "authors": list(authors(g, pools)), "changes": _changes(run, g, pools), "params": dict(t.user_attrs.get("params", t.params)), "values": list(t.values or []),
         "train": dict(t.user_attrs.get("train", {})), "dev": None, "diff": unified_diff(baseline_variant, variant), "champion": False,
     }
 
@@ -48,7 +48,7 @@ def _quality(run: SearchRun) -> str:
 
 def finish(run: SearchRun, frozen: dict[str, Any], studies: list[optuna.Study], pools: Pools) -> dict[str, Any]:
     baseline_variant = run.spec(BASELINE, pools, "train", "baseline").variant()
-    front_trials = front_over(run.storage, str(run.s.study), studies, run.objectives)
+    front_trials = front_over(studies, run.objectives)
     q = _quality(run)
     front = [_member(run, t, pools, baseline_variant) for t in front_trials]
     unique: dict[str, dict[str, Any]] = {}

@@ -255,15 +255,10 @@ class SearchRun:
         for k in range(int(self.s.rounds)):
             pools, added, controls = self.pools_for(k, pools, front)
             studies.append(self.run_round(k, pools, front, added, controls))
-            front = [replace_round(t, k) for t in studies[-1].best_trials]
+            front = list(studies[-1].best_trials)
             self.echo(f"round {k}: {len(finished(studies[-1]))} trials, front of {len(front)}")
         assert pools is not None
         return finish(self, frozen, studies, pools)
-
-
-def replace_round(trial: optuna.trial.FrozenTrial, k: int) -> optuna.trial.FrozenTrial:
-    attrs = {**trial.user_attrs, "round": k, "round_trial": trial.number}
-    return optuna.trial.create_trial(params=trial.params, distributions=trial.distributions, values=trial.values, user_attrs=attrs, system_attrs=trial.system_attrs)
 
 
 def _pool_len(pools: Pools, kind: str, key: str | None) -> int:

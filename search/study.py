@@ -59,17 +59,16 @@ def fail_stale(study: optuna.Study) -> list[dict[str, Any]]:
     return [dict(t.params) for t in stale]
 
 
-def front_over(storage: str, study: str, rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) -> list[FrozenTrial]:
+def front_over(rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) -> list[FrozenTrial]:
     """Constraint-aware Pareto front over all rounds' completed trials (Optuna's own best_trials).
 
-    The trials are copied into a derived study (rebuilt each time) so Optuna does the dominance
-    and feasibility bookkeeping; the round number travels in a user attribute.
+    The trials are copied, without their params (each round has its own categorical choices,
+    which one study may not mix), into an in-memory study so Optuna does the dominance and
+    feasibility bookkeeping; the genome, round and trial number travel in user attributes.
     """
-    name = f"{study}/all"
-    try:
-        optuna.delete_study(study_name=name, storage=storage)
-    except KeyError:
-        pass
-    combined = optuna.create_study(storage=storage, study_name=name, directions=[o.direction for o in objectives])
-    combined.add_trials(t for s in rounds for t in s.get_trials(deepcopy=True, states=(TrialState.COMPLETE,)))
+    combined = optuna.create_study(storage=optuna.storages.InMemoryStorage(), directions=[o.direction for o in objectives])
+    for k, s in enumerate(rounds):
+        for t in s.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            attrs = {**t.user_attrs, "round": k, "round_trial": t.number, "params": dict(t.params)}
+            combined.add_trial(optuna.trial.create_trial(values=t.values, user_attrs=attrs, system_attrs=t.system_attrs))
     return list(combined.best_trials)

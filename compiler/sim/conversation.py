@@ -156,27 +156,31 @@ def split_conversation(
     messages: Sequence[Mapping[str, Any]], turn_texts: Sequence[Sequence[str]] = ()
 ) -> Conversation:
     """Find the current turn. When the task's user texts are known, a user message is matched to
-    its turn (so a turn with two user messages stays one turn, and unmatched user messages are
-    harness feedback); otherwise turn = number of user messages - 1."""
+    its turn (consecutive user messages share a turn; a repeated text goes to the next turn that
+    has it; an unmatched user message is harness feedback); otherwise turn = user messages - 1."""
     events = [classify(m) for m in messages]
     system = "\n\n".join(e.text for e in events if e.kind == "system")
-    known = {t.strip(): i for i, texts in enumerate(turn_texts) for t in texts}
+    known: dict[str, list[int]] = {}
+    for i, texts in enumerate(turn_texts):
+        for t in texts:
+            known.setdefault(t.strip(), []).append(i)
     matching = any(e.kind == "user" and e.text.strip() in known for e in events)
-    turn, start, seen_user = -1, 0, False
+    turn, start, previous = -1, len(events), ""
     for i, event in enumerate(events):
-        if event.kind != "user":
+        if event.kind == "system":
             continue
-        if matching:
-            index = known.get(event.text.strip())
-            if index is None:
+        if event.kind == "user" and matching:
+            candidates = known.get(event.text.strip())
+            if candidates is None:
                 events[i] = Event("feedback", event.text)
-                continue
-            turn = max(turn, index)
-        else:
-            turn += 1
-        seen_user, start = True, i + 1
-    if not seen_user:
-        turn, start = 0, len(events)
+            else:
+                floor = turn if previous == "user" else turn + 1
+                turn = next((c for c in candidates if c >= floor), candidates[-1])
+                start = i + 1
+        elif event.kind == "user":
+            turn, start = turn + 1, i + 1
+        previous = events[i].kind
+    turn = max(turn, 0)
     body = [e for e in events if e.kind != "system"]
     cut = sum(1 for e in events[:start] if e.kind != "system")
     return Conversation(system, turn, tuple(body[:cut]), tuple(body[cut:]))

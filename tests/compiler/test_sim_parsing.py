@@ -117,3 +117,13 @@ def test_turns_match_task_text_and_ignore_tool_results_steps_and_feedback():
     assert [e.kind for e in conv.current] == ["tool_results", "workflow_step", "feedback"]
     # without the task's texts: count user messages
     assert split_conversation(msgs[:4]).turn == 1
+
+
+def test_repeated_user_text_goes_to_the_next_turn_that_has_it():
+    texts = [["go"], ["again"], ["go"]]
+    msgs = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "again"}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "go"}]
+    assert split_conversation(msgs[:1], texts).turn == 0
+    assert split_conversation(msgs, texts).turn == 2
+    assert split_conversation([{"role": "system", "content": "s"}], texts).turn == 0

@@ -150,3 +150,16 @@ def test_per_request_sim_faults_override_the_route():
     lm.completion(model="sim/small", messages=start(), tools=TOOLS, user=USER)
     with pytest.raises(lm.BadRequestError, match="unknown sim_faults knobs"):
         lm.completion(model="sim/small", messages=start(), tools=TOOLS, user=USER, sim_faults={"nope": 1})
+
+
+def test_mutator_requests_are_answered_by_the_rewriter():
+    messages = [{"role": "system", "content": "You improve harnesses."},
+                {"role": "user", "content": "<current>\nBe careful.\n</current>\n<evidence>\n- `mv.source`: wrong value\n</evidence>"}]
+    r = lm.completion(model="sim/medium", messages=messages, temperature=0,
+                      user="task_id=mutator/llm_prompt_rewriter;sample=0;seed=1")
+    text = r.choices[0].message.content
+    assert text.startswith("<section>") and "`mv`" in text and "`source`" in text
+    assert r.choices[0].finish_reason == "stop" and lm.completion_cost(completion_response=r) > 0
+    with pytest.raises(lm.BadRequestError, match="no answer"):
+        lm.completion(model="sim/medium", messages=[{"role": "user", "content": "hi"}],
+                      user="task_id=mutator/unknown;sample=0;seed=1")
