@@ -181,21 +181,31 @@ class SearchRun:
         def params(g: Genome) -> dict[str, Any]:
             return genome_to_params(g, pools, base_format=base_format, base_steps=base_steps)
 
+        # Priority within the round's budget: the baseline, the identity controls (fresh samples
+        # of known genomes: the noise yardstick), the previous front, then each new pool entry.
         queue: list[tuple[dict[str, Any], dict[str, Any]]] = [(params(BASELINE), {"origin": "baseline"})]
+        queue += [(params(Genome.from_dict(c["genome"])), {"origin": "control", "control": c["author"]}) for c in controls]
         best = [Genome.from_dict(t.user_attrs["genome"]) for t in front]
         queue += [(params(g), {"origin": "front"}) for g in best]
-        anchor = best[0] if best else BASELINE
-        for a in added:  # each new pool entry, tried on the best member of the front
-            g = _with_new_entry(anchor, pools, a, [st["name"] for st in self.agent.get("workflow", [])])
-            if g is not None:
-                queue.append((params(g), {"origin": f"new:{a['author']}"}))
-        queue += [(params(Genome.from_dict(c["genome"])), {"origin": "control", "control": c["author"]}) for c in controls]
-        seen: set[str] = set()
-        for p, attrs in queue[: int(self.s.trials_per_round)]:
-            key = json.dumps(p, sort_keys=True) + str(attrs.get("control"))
-            if key not in seen:
-                seen.add(key)
-                study.enqueue_trial(p, user_attrs=attrs)
+        # New entries are tried on two ends of the front: the best quality and the lowest cost, so
+        # an edit that lifts a cheap configuration gets its chance as well as one that polishes the best.
+        anchors = [BASELINE]
+        if front:
+            q = next((o.metric for o in self.objectives if o.direction == "maximize"), "score_mean")
+            by_quality = max(front, key=lambda t: float(t.user_attrs.get("train", {}).get(q, 0.0)))
+            by_cost = min(front, key=lambda t: float(t.user_attrs.get("train", {}).get("cost_per_task", 0.0)))
+            anchors = [Genome.from_dict(t.user_attrs["genome"]) for t in ([by_quality] if by_quality.number == by_cost.number else [by_quality, by_cost])]
+        base_names = [st["name"] for st in self.agent.get("workflow", [])]
+        for a in added:
+            for anchor in anchors:
+                g = _with_new_entry(anchor, pools, a, base_names)
+                if g is not None:
+                    queue.append((params(g), {"origin": f"new:{a['author']}"}))
+        unique: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for p, attrs in queue:
+            unique.setdefault(json.dumps(p, sort_keys=True) + str(attrs.get("control")), (p, attrs))
+        for p, attrs in list(unique.values())[: int(self.s.trials_per_round)]:
+            study.enqueue_trial(p, user_attrs=attrs)
 
     def run_round(self, k: int, pools: Pools, front: Sequence[optuna.trial.FrozenTrial], added: list[dict[str, Any]], controls: list[dict[str, Any]]) -> optuna.Study:
         study = round_study(self.storage, str(self.s.study), k, self.objectives, make_sampler(population_size=int(self.s.population_size), seed=self.seed + k, crossover=str(self.s.crossover)))

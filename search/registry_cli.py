@@ -45,8 +45,14 @@ def _promote(argv: list[str]) -> int:
     parser.add_argument("ref", help="full hash, unique prefix (>= 6 hex chars) or path to a snapshot .json")
     parser.add_argument("--class", dest="slot", default=DEFAULT_SLOT, help="release slot, e.g. fast (default: default)")
     parser.add_argument("--by", default="manual", help="who promotes (recorded in the history)")
+    parser.add_argument("--force", action="store_true", help="promote even when the snapshot's holdout claim is not a win")
     args = parser.parse_args(argv)
-    snapshot = Registry(args.registry).promote(args.ref, slot=args.slot, by=args.by)
+    registry = Registry(args.registry)
+    verdict = (registry.load(args.ref).provenance.get("claim") or {}).get("verdict")
+    if verdict not in (None, "win") and not args.force:
+        # Only a holdout win is an improvement; shipping anything else is a decision to make explicitly.
+        raise RegistryError(f"snapshot {args.ref} has holdout verdict {verdict!r}, which is not an improvement. Fix: pass --force to promote it anyway")
+    snapshot = registry.promote(args.ref, slot=args.slot, by=args.by)
     print(f"{snapshot.component}  {args.slot}  {snapshot.content_hash}")
     return 0
 

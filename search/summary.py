@@ -12,6 +12,10 @@ def _fmt(metrics: Mapping[str, Any] | None, key: str) -> str:
     return f"${v:.5f}" if key.startswith("cost") else (f"{v:.2f}s" if key.startswith("latency") else f"{v:.3f}")
 
 
+def _short(text: str, width: int = 100) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def summary_text(summary: Mapping[str, Any]) -> str:
     objectives = [o["metric"] for o in summary["objectives"]]
     head = ["", "trial", "round", *[f"train {m}" for m in objectives], "dev pass_rate", "changes (authors)"]
@@ -20,7 +24,7 @@ def summary_text(summary: Mapping[str, Any]) -> str:
     rows.append(["", "base", "-", *[_fmt(base.get("train"), m) for m in objectives], _fmt(base.get("dev"), "pass_rate"), "baseline"])
     for m in summary["front"]:
         rows.append(["*" if m.get("champion") else "", str(m["trial"]), str(m["round"]), *[_fmt(m.get("train"), k) for k in objectives],
-                     _fmt(m.get("dev"), "pass_rate"), m.get("changes") or ", ".join(m.get("authors") or []) or "-"])
+                     _fmt(m.get("dev"), "pass_rate"), _short(m.get("changes") or ", ".join(m.get("authors") or []) or "-")])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [f"Pareto front of study {summary['study']} ({len(summary['front'])} members; * = champion):"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
@@ -35,6 +39,8 @@ def summary_text(summary: Mapping[str, Any]) -> str:
     snap = (summary.get("snapshots") or {}).get("champion_path")
     if snap:
         lines.append(f"Champion snapshot: {snap}  (ship it: evoharness promote {snap} && evoharness compile)")
+    else:
+        lines.append("Champion is the baseline itself: nothing to promote.")
     lines.append(f"Report: {summary['paths'].get('report', '-')}")
     return "\n".join(lines)
 

@@ -68,7 +68,7 @@ def write_json_atomic(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True, default=str)
+        json.dump(data, fh, indent=1, default=str)  # key order is data here (prompt sections are ordered)
     os.replace(tmp, path)
     return path
 

@@ -5,9 +5,10 @@ network. The prompt is counted the way OpenAI chat prompts are, with per-text ca
 the same system prompt and tool list are re-sent on every call of an episode:
 
     prompt_tokens = 3 + sum over messages (3 + tokens(content) + tokens(name + arguments) per
-                    tool call) + tokens(JSON of the tools list)
+                    tool call) + tools_tokens
 
-If litellm is unavailable the documented fallback is ceil(chars / 4) per text.
+where tools_tokens is litellm's own count for the tool definitions. If litellm is unavailable
+the documented fallback is ceil(chars / 4) per text (and for the tools' JSON).
 """
 from __future__ import annotations
 
@@ -53,12 +54,27 @@ def _message_text(message: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def count_prompt_tokens(messages: Sequence[Mapping[str, Any]], tools_json: str = "") -> int:
-    total = REPLY_PRIMING + count_text_tokens(tools_json if tools_json not in ("", "[]", "null") else "")
+@lru_cache(maxsize=256)
+def count_tools_tokens(tools_text: str) -> int:
+    """Tokens of the tool definitions as litellm counts them (the compact form OpenAI bills)."""
+    tools = json.loads(tools_text or "[]")
+    if not tools:
+        return 0
+    counter = _counter()
+    if counter is None:
+        return math.ceil(len(tools_text) / 4)
+    probe = [{"role": "user", "content": ""}]
+    return max(0, int(counter(model="sim/small", messages=probe, tools=tools))
+               - int(counter(model="sim/small", messages=probe)))
+
+
+def count_prompt_tokens(messages: Sequence[Mapping[str, Any]], tools_text: str = "") -> int:
+    total = REPLY_PRIMING + count_tools_tokens(tools_text)
     for message in messages:
         total += PER_MESSAGE + sum(count_text_tokens(t) for t in _message_text(message))
     return total
 
 
 def tools_json(tools: Sequence[Mapping[str, Any]] | None) -> str:
-    return json.dumps(list(tools or []), sort_keys=True, default=str)
+    # key order kept: parameter order matters (a sibling tool takes the gold values in order)
+    return json.dumps(list(tools or []), default=str)

@@ -50,9 +50,13 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     pools = json.loads((tmp / "e2e" / "pools" / "r1.json").read_text())
     assert any(a["author"] == "rule_miner" for a in pools["added"]), "round 1 should search over mined rules"
     assert any(c["author"] == "identity" for c in pools["controls"])
+    assert any(r["origin"] == "control" and r["control"] == "identity" and r["round"] == 1 for r in ledger), "the identity control must be evaluated, not skipped"
     summary = json.loads((tmp / "e2e" / "summary.json").read_text())
-    snap = Path(summary["snapshots"]["champion_path"])
-    assert json.loads(snap.read_text())["content_hash"] == summary["snapshots"]["champion"]
+    if summary["snapshots"]["champion_path"]:
+        snap = Path(summary["snapshots"]["champion_path"])
+        assert json.loads(snap.read_text())["content_hash"] == summary["snapshots"]["champion"]
+    trial_hashes = {r["variant_hash"] for r in ledger}
+    assert all(m["variant_hash"] in trial_hashes for m in summary["front"]), "the front must be the variants the trials evaluated"
 
 
 def test_rerun_resumes_keeps_trials_and_does_not_repay(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
@@ -82,3 +86,24 @@ def test_joblib_launcher(tmp_path: Path) -> None:
     proc = search(tmp_path, "search.study=jl", "search.rounds=1", "search.trials_per_round=2", "mutators.enabled=[]", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(trials(tmp_path, "jl", 0)) == 2
+
+
+def test_promote_champion_then_compile_ships_it(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, proc = first_run
+    assert proc.returncode == 0
+    champion = tmp / "e2e" / "champion.json"
+    summary = json.loads((tmp / "e2e" / "summary.json").read_text())
+    if summary["champion"]["variant_hash"] == summary["baseline"]["variant_hash"]:
+        assert not champion.exists() and "nothing to promote" in proc.stdout
+        return
+    snap = json.loads(champion.read_text())
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cli = [sys.executable, "-c", "import sys; from search.cli import main; sys.exit(main(sys.argv[1:]))"]
+    promote = subprocess.run([*cli, "promote", str(champion), "--registry", str(tmp / "registry")], cwd=ROOT, env=env, capture_output=True, text=True)
+    if snap["provenance"]["claim"]["verdict"] != "win":
+        assert promote.returncode == 2 and "not an improvement" in promote.stderr
+        promote = subprocess.run([*cli, "promote", str(champion), "--force", "--registry", str(tmp / "registry")], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert promote.returncode == 0, promote.stderr
+    compiled = subprocess.run([*cli, "compile", f"runs_dir={tmp}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    assert compiled.stdout.split()[0] == snap["provenance"]["variant_hash"]
