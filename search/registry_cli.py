@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from omegaconf import DictConfig
@@ -46,9 +47,16 @@ def _promote(argv: list[str]) -> int:
     parser.add_argument("--class", dest="slot", default=DEFAULT_SLOT, help="release slot, e.g. fast (default: default)")
     parser.add_argument("--by", default="manual", help="who promotes (recorded in the history)")
     parser.add_argument("--force", action="store_true", help="promote even when the snapshot's holdout claim is not a win")
+    parser.add_argument("--if-win", action="store_true", help="promote only a holdout win; otherwise say why and exit 0 (for release scripts)")
     args = parser.parse_args(argv)
     registry = Registry(args.registry)
+    if args.if_win and not Path(args.ref).exists() and str(args.ref).endswith(".json"):
+        print(f"nothing promoted: {args.ref} does not exist (the search's champion was the baseline)")
+        return 0
     verdict = (registry.load(args.ref).provenance.get("claim") or {}).get("verdict")
+    if args.if_win and verdict != "win":
+        print(f"nothing promoted: holdout verdict is {verdict!r}, not a win")
+        return 0
     if verdict not in (None, "win") and not args.force:
         # Only a holdout win is an improvement; shipping anything else is a decision to make explicitly.
         raise RegistryError(f"snapshot {args.ref} has holdout verdict {verdict!r}, which is not an improvement. Fix: pass --force to promote it anyway")
