@@ -111,12 +111,13 @@ def finish(run: SearchRun, frozen: dict[str, Any], studies: list[optuna.Study], 
         "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,
                      "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
         "trials": trials, "front": front, "champion": champion, "claim": claim, "snapshots": snapshots,
-        "paths": {"ledger": str(run.dir / "ledger.jsonl"), "claim": str(run.dir / "claim.json"), "optimization_results": str(run.dir / "optimization_results.yaml")},
+        "paths": {"ledger": str(run.dir / "ledger.jsonl"), "claim": str(run.dir / "claim.json"),
+                  "optimization_results": str(run.dir / "optimization_results.yaml"), "report": str(run.dir / "report.html")},
     }
     write_json_atomic(run.dir / "summary.json", summary)
     from search.report import write_report
 
-    summary["paths"]["report"] = str(write_report(summary, run.dir / "report.html"))
+    write_report(summary, run.dir / "report.html")
     return summary
 
 

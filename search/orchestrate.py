@@ -184,6 +184,10 @@ class SearchRun:
         # Priority within the round's budget: the baseline, the identity controls (fresh samples
         # of known genomes: the noise yardstick), the previous front, then each new pool entry.
         queue: list[tuple[dict[str, Any], dict[str, Any]]] = [(params(BASELINE), {"origin": "baseline"})]
+        if k == 0:  # the first generation measures every gene's main effect: one change at a time
+            base_params = params(BASELINE)
+            for name, choices in param_space(pools).items():
+                queue += [({**base_params, name: c}, {"origin": "one_change"}) for c in choices if c != base_params[name]]
         queue += [(params(Genome.from_dict(c["genome"])), {"origin": "control", "control": c["author"]}) for c in controls]
         best = [Genome.from_dict(t.user_attrs["genome"]) for t in front]
         queue += [(params(g), {"origin": "front"}) for g in best]
@@ -193,7 +197,10 @@ class SearchRun:
         if front:
             q = next((o.metric for o in self.objectives if o.direction == "maximize"), "score_mean")
             by_quality = max(front, key=lambda t: float(t.user_attrs.get("train", {}).get(q, 0.0)))
-            by_cost = min(front, key=lambda t: float(t.user_attrs.get("train", {}).get("cost_per_task", 0.0)))
+            # the cheapest member that already beats the baseline (else the cheapest): the knee to lift
+            base_q = next((float(t.user_attrs.get("train", {}).get(q, 0.0)) for t in front if t.user_attrs.get("origin") == "baseline"), 0.0)
+            better = [t for t in front if float(t.user_attrs.get("train", {}).get(q, 0.0)) > base_q] or list(front)
+            by_cost = min(better, key=lambda t: float(t.user_attrs.get("train", {}).get("cost_per_task", 0.0)))
             anchors = [Genome.from_dict(t.user_attrs["genome"]) for t in ([by_quality] if by_quality.number == by_cost.number else [by_quality, by_cost])]
         base_names = [st["name"] for st in self.agent.get("workflow", [])]
         for a in added:

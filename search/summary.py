@@ -28,6 +28,15 @@ def summary_text(summary: Mapping[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [f"Pareto front of study {summary['study']} ({len(summary['front'])} members; * = champion):"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    base_dev = (base.get("dev") or {}).get("pass_rate")
+    cheaper = [m for m in summary["front"] if m.get("dev") and base_dev is not None and m["dev"].get("pass_rate", 0) > base_dev]
+    if cheaper:
+        m = min(cheaper, key=lambda m: m["dev"].get("cost_per_task", float("inf")))
+        lines.append(
+            f"Cheapest member beating the baseline on dev: trial {m['trial']} (round {m['round']}: {_short(m.get('changes') or '-', 60)}), "
+            f"dev pass rate {_fmt(m['dev'], 'pass_rate')} at {_fmt(m['dev'], 'cost_per_task')}/task "
+            f"(baseline {_fmt(base.get('dev'), 'pass_rate')} at {_fmt(base.get('dev'), 'cost_per_task')})"
+        )
     claim = summary.get("claim") or {}
     verdict = claim.get("verdict", "none")
     word = "improvement confirmed" if verdict == "win" else "no improvement claimed"
