@@ -3,7 +3,9 @@
 Runs 2,000 episodes (400 with --quick) of the bfcl_agent on sim/small in batches of 200 (100),
 cycling through all 200 BFCL multi-turn base scenarios (train, dev and holdout), a new seed per
 batch so no episode repeats, concurrency 16, time_scale 0. After each batch (and a gc.collect())
-it prints the process's VmRSS and the number of objects the garbage collector tracks.
+it prints the process's VmRSS, the number of objects the garbage collector tracks and the fill of
+the simulator's bounded token-count cache (compiler/sim/tokens.py, 8192 texts: strings are not
+gc-tracked, so its growth shows in RSS only).
 
 BFCL environments are made per episode (search.workloads.bfcl_env), with no module-level
 instance cache like bfcl-eval's own checker keeps, so RSS should plateau once the first batches
@@ -31,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from compiler.runtime.llm import ensure_providers
     from compiler.sim import configure_sim
+    from compiler.sim.tokens import count_text_tokens
     from compiler.variant import compile_agent
     from search.evaluate import evaluate_variant
     from search.workloads.bfcl import BfclWorkload
@@ -56,10 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         done += batch
         rss.append(rss_mib())
         rows.append([b + 1, done, f"{rss[-1]:.1f}", f"{rss[-1] - (rss[-2] if len(rss) > 1 else start_rss):+.1f}",
-                     len(gc.get_objects()), f"{batch / seconds:.1f}", pass_rate])
+                     len(gc.get_objects()), count_text_tokens.cache_info().currsize, f"{batch / seconds:.1f}", pass_rate])
     print(f"{total} BFCL episodes, bfcl_agent on sim/small, {len(scenarios)} scenarios cycled, concurrency 16, time_scale 0 "
           f"(RSS before the first batch, after importing litellm and compiling: {start_rss:.1f} MiB)")
-    print(table(["batch", "episodes", "RSS MiB", "delta MiB", "gc objects", "episodes/s", "pass_rate"], rows))
+    print(table(["batch", "episodes", "RSS MiB", "delta MiB", "gc objects", "token-count LRU (max 8192)", "episodes/s", "pass_rate"], rows))
     growth = rss[-1] - rss[1]
     later = done - 2 * batch
     print(f"\nHeadline: RSS grew {growth:+.1f} MiB ({100 * growth / rss[1]:+.1f}%) from batch 2 to batch {len(rss)} "

@@ -10,9 +10,12 @@ Each is compiled and evaluated on the first N BFCL train tasks (N=20; 10 with --
 front over (pass_rate max, cost_per_task min) and its exact 2-D hypervolume (reference point:
 pass_rate 0, cost 1.1 x the largest cost) are the target. Then the project's NSGA-II sampler
 (search.study.make_sampler: population 6, uniform crossover) and Optuna's RandomSampler search the
-same space with the baseline enqueued first (as search/orchestrate.py does); each trial is
-answered from the enumerated table (identical to re-evaluating, which the script checks once).
-Budgets count trials, repeats included: a sampler that proposes a genome twice pays twice.
+same space; each trial is answered from the enumerated table (identical to re-evaluating, which
+the script checks once). Budgets count trials, repeats included: a sampler that proposes a genome
+twice pays twice. Four setups: the plain samplers; the baseline enqueued first, as
+search/orchestrate.py does; that plus a fix that books enqueued trials into an NSGA-II
+generation (Optuna leaves them out, see run_search); and that plus free repeats (a known genome
+answered from the ledger, so the budget counts distinct genomes).
 
     python bench/search_efficiency.py [--quick]
 """
@@ -120,21 +123,49 @@ def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, d
 
 # -- the search against the table ----------------------------------------------------------
 
+@dataclass(frozen=True)
+class Setup:
+    label: str
+    enqueue_baseline: bool  # the orchestrator's start: the baseline genome is trial 0
+    generation_fix: bool  # give enqueued trials their NSGA-II generation (see below)
+    repeats_free: bool  # a repeated genome is answered from the ledger: the budget counts distinct genomes
+
+
+SETUPS = (
+    Setup("plain samplers", False, False, False),
+    Setup("baseline enqueued (as orchestrate.py)", True, False, False),
+    Setup("  + generation fix", True, True, False),
+    Setup("  + generation fix, repeats free", True, True, True),
+)
+MAX_TRIALS = 120  # repeats-free runs stop here if a sampler keeps proposing known genomes
+
+
 def run_search(make_sampler: Callable[[int], optuna.samplers.BaseSampler], seed: int, surface: Mapping[Key, Point],
-               space: Mapping[str, tuple[Any, ...]], baseline: Mapping[str, Any] | None, budget: int) -> list[Key]:
-    """Ask/tell one generation (POPULATION trials) at a time, like search/orchestrate.py; with
-    ``baseline`` it is enqueued as the first trial, as the orchestrator does.
-    Returns the genome key of every trial in order."""
+               space: Mapping[str, tuple[Any, ...]], baseline: Mapping[str, Any], setup: Setup, budget: int) -> list[Key]:
+    """Ask/tell one generation (POPULATION trials) at a time, like search/orchestrate.py.
+    Returns the genome key of every trial in order (until ``budget`` trials, or ``budget``
+    distinct genomes when repeats are free).
+
+    Optuna evaluates an NSGA-II trial's relative params lazily, and an enqueued trial's fixed
+    params never need them, so it never gets an ``NSGAIISampler:generation``: it is in no
+    generation's population and never a parent. ``generation_fix`` touches ``relative_params``
+    after ``ask`` so it is booked into the current generation like any other trial."""
     from search.study import distributions
 
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=make_sampler(seed))
-    if baseline is not None:
+    if setup.enqueue_baseline:
         study.enqueue_trial(dict(baseline))
     dists = distributions(space)
     keys: list[Key] = []
-    while len(keys) < budget:
-        trials = [study.ask(dists) for _ in range(min(POPULATION, budget - len(keys)))]
+
+    def spent() -> int:
+        return len(set(keys)) if setup.repeats_free else len(keys)
+
+    while spent() < budget and len(keys) < MAX_TRIALS:
+        trials = [study.ask(dists) for _ in range(POPULATION if setup.repeats_free else min(POPULATION, budget - len(keys)))]
         for t in trials:
+            if setup.generation_fix:
+                _ = t.relative_params
             k = key_of(t.params)
             p = surface[k]
             study.tell(t, values=[p.pass_rate, p.cost])
@@ -146,18 +177,23 @@ def run_search(make_sampler: Callable[[int], optuna.samplers.BaseSampler], seed:
 class BudgetStats:
     hv_ratio: list[float]  # one per seed
     front_found: list[int]
-    distinct: list[int]
+    trials: list[int]  # trials asked
+    distinct: list[int]  # distinct genomes among them
 
 
 def score_runs(runs: Sequence[list[Key]], surface: Mapping[Key, Point], true_front_keys: set[Key],
-               ref_cost: float, true_hv: float) -> dict[int, BudgetStats]:
+               ref_cost: float, true_hv: float, repeats_free: bool) -> dict[int, BudgetStats]:
     out: dict[int, BudgetStats] = {}
     for b in BUDGETS:
-        stats = BudgetStats([], [], [])
+        stats = BudgetStats([], [], [], [])
         for keys in runs:
-            seen = set(keys[:b])
+            n = len(keys)
+            if repeats_free:  # the shortest prefix holding b distinct genomes
+                n = next((i + 1 for i in range(len(keys)) if len(set(keys[: i + 1])) >= b), len(keys))
+            seen = set(keys[:n] if repeats_free else keys[:b])
             stats.hv_ratio.append(hypervolume([surface[k] for k in seen], ref_cost) / true_hv)
             stats.front_found.append(len(seen & true_front_keys))
+            stats.trials.append(n if repeats_free else b)
             stats.distinct.append(len(seen))
         out[b] = stats
     return out
@@ -198,42 +234,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nsga2": lambda s: make_sampler(population_size=POPULATION, seed=s, crossover="uniform"),
         "random": lambda s: optuna.samplers.RandomSampler(seed=s),
     }
-    setups: dict[str, Mapping[str, Any] | None] = {"plain": None, "baseline enqueued": baseline}
 
-    def results(seeds: Sequence[int], start: Mapping[str, Any] | None) -> dict[str, dict[int, BudgetStats]]:
-        return {name: score_runs([run_search(mk, s, surface, space, start, max(BUDGETS)) for s in seeds],
-                                 surface, true_front_keys, ref_cost, true_hv) for name, mk in samplers.items()}
+    def results(seeds: Sequence[int], setup: Setup) -> dict[str, dict[int, BudgetStats]]:
+        return {name: score_runs([run_search(mk, s, surface, space, baseline, setup, max(BUDGETS)) for s in seeds],
+                                 surface, true_front_keys, ref_cost, true_hv, setup.repeats_free)
+                for name, mk in samplers.items()}
 
     mean = statistics.fmean
     body = []
     headline: dict[str, tuple[float, float, float, float]] = {}
-    for setup, start in setups.items():
-        res, more = results(SEEDS, start), results(MORE_SEEDS, start)
+    for setup in SETUPS:
+        res, more = results(SEEDS, setup), results(MORE_SEEDS, setup)
         for b in BUDGETS:
             n, r = res["nsga2"][b], res["random"][b]
             n30, r30 = more["nsga2"][b], more["random"][b]
             diffs = [x - y for x, y in zip(n30.hv_ratio, r30.hv_ratio)]
             wtl = f"{sum(d > 1e-12 for d in diffs)}/{sum(abs(d) <= 1e-12 for d in diffs)}/{sum(d < -1e-12 for d in diffs)}"
+            spend = (f"{b} distinct ({mean(n30.trials):.0f}/{mean(r30.trials):.0f} trials)" if setup.repeats_free
+                     else f"{b} trials ({mean(n30.distinct):.1f}/{mean(r30.distinct):.1f} distinct)")
             body.append([
-                setup, b,
+                setup.label, spend,
                 f"{100 * mean(n.hv_ratio):.1f}% ({', '.join(f'{100 * x:.0f}' for x in n.hv_ratio)})",
                 f"{100 * mean(r.hv_ratio):.1f}% ({', '.join(f'{100 * x:.0f}' for x in r.hv_ratio)})",
                 f"{mean(n.hv_ratio) / mean(r.hv_ratio):.2f}",
-                f"{mean(n.front_found):.1f} / {mean(r.front_found):.1f}",
-                f"{mean(n.distinct):.1f} / {mean(r.distinct):.1f}",
                 f"{100 * mean(n30.hv_ratio):.1f}% / {100 * mean(r30.hv_ratio):.1f}%",
+                f"{mean(n30.front_found):.1f} / {mean(r30.front_found):.1f}",
                 wtl,
             ])
             if b == 12:
-                headline[setup] = (mean(n.hv_ratio), mean(r.hv_ratio), mean(n30.hv_ratio), mean(r30.hv_ratio))
-    print(f"Search over the same {len(surface)}-variant space (population {POPULATION}; HV% = found/true hypervolume, "
-          f"mean over seeds {SEEDS[0]}..{SEEDS[-1]} with per-seed values; N = NSGA-II, R = random)")
-    print(table(["setup", "trials", "NSGA-II HV%", "random HV%", "N/R", f"front pts found (of {len(true_front_keys)}) N/R",
-                 "distinct genomes N/R", f"HV% N/R, seeds 0..{MORE_SEEDS[-1]}", "N vs R win/tie/loss"], body))
-    print("(plain: samplers only. baseline enqueued: the orchestrator's start; Optuna gives an enqueued trial no "
-          "NSGA-II generation, so generation 0 is not complete until trial 12 and NSGA-II samples randomly until then)")
-    for setup, (n12, r12, n30, r30) in headline.items():
-        print(f"\nHeadline ({setup}): NSGA-II reaches {100 * n12:.0f}% of the true front's hypervolume in 12 trials "
+                headline[setup.label.strip()] = (mean(n.hv_ratio), mean(r.hv_ratio), mean(n30.hv_ratio), mean(r30.hv_ratio))
+    print(f"Search over the same {len(surface)}-variant space (population {POPULATION}, one generation asked at a time). "
+          f"HV% = found/true hypervolume; N = NSGA-II, R = random search; "
+          f"seeds {SEEDS[0]}..{SEEDS[-1]} (mean and per-seed) and seeds 0..{MORE_SEEDS[-1]} (means, counts)")
+    print(table(["setup", f"budget (N/R, seeds 0..{MORE_SEEDS[-1]})", "NSGA-II HV%", "random HV%", "N/R",
+                 f"HV% N/R, 0..{MORE_SEEDS[-1]}", f"front pts found of {len(true_front_keys)}, N/R", "N vs R win/tie/loss"], body))
+    for label, (n12, r12, n30, r30) in headline.items():
+        print(f"\nHeadline ({label}): NSGA-II reaches {100 * n12:.0f}% of the true front's hypervolume in 12 trials "
               f"(random search: {100 * r12:.0f}%); over {len(MORE_SEEDS)} seeds: {100 * n30:.0f}% vs {100 * r30:.0f}%.")
     print(f"Total wall time {time.perf_counter() - wall:.1f} s")
     return 0

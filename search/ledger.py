@@ -15,7 +15,9 @@ from search.trial import write_json_atomic
 def variant_text(variant: HarnessVariant) -> list[str]:
     """What the model sees, as diffable lines: system prompt, tools, injected steps, params."""
     lines = ["# system prompt", *variant.system_prompt.splitlines()]
-    lines += ["# tools", *json.dumps(variant.native_tools_for(None) or [t.spec.to_dict() for t in variant.tools], indent=1, sort_keys=True).splitlines()]
+    # one line per native tool keeps a format change from drowning the diff (text-format tools
+    # are already in the system prompt)
+    lines += ["# native tools", *[json.dumps(t, sort_keys=True) for t in variant.native_tools_for(None)]]
     lines += ["# step messages", *[m for _, m in variant.step_messages("before_final")]]
     lines += ["# model", json.dumps(variant.model.to_dict(), sort_keys=True), f"tool_format: {variant.tool_format}", f"max_turns: {variant.max_turns}"]
     return lines

@@ -271,7 +271,7 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
     charts = [Markup(scatter_svg(chart_points(summary, x, quality), x, quality, title=f"{_plain(quality)} vs {_plain(x)} (train)",
                                  x_title=axis[x], y_title=axis[quality])) for x in (COST, LATENCY)]
     cols = (quality, COST, LATENCY)
-    rows = [{"trial": f.get("trial", "–"), "round": f.get("round", "–"), "authors": ", ".join(map(str, f.get("authors") or [])) or "–",
+    rows = [{"trial": f.get("trial", "–"), "round": f.get("round", "–"), "authors": f.get("changes") or ", ".join(map(str, f.get("authors") or [])) or "–",
              "champion": champion is not None and (bool(f.get("champion")) or f.get("trial") == champion.get("trial")),
              "train": [fmt_metric((f.get("train") or {}).get(m), m) for m in cols],
              "dev": [fmt_metric((f.get("dev") or {}).get(m), m) for m in cols],
