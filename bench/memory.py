@@ -18,10 +18,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import resource
 import time
 from collections.abc import Sequence
 
 from _common import TOOL, base_agent, model_config, rss_mib, table
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     later = done - 2 * batch
     print(f"\nHeadline: RSS grew {growth:+.1f} MiB ({100 * growth / rss[1]:+.1f}%) from batch 2 to batch {len(rss)} "
           f"({later} more episodes, {1000 * growth / later:+.2f} MiB per 1000 episodes); "
-          f"first-batch warm-up: {rss[0] - start_rss:+.1f} MiB.")
+          f"first-batch warm-up: {rss[0] - start_rss:+.1f} MiB; peak RSS (getrusage) {peak_mib():.1f} MiB.")
     print(f"Total wall time {time.perf_counter() - wall:.1f} s")
     return 0
 

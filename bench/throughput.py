@@ -17,6 +17,7 @@ Each timing is the best of R interleaved repeats (R=3; 1 with --quick) against n
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import socket
 import subprocess
@@ -90,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = 1 if args.quick else 3
     wall = time.perf_counter()
 
-    from compiler.sim import configure_sim
-    from compiler.sim.server import BackgroundServer
     from compiler.runtime.cache import ResponseCache
     from compiler.runtime.llm import ensure_providers
+    from compiler.sim import configure_sim
+    from compiler.sim.server import BackgroundServer
     from compiler.variant import compile_agent
     from search.evaluate import evaluate_variant
     from search.workloads.bfcl import BfclWorkload
@@ -144,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with timer() as t:
                     cold = evaluate(local, cache)
                 cold_s = min(cold_s, t[0])
-            replay = best_of(repeats, {"replay": lambda: evaluate(local, cache)})["replay"]
+            replay = best_of(repeats, {"replay": functools.partial(evaluate, local, cache)})["replay"]
         ratios_b[scale] = cold_s / replay[0]
         rows_b.append([scale, f"{cold_s:.2f}", f"{replay[0]:.2f}", f"{ratios_b[scale]:.1f}", f"{n / replay[0]:.1f}",
                        "yes" if same_metrics(cold, replay[1], ignore=()) else "NO"])

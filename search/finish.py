@@ -55,7 +55,10 @@ def finish(run: SearchRun, frozen: dict[str, Any], studies: list[optuna.Study], 
     for m in sorted(front, key=lambda m: -float(m["train"].get(q, 0.0))):
         unique.setdefault(m["variant_hash"], m)  # the same variant re-evaluated (controls, re-enqueues) is one member
     front = list(unique.values())
-    dev_members = front[: int(run.s.max_front_dev)]
+    # dev sees the whole front, not only its top: members evenly spaced from best quality to cheapest
+    cap = max(1, int(run.s.max_front_dev))
+    picks = list(range(len(front))) if len(front) <= cap else sorted({round(i * (len(front) - 1) / (cap - 1)) for i in range(cap)}) if cap > 1 else [0]
+    dev_members = [front[i] for i in picks]
 
     dev_specs = [run.spec(BASELINE, pools, "dev", "baseline-dev")] + [run.spec(Genome.from_dict(m["genome"]), pools, "dev", f"front-{m['trial']}-dev") for m in dev_members]
     dev_results = run.run_jobs(dev_specs)

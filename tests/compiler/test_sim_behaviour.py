@@ -6,7 +6,7 @@ import json
 from collections import Counter
 
 from compiler.sim.engine import SimRequest, simulate
-from compiler.sim.selfplay import openai_tools
+from tests.compiler.sim_selfplay import openai_tools
 from tests.compiler.test_sim_fixtures import GOLD, SPECS, TURN_TEXTS, USER, passed, play, prompt
 
 N = 150

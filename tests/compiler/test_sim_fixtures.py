@@ -11,7 +11,7 @@ from typing import Any
 from compiler.runtime.trajectory import ToolCall
 from compiler.runtime.workload import Task
 from compiler.sim.gold import StaticGoldSource
-from compiler.sim.selfplay import EpisodeLog, openai_tools, play_episode, render_system_prompt
+from tests.compiler.sim_selfplay import EpisodeLog, openai_tools, play_episode, render_system_prompt
 from compiler.toolspec import ToolSpec
 
 TOOL_DESC = "A file system tool that does exactly what its name says, in the current directory."
@@ -78,7 +78,7 @@ def play(model: str = "sim/small", fmt: str = "json", *, temperature: float = 1.
 
 
 def passed(log: EpisodeLog) -> bool:
-    from compiler.sim.selfplay import matches_gold
+    from tests.compiler.sim_selfplay import matches_gold
 
     return matches_gold(log, TASK, MUTATES)
 
