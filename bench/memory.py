@@ -3,9 +3,11 @@
 Runs 2,000 episodes (400 with --quick) of the bfcl_agent on sim/small in batches of 200 (100),
 cycling through all 200 BFCL multi-turn base scenarios (train, dev and holdout), a new seed per
 batch so no episode repeats, concurrency 16, time_scale 0. After each batch (and a gc.collect())
-it prints the process's VmRSS, the number of objects the garbage collector tracks and the fill of
-the simulator's bounded token-count cache (compiler/sim/tokens.py, 8192 texts: strings are not
-gc-tracked, so its growth shows in RSS only).
+it prints the process's VmRSS, the number of objects the garbage collector tracks, and two
+module-level stores of the simulator whose contents (strings, ints) the gc does not track, so
+their growth shows in RSS only: the bounded token-count cache (compiler/sim/tokens.py, 8192
+texts) and the per-process attempt counter (compiler/sim/faults.py, one request digest per
+distinct request when the request names no attempt; unbounded).
 
 BFCL environments are made per episode (search.workloads.bfcl_env), with no module-level
 instance cache like bfcl-eval's own checker keeps, so RSS should plateau once the first batches
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import resource
+import sys
 import time
 from collections.abc import Sequence
 
@@ -27,6 +30,19 @@ from _common import TOOL, base_agent, model_config, rss_mib, table
 
 def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def attempt_counter() -> tuple[int, float]:
+    """Entries and approximate MiB of the simulator's per-process attempt counter
+    (compiler/sim/faults.py ``_ATTEMPTS``: one request digest per distinct request, used when the
+    request names no ``attempt``); (0, 0.0) if the module no longer has it."""
+    from compiler.sim import faults
+
+    counter = getattr(faults, "_ATTEMPTS", None)
+    if not isinstance(counter, dict):
+        return 0, 0.0
+    size = sys.getsizeof(counter) + sum(sys.getsizeof(k) for k in counter)
+    return len(counter), size / 2**20
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,11 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.collect()
         done += batch
         rss.append(rss_mib())
+        attempts, attempts_mib = attempt_counter()
         rows.append([b + 1, done, f"{rss[-1]:.1f}", f"{rss[-1] - (rss[-2] if len(rss) > 1 else start_rss):+.1f}",
-                     len(gc.get_objects()), count_text_tokens.cache_info().currsize, f"{batch / seconds:.1f}", pass_rate])
+                     len(gc.get_objects()), count_text_tokens.cache_info().currsize,
+                     f"{attempts} ({attempts_mib:.1f} MiB)", f"{batch / seconds:.1f}", pass_rate])
     print(f"{total} BFCL episodes, bfcl_agent on sim/small, {len(scenarios)} scenarios cycled, concurrency 16, time_scale 0 "
           f"(RSS before the first batch, after importing litellm and compiling: {start_rss:.1f} MiB)")
-    print(table(["batch", "episodes", "RSS MiB", "delta MiB", "gc objects", "token-count LRU (max 8192)", "episodes/s", "pass_rate"], rows))
+    print(table(["batch", "episodes", "RSS MiB", "delta MiB", "gc objects", "token-count LRU (max 8192)", "sim attempt counter", "episodes/s", "pass_rate"], rows))
     growth = rss[-1] - rss[1]
     later = done - 2 * batch
     print(f"\nHeadline: RSS grew {growth:+.1f} MiB ({100 * growth / rss[1]:+.1f}%) from batch 2 to batch {len(rss)} "

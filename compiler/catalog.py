@@ -5,40 +5,31 @@ Resolving an agent's tool list against the catalog is pure: config in, ToolSpecs
 from __future__ import annotations
 
 import fnmatch
-import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from compiler.errors import ConfigError
+from compiler.plugins import NamedRegistry
 from compiler.toolspec import JSON_TYPES, ToolSpec
 
 CatalogLoader = Callable[[], Sequence[ToolSpec]]
 
-_BUILTIN: dict[str, str] = {"bfcl": "search.workloads.bfcl:load_bfcl_tool_specs"}
-_LOADERS: dict[str, CatalogLoader] = {}
+CATALOGS: NamedRegistry[CatalogLoader] = NamedRegistry(
+    "tool catalog", builtins={"bfcl": "search.workloads.bfcl:load_bfcl_tool_specs"}, decorator="@register_tool_catalog"
+)
 
 
 def register_tool_catalog(name: str) -> Callable[[CatalogLoader], CatalogLoader]:
     """Decorator: make ``tool.source=<name>`` load tools from the decorated function."""
-
-    def decorate(loader: CatalogLoader) -> CatalogLoader:
-        _LOADERS[name] = loader
-        return loader
-
-    return decorate
+    return CATALOGS.register(name)
 
 
 def _loader(name: str) -> CatalogLoader:
-    if name not in _LOADERS and name in _BUILTIN:
-        module, _, attr = _BUILTIN[name].partition(":")
-        _LOADERS[name] = getattr(importlib.import_module(module), attr)
-    if name not in _LOADERS:
-        known = sorted(set(_LOADERS) | set(_BUILTIN))
-        raise ConfigError(
-            "tool.source", f"unknown tool catalog {name!r}", f"use one of {known} or register one with @register_tool_catalog"
-        )
-    return _LOADERS[name]
+    try:
+        return CATALOGS.get(name)
+    except KeyError as exc:
+        raise ConfigError("tool.source", str(exc.args[0]), f"use one of {CATALOGS.names()}") from None
 
 
 def validate_parameters(path: str, schema: Any) -> None:

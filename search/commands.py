@@ -9,6 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from compiler.atomic import write_text_atomic
 from compiler.config_compile import compile_config, to_plain
 from compiler.errors import ConfigError
 from compiler.runtime.workload import Task, Workload, workload_factory
@@ -89,9 +90,7 @@ def evaluate_task(cfg: DictConfig) -> None:
         "config": resolved,
         "provenance": provenance(resolved, tasks),
     }
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     print(metrics_table([(label, report)]))
     print(f"eval: {out}", file=sys.stderr)

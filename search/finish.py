@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 import optuna
 import yaml
 
+from compiler.atomic import write_json_atomic
 from search.claim import make_claim
 from search.criteria import evaluate_criteria, rank_key
 from search.genome import BASELINE, Genome, Pools, authors, describe
 from search.ledger import unified_diff, write_ledger
 from search.metrics import EvalReport
 from search.study import front_over
-from search.trial import write_json_atomic
 
 if TYPE_CHECKING:
     from search.orchestrate import SearchRun

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from compiler.atomic import write_text_atomic
 from compiler.variant import HarnessVariant
-from search.trial import write_json_atomic
 
 
 def variant_text(variant: HarnessVariant) -> list[str]:
@@ -33,12 +33,7 @@ def unified_diff(baseline: HarnessVariant, candidate: HarnessVariant, *, context
 
 def write_ledger(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     """Rewritten whole (atomically) from the study's records, so a resumed run never duplicates lines."""
-    text = "".join(json.dumps(dict(r), sort_keys=True, default=str) + "\n" for r in rows)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, "".join(json.dumps(dict(r), sort_keys=True, default=str) + "\n" for r in rows))
 
 
-__all__ = ["unified_diff", "variant_text", "write_json_atomic", "write_ledger"]
+__all__ = ["unified_diff", "variant_text", "write_ledger"]

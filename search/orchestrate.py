@@ -17,6 +17,7 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
+from compiler.atomic import write_json_atomic
 from compiler.catalog import build_catalog, select_tools
 from compiler.errors import ConfigError
 from compiler.runtime.workload import Workload, workload_factory
@@ -29,7 +30,7 @@ from search.models_conf import load_model_config
 from search.mutators.base import Evidence, MutationContext, grow_pools, make_mutator
 from search.provenance import git_revision, tasks_hash
 from search.study import distributions, fail_stale, finished, make_sampler, round_study
-from search.trial import TrialSpec, write_json_atomic
+from search.trial import TrialSpec
 
 Launch = Callable[[Sequence[TrialSpec]], list[dict[str, Any] | BaseException]]
 CONTROL_SEED_STRIDE = 7919  # identity controls draw fresh samples: a different seed per round

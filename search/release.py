@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
+from compiler.atomic import write_text_atomic
 from compiler.variant import compile_agent
 from search.genome import BASELINE, Genome, Pools, authors, genome_to_config
 from search.registry import Registry, make_snapshot
@@ -64,7 +65,6 @@ def snapshot_for_search(
         champion_path.unlink(missing_ok=True)
         return {"baseline": base.content_hash, "rounds": rounds, "champion": champ.content_hash, "champion_path": None}
     # a stable path for the release step: `evoharness promote runs/<study>/champion.json`
-    tmp = champion_path.with_suffix(".json.tmp")  # byte copy: the snapshot's key order is part of its hash
-    tmp.write_text(Path(registry.path_of(champ.content_hash)).read_text(encoding="utf-8"), encoding="utf-8")
-    tmp.replace(champion_path)
+    # a byte copy: the snapshot's key order is part of its hash
+    write_text_atomic(champion_path, Path(registry.path_of(champ.content_hash)).read_text(encoding="utf-8"))
     return {"baseline": base.content_hash, "rounds": rounds, "champion": champ.content_hash, "champion_path": str(champion_path)}

@@ -10,7 +10,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +20,8 @@ from typing import Any
 
 import jinja2
 from markupsafe import Markup
+
+from compiler.atomic import write_text_atomic
 
 COST, LATENCY = "cost_per_task", "latency_p95"
 RATES = {"pass_rate", "score_mean", "score_std", "tool_failure_rate", "determinism"}
@@ -307,20 +308,8 @@ def render_report(summary: Mapping[str, Any]) -> str:
 
 def write_report(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """Render and write atomically (temp file in the same folder, then os.replace)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    html = render_report(summary)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(html)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    # render first: a template error leaves the old report in place
+    return write_text_atomic(path, render_report(summary))
 
 
 def report_main(argv: Sequence[str] | None = None) -> int:

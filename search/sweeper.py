@@ -13,7 +13,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from search.trial import TrialSpec, write_json_atomic
+from compiler.atomic import write_json_atomic
+from search.trial import TrialSpec
 
 
 class NSGA2SweeperImpl:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compiler.atomic import write_json_atomic
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.trajectory import Trajectory
 from compiler.runtime.workload import workload_factory
@@ -62,15 +61,6 @@ class TrialSpec:
 
     def eval_key(self, variant_hash: str) -> str:
         return content_hash([variant_hash, self.split, self.samples, self.seed, list(self.task_ids), dict(self.workload.get("options", {}))])
-
-
-def write_json_atomic(path: Path, data: Any) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, default=str)  # key order is data here (prompt sections are ordered)
-    os.replace(tmp, path)
-    return path
 
 
 def _evidence(trajectories: list[Trajectory], failed: set[tuple[str, int]]) -> dict[tuple[str, int], list[str]]:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from compiler.atomic import write_json_atomic
 from compiler.variant import content_hash
 
 
@@ -30,9 +29,4 @@ class ResponseCache:
             return None
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(value, fh, sort_keys=True)
-        os.replace(tmp, path)  # atomic: readers see the old entry or the whole new one
+        write_json_atomic(self._path(key), value, indent=None)

@@ -1,15 +1,14 @@
 """The Workload protocol: tasks, a seeded environment per episode, and a scorer.
 
-A workload is registered by name; built-ins are listed as import paths so that looking one
-up never imports the others.
+A workload is registered by name (compiler.plugins.NamedRegistry).
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from compiler.plugins import NamedRegistry
 from compiler.runtime.trajectory import ToolCall, Trajectory
 from compiler.toolspec import ToolSpec
 
@@ -62,23 +61,14 @@ class Workload(Protocol):
 
 WorkloadFactory = Callable[..., Workload]
 
-_BUILTIN: dict[str, str] = {"bfcl": "search.workloads.bfcl:BfclWorkload"}
-_REGISTRY: dict[str, WorkloadFactory] = {}
+WORKLOADS: NamedRegistry[WorkloadFactory] = NamedRegistry(
+    "workload", builtins={"bfcl": "search.workloads.bfcl:BfclWorkload"}, decorator="@register_workload"
+)
 
 
 def register_workload(name: str) -> Callable[[WorkloadFactory], WorkloadFactory]:
-    def decorate(factory: WorkloadFactory) -> WorkloadFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorate
+    return WORKLOADS.register(name)
 
 
 def workload_factory(name: str) -> WorkloadFactory:
-    if name not in _REGISTRY and name in _BUILTIN:
-        module, _, attr = _BUILTIN[name].partition(":")
-        _REGISTRY[name] = getattr(importlib.import_module(module), attr)
-    if name not in _REGISTRY:
-        known = sorted(set(_REGISTRY) | set(_BUILTIN))
-        raise KeyError(f"unknown workload {name!r}; known: {known}; register one with @register_workload")
-    return _REGISTRY[name]
+    return WORKLOADS.get(name)
