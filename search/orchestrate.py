@@ -219,8 +219,8 @@ class SearchRun:
         study = round_study(self.storage, str(self.s.study), k, self.objectives, make_sampler(population_size=int(self.s.population_size), seed=self.seed + k, crossover=str(self.s.crossover)))
         if not study.get_trials(deepcopy=False):
             self.enqueue(study, k, pools, front, added, controls)
-        for p in fail_stale(study):
-            study.enqueue_trial(p, user_attrs={"origin": "rerun"})
+        for p, attrs in fail_stale(study):
+            study.enqueue_trial(p, user_attrs={**attrs, "rerun": True})
         dists = distributions(param_space(pools))
         remaining = int(self.s.trials_per_round) - len(finished(study))
         while remaining > 0:

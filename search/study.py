@@ -48,15 +48,22 @@ def round_study(storage: str, study: str, round_index: int, objectives: Sequence
 
 
 def finished(study: optuna.Study) -> list[FrozenTrial]:
-    return [t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+    """Trials that count toward the budget: evaluated or failed, not cut short by an interruption."""
+    return [
+        t for t in study.get_trials(deepcopy=False)
+        if t.state in (TrialState.COMPLETE, TrialState.FAIL) and not t.user_attrs.get("interrupted")
+    ]
 
 
-def fail_stale(study: optuna.Study) -> list[dict[str, Any]]:
-    """Trials left RUNNING by an interrupted run are closed as failed; their params are returned to re-run."""
+def fail_stale(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Trials left RUNNING by an interrupted run are closed (marked, so they do not use up the
+    budget); their params and attributes are returned to be enqueued again."""
     stale = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
     for t in stale:
-        study.tell(t.number, state=TrialState.FAIL)
-    return [dict(t.params) for t in stale]
+        trial = optuna.Trial(study, t._trial_id)
+        trial.set_user_attr("interrupted", True)
+        study.tell(trial, state=TrialState.FAIL)
+    return [(dict(t.params), {k: v for k, v in t.user_attrs.items() if k in ("origin", "control")}) for t in stale]
 
 
 def front_over(rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) -> list[FrozenTrial]:

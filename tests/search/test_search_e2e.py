@@ -107,3 +107,40 @@ def test_promote_champion_then_compile_ships_it(first_run: tuple[Path, subproces
     compiled = subprocess.run([*cli, "compile", f"runs_dir={tmp}"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stderr
     assert compiled.stdout.split()[0] == snap["provenance"]["variant_hash"]
+
+
+def test_interrupted_search_resumes_without_redoing_trials(tmp_path: Path) -> None:
+    """Kill the search mid-round (SIGKILL: no cleanup), re-run it: finished trials are kept as they
+    were, a trial left running is closed and re-run, and the budget is met exactly."""
+    import signal
+    import time
+
+    args = ["search.study=cut", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]"]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *TINY, *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    db = tmp_path / "cut" / "study.db"
+    deadline = time.time() + 300
+    done: list[optuna.trial.FrozenTrial] = []
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if db.exists():
+            try:
+                done = [t for t in optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}").trials if t.state.name == "COMPLETE"]
+            except KeyError:
+                continue
+            if len(done) >= 2:
+                break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(done) >= 2, "the search did not get far enough to be interrupted"
+    kept = {t.number: t.datetime_complete for t in done}
+    again = search(tmp_path, *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    study = optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}")
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert all(next(t for t in complete if t.number == n).datetime_complete == when for n, when in kept.items())
+    assert len(complete) == 6, "interrupted trials must not use up the budget"
+    cut = [t for t in study.trials if t.user_attrs.get("interrupted")]
+    assert all(t.state.name == "FAIL" for t in cut) and not any(t.state.name == "RUNNING" for t in study.trials)
+    assert all(any(c.params == t.params and c.user_attrs.get("rerun") for c in complete) for t in cut), "an interrupted trial is re-run"
