@@ -115,7 +115,7 @@ class CriteriaConfig:
 @dataclass
 class MutatorConfig:
     name: str = MISSING  # registered mutator
-    weight: float = 1.0  # relative chance of being applied
+    weight: float = 1.0  # chance of running in a round (>= 1: every round; 0: never)
     params: dict[str, Any] = field(default_factory=dict)  # mutator options (e.g. route for LLM mutators)
 
 

@@ -70,7 +70,7 @@ class SearchRun:
             "holdout": tuple(t.task_id for t in self.workload.tasks("holdout")),
         }
         self.seed = int(cfg.seed)
-        self.mutators = [make_mutator(str(m.name), **(_plain(m.params) or {})) for m in cfg.mutators.enabled]
+        self.mutators = [(make_mutator(str(m.name), **(_plain(m.params) or {})), float(m.weight)) for m in cfg.mutators.enabled]
 
     # -- freeze -------------------------------------------------------------------------
     def freeze(self) -> dict[str, Any]:
@@ -133,8 +133,10 @@ class SearchRun:
                               front=tuple(Genome.from_dict(t.user_attrs["genome"]) for t in front), evidence=evidence,
                               models=tuple(self.models), round=k, run_teacher=self.teacher_runner(pools))
         proposals: list[Any] = []
-        for m in self.mutators:
+        for m, weight in self.mutators:
             rng = random.Random(content_hash([self.seed, k, m.name]))
+            if weight < 1.0 and rng.random() >= weight:  # a weight below 1 is the chance it runs this round
+                continue
             try:
                 proposals += list(m.propose(ctx, rng=rng))
             except Exception as exc:  # one broken mutator (e.g. its LLM route is down) must not end the search
@@ -236,7 +238,8 @@ class SearchRun:
             done = finished(study)
             failed = sum(1 for t in done if t.state == optuna.trial.TrialState.FAIL)
             if len(done) >= int(self.s.population_size) and failed / len(done) > float(self.s.max_failure_rate):
-                raise SearchAborted(f"{failed} of {len(done)} trials failed in round {k} (search.max_failure_rate={self.s.max_failure_rate}); see the job logs under the sweep dir")
+                first = next((str(t.user_attrs["error"]) for t in done if t.user_attrs.get("error")), "see the job logs under the sweep dir")
+                raise SearchAborted(f"{failed} of {len(done)} trials failed in round {k} (search.max_failure_rate={self.s.max_failure_rate}); first error: {first}")
         return study
 
     def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, pools: Pools, res: dict[str, Any] | BaseException) -> None:

@@ -2,6 +2,7 @@
 joblib, …) as jobs of the search command; results come back as JobReturns."""
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,8 +51,9 @@ class NSGA2SweeperImpl:
         return out
 
     def sweep(self, arguments: list[str]) -> Any:
+        from compiler.errors import ConfigError
         from compiler.hydra_app import CONF_DIR
-        from search.orchestrate import SearchRun
+        from search.orchestrate import SearchAborted, SearchRun
         from search.registry import apply_promoted
         from search.summary import print_summary
 
@@ -60,6 +62,11 @@ class NSGA2SweeperImpl:
         # The search works on the user's config; the hydra node holds job-time interpolations.
         user = OmegaConf.masked_copy(self.config, [str(k) for k in self.config.keys() if k != "hydra"])
         cfg = apply_promoted(user, self.arguments)
-        summary = SearchRun(cfg, launch=self.launch, conf_dir=CONF_DIR).execute()
+        try:
+            summary = SearchRun(cfg, launch=self.launch, conf_dir=CONF_DIR).execute()
+        except (SearchAborted, ConfigError) as exc:
+            # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         print_summary(summary)
         return summary

@@ -78,8 +78,8 @@ def test_rerun_resumes_keeps_trials_and_does_not_repay(first_run: tuple[Path, su
 def test_changed_config_refuses_to_resume(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     tmp, _ = first_run
     proc = search(tmp, "search.study=e2e", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "agent.max_turns=5")
-    assert proc.returncode != 0
-    assert "was started with a different config_hash" in proc.stderr
+    assert proc.returncode == 2
+    assert "was started with a different config_hash" in proc.stderr.splitlines()[-1]
 
 
 def test_joblib_launcher(tmp_path: Path) -> None:
@@ -144,3 +144,13 @@ def test_interrupted_search_resumes_without_redoing_trials(tmp_path: Path) -> No
     cut = [t for t in study.trials if t.user_attrs.get("interrupted")]
     assert all(t.state.name == "FAIL" for t in cut) and not any(t.state.name == "RUNNING" for t in study.trials)
     assert all(any(c.params == t.params and c.user_attrs.get("rerun") for c in complete) for t in cut), "an interrupted trial is re-run"
+
+
+def test_search_aborts_when_too_many_trials_fail(tmp_path: Path) -> None:
+    # every model call is a 500: every episode is skipped, so no trial has a score
+    proc = search(tmp_path, "search.study=down", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]",
+                  "model.retries=0", "+model.extra.sim_faults.server_error_rate=1.0", "search.models=[]")
+    assert proc.returncode == 2
+    assert "error: 2 of 2 trials failed in round 0 (search.max_failure_rate=0.5); first error: no scored episode" in proc.stderr.splitlines()[-1]
+    study = optuna.load_study(study_name="down/r0", storage=f"sqlite:///{tmp_path / 'down' / 'study.db'}")
+    assert all(t.state.name == "FAIL" and "skipped" in t.user_attrs["error"] for t in study.trials if t.state.is_finished())

@@ -1,0 +1,15 @@
+"""The one error type for bad input: it names the config path, the bad value and the fix."""
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """Bad configuration or override. Rendered as a single line; the CLI exits with code 2."""
+
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        self.path = path
+        self.problem = problem
+        self.fix = fix
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        return f"{self.path}: {self.problem}. Fix: {self.fix}"

@@ -1,0 +1,119 @@
+"""Run an evoharness command as a Hydra app over conf/, after a preflight that rejects bad input.
+
+Hydra reports composition errors as multi-line text with exit code 1 and only after it has
+created the run directory. The preflight composes every combination of the overrides first
+(expanding sweeps the way the basic sweeper does) and runs the command's own validation, so bad
+input gets one line, exit code 2, and nothing is written.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from compiler.errors import ConfigError
+
+CONF_DIR = str(Path(str(__import__("conf").__file__)).resolve().parent)
+MAX_PREFLIGHT_COMBINATIONS = 64
+
+Validator = Callable[[DictConfig, Sequence[str]], object]  # (composed config, its overrides)
+
+
+class UsageError(Exception):
+    """Bad command-line input that is not a config path (exit 2)."""
+
+
+def _split_overrides(argv: Sequence[str]) -> tuple[list[str], bool]:
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    return [a for a in argv if not a.startswith("-")], multirun
+
+
+def _combinations(overrides: list[str], multirun: bool) -> list[list[str]]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UsageError(f"bad override: {first}. Fix: write key=value (sweeps: key=a,b,c with -m)") from None
+    axes: list[list[str]] = []
+    for ov in parsed:
+        key = ov.get_key_element()
+        if key.startswith("hydra") or key.startswith("+hydra"):
+            continue
+        if ov.is_sweep_override():
+            if not multirun:
+                raise UsageError(f"{ov.input_line}: a sweep needs multirun. Fix: add -m")
+            try:
+                values = list(ov.sweep_string_iterator())
+            except Exception:  # interval()/range sweeps the search samples itself: check one value
+                values = []
+            axes.append([f"{key}={v}" for v in values])
+        else:
+            axes.append([str(ov.input_line)])
+    combos = [list(c) for c in itertools.product(*[a for a in axes if a])]
+    return combos[:MAX_PREFLIGHT_COMBINATIONS] or [[]]
+
+
+def _one_line_hydra_error(exc: BaseException, overrides: list[str]) -> str:
+    from hydra.errors import MissingConfigException
+
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
+        group, _, option = str(exc.missing_cfg_file).rpartition("/")
+        options = [o for o in (exc.options or []) if not o.endswith("_schema")]
+        return f"{group}={option}: no such option in config group '{group}'. Fix: use one of {options} or add conf/{group}/{option}.yaml"
+    cause: BaseException = exc
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
+    full_key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
+    head = lines[0] if lines else type(cause).__name__
+    where = f"{full_key}: " if full_key else ""
+    return f"{where}{head}. Fix: correct the override or YAML value to match the schema in compiler/schema.py"
+
+
+def preflight(argv: Sequence[str], validate: Validator | None) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    overrides, multirun = _split_overrides(argv)
+    for combo in _combinations(overrides, multirun):
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+                cfg = compose(config_name="config", overrides=combo)
+        except ConfigError:
+            raise
+        except Exception as exc:  # Hydra/OmegaConf composition and validation errors
+            raise UsageError(_one_line_hydra_error(exc, combo)) from None
+        finally:
+            GlobalHydra.instance().clear()
+        if validate is not None:
+            validate(cfg, combo)
+
+
+def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], None], validate: Validator | None) -> int:
+    """Preflight, then hand argv to Hydra (which owns multirun, launchers and output dirs)."""
+    import hydra
+
+    from compiler.schema import register_configs
+
+    register_configs()
+    try:
+        preflight(argv, validate)
+    except (ConfigError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    saved = sys.argv
+    # argparse cannot interleave flags and positional overrides: flags go first.
+    flags = [a for a in argv if a.startswith("-")]
+    sys.argv = [f"evoharness {command}", *flags, *[a for a in argv if not a.startswith("-")], f"hydra.job.name={command}"]
+    try:
+        hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(task)()
+    finally:
+        sys.argv = saved
+    return 0

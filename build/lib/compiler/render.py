@@ -1,0 +1,108 @@
+"""Jinja2 rendering of the system prompt and of tools in each format. Pure: strings in, strings out."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+from compiler.errors import ConfigError
+from compiler.toolspec import ToolSpec
+from compiler.workflow import WorkflowStep
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("compiler", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render_text(path: str, text: str, context: Mapping[str, Any]) -> str:
+    try:
+        return _env().from_string(text).render(**context).strip()
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(path, f"template uses an undefined variable ({exc.message})", f"define it under agent.vars or remove it; available: {sorted(context)}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(path, f"bad template syntax ({exc.message}, line {exc.lineno})", "fix the Jinja2 markup or escape braces with {% raw %}") from None
+
+
+def section_title(name: str) -> str:
+    return name.replace("_", " ").strip().capitalize()
+
+
+def render_system_prompt(
+    *,
+    template: str,
+    sections: Mapping[str, str],
+    steps: Sequence[WorkflowStep],
+    tools: Sequence[ToolSpec],
+    context: Mapping[str, Any],
+) -> str:
+    """Sections in order, then the workflow (already rendered) as a numbered procedure, then tool rules."""
+    rendered_sections = [
+        (section_title(name), render_text(f"agent.prompt_sections.{name}", text, context)) for name, text in sections.items()
+    ]
+    rendered_steps = [{"name": s.name, "instructions": " ".join(s.instructions.split())} for s in steps]
+    rules = [{"tool": t.name, "text": r.strip()} for t in tools for r in t.rules]
+    try:
+        tpl = _env().get_template(template)
+    except jinja2.TemplateNotFound:
+        raise ConfigError("agent.template", f"no template named {template!r}", "use system_prompt.md.j2 or add the file under compiler/templates/") from None
+    try:
+        text = tpl.render(sections=rendered_sections, steps=rendered_steps, rules=rules, **context)
+    except jinja2.UndefinedError as exc:
+        raise ConfigError("agent.template", f"template {template!r} uses an undefined variable ({exc.message})", f"pass it under agent.vars; available: {sorted(context)}") from None
+    return text.strip() + "\n"
+
+
+def _schema_type(schema: Mapping[str, Any]) -> str:
+    t = schema.get("type", "any")
+    if isinstance(t, list):
+        return "|".join(str(x) for x in t)
+    if t == "array" and isinstance(schema.get("items"), Mapping) and "type" in schema["items"]:
+        return f"array[{schema['items']['type']}]"
+    return str(t)
+
+
+def render_bash_usage(tool: ToolSpec) -> str:
+    """One tool's usage block: `name --arg <type>  description` per parameter."""
+    required = set(tool.required())
+    args = [
+        {
+            "name": name,
+            "type": _schema_type(sub),
+            "description": " ".join(str(sub.get("description", "")).split()),
+            "required": name in required,
+        }
+        for name, sub in tool.properties().items()
+    ]
+    return _env().get_template("tool_usage.md.j2").render(tool=tool, args=args).strip() + "\n"
+
+
+def render_tools_intro(tool_format: str) -> str:
+    return _env().get_template("tools_intro.md.j2").render(tool_format=tool_format).strip() + "\n"
+
+
+def render_openai_tool(tool: ToolSpec) -> dict[str, Any]:
+    """The OpenAI `tools` entry, passed to litellm as native tools."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": _plain(tool.parameters),
+        },
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

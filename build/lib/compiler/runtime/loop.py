@@ -1,0 +1,155 @@
+"""The harness runtime: one multi-turn tool-calling episode of a compiled variant.
+
+Models are reached only through litellm (via ModelClient). Tool calls, native or written as text,
+are dispatched by name to the environment; nothing the model writes is evaluated or run.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from compiler.runtime.bash_calls import decode_text_calls
+from compiler.runtime.models import InfraError, ModelClient, ModelLimitError, ModelReply
+from compiler.runtime.trajectory import ModelCallRecord, ToolCall, ToolCallRecord, Trajectory
+from compiler.runtime.workload import Environment, Task
+from compiler.variant import HarnessVariant
+
+
+def episode_user(task: Task, sample: int, seed: int) -> str:
+    """The `user` field of every request: a standard OpenAI field, so any route accepts it."""
+    return f"task_id={task.task_id};sample={sample};seed={seed}"
+
+
+def tool_result_block(name: str, content: str) -> str:
+    return f'<tool_result name="{name}">\n{content}\n</tool_result>'
+
+
+class _Episode:
+    def __init__(self, variant: HarnessVariant, task: Task, env: Environment, client: ModelClient, sample: int, seed: int) -> None:
+        self.v, self.task, self.env, self.client = variant, task, env, client
+        self.sample, self.seed = sample, seed
+        self.offered: list[str] = [n for n in task.tool_names if any(t.name == n for t in variant.tools)]
+        self.specs = {t.name: t.spec for t in variant.tools}
+        self.messages: list[dict[str, Any]] = []
+        self.model_calls: list[ModelCallRecord] = []
+        self.tool_calls: list[ToolCallRecord] = []
+        self.responses: list[str] = []
+
+    def _offer(self, names: tuple[str, ...]) -> None:
+        self.offered += [n for n in names if n in self.specs and n not in self.offered]
+        system = {"role": "system", "content": self.v.system_prompt_for(self.offered)}
+        if self.messages:
+            self.messages[0] = system  # text-format tools live in the system prompt
+        else:
+            self.messages.append(system)
+
+    def _run_tool(self, turn: int, call: ToolCall) -> tuple[str | None, str | None]:
+        if call.name not in self.offered:
+            error = f"unknown tool {call.name!r}; available: {', '.join(self.offered)}"
+            result = None
+        else:
+            try:
+                result, error = self.env.call(call.name, dict(call.arguments)), None
+            except Exception as exc:  # the tool's own failure goes back to the model, as a real tool error would
+                result, error = None, f"{type(exc).__name__}: {exc}"
+        self.tool_calls.append(ToolCallRecord(turn=turn, name=call.name, arguments=dict(call.arguments), result=result, error=error))
+        return result, error
+
+    def _decode_native(self, reply: ModelReply) -> list[tuple[str, ToolCall | None, str | None]]:
+        out: list[tuple[str, ToolCall | None, str | None]] = []
+        for nc in reply.tool_calls:
+            try:
+                args = json.loads(nc.arguments) if nc.arguments.strip() else {}
+                if not isinstance(args, dict):
+                    raise ValueError("arguments must be a JSON object")
+                out.append((nc.id, ToolCall(nc.name, args), None))
+            except ValueError as exc:
+                out.append((nc.id, None, f"arguments of {nc.name} are not valid JSON ({exc}); send a JSON object"))
+        return out
+
+    async def _step(self, turn: int) -> bool:
+        """One model call and its tool calls. Returns True when the model gave a final answer."""
+        tools = self.v.native_tools_for(self.offered)
+        reply = await self.client.complete(self.messages, tools=tools, user=episode_user(self.task, self.sample, self.seed))
+        native = self._decode_native(reply) if self.v.tool_format != "bash" else []
+        text = decode_text_calls(reply.content, {n: self.specs[n] for n in self.offered}) if self.v.tool_format != "json" and not native else None
+        parse_errors = [e for _, _, e in native if e] + (list(text.errors) if text else [])
+        self.model_calls.append(
+            ModelCallRecord(
+                turn=turn, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
+                latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None, cached=reply.cached,
+            )
+        )
+        assistant: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+        if native:
+            assistant["tool_calls"] = [{"id": i, "type": "function", "function": {"name": nc.name, "arguments": nc.arguments}} for (i, _, _), nc in zip(native, reply.tool_calls)]
+        self.messages.append(assistant)
+        if native:
+            for call_id, call, error in native:
+                if call is not None:
+                    result, error = self._run_tool(turn, call)
+                content = f"Error: {error}" if error else str(result)
+                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+            return False
+        if text is not None and (text.calls or text.errors):
+            blocks = []
+            for call in text.calls:
+                result, error = self._run_tool(turn, call)
+                blocks.append(tool_result_block(call.name, f"Error: {error}" if error else str(result)))
+            blocks += [tool_result_block("parse_error", f"Error: {e}") for e in text.errors]
+            self.messages.append({"role": "user", "content": "\n".join(blocks)})
+            return False
+        return True
+
+    async def run(self) -> Trajectory:
+        self._offer(())
+        status = "completed"
+        infra: str | None = None
+        try:
+            for turn, user_messages in enumerate(self.task.turns):
+                self._offer(tuple(self.task.added_tools.get(turn, ())))
+                self.messages.extend(dict(m) for m in user_messages)
+                pending = list(self.v.step_messages("before_final"))
+                answer, finished = "", False
+                for _ in range(self.v.max_turns):
+                    if await self._step(turn):
+                        # Steps like verify are sent once, and only when the turn did something to check.
+                        if pending and any(c.turn == turn for c in self.tool_calls):
+                            self.messages.append({"role": "user", "content": pending.pop(0)[1]})
+                            continue
+                        answer, finished = str(self.messages[-1].get("content") or ""), True
+                        break
+                if not finished:
+                    status = "max_turns"
+                self.responses.append(answer)
+                self.env.end_turn(turn)
+        except InfraError as exc:
+            status, infra = "infra_error", str(exc)
+        except ModelLimitError as exc:
+            # The harness outgrew the model's window: a scored failure. The turns it never reached
+            # are closed empty so the scorer sees what was actually done.
+            status = "max_turns"
+            self.responses.append(f"[model limit: {exc}]")
+            for turn in range(len(self.responses) - 1, len(self.task.turns)):
+                self.env.end_turn(turn)
+        return Trajectory(
+            task_id=self.task.task_id, sample=self.sample, seed=self.seed, variant_hash=self.v.content_hash, status=status,  # type: ignore[arg-type]
+            model_calls=tuple(self.model_calls), tool_calls=tuple(self.tool_calls), responses=tuple(self.responses),
+            infra_error=infra, final_state=_jsonable(self.env.snapshot()),
+        )
+
+
+def _jsonable(state: Mapping[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(state, default=str))
+
+
+async def run_episode(
+    variant: HarnessVariant, task: Task, environment: Environment, *, sample: int = 0, seed: int = 0, client: ModelClient | None = None
+) -> Trajectory:
+    """Play every user turn of ``task`` against ``environment``; never raises for model or tool faults.
+
+    Pass a shared ``client`` to hold a route's concurrency limit (and response cache) across episodes.
+    """
+    client = client or ModelClient(variant.model, variant.route)
+    return await _Episode(variant, task, environment, client, sample, seed).run()

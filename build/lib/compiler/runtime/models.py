@@ -1,0 +1,178 @@
+"""Model calls through litellm: timeout, retries with backoff, a concurrency limit per route,
+infrastructure failures told apart from model mistakes, cost from litellm or the route's price.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.runtime.cache import ResponseCache, request_key
+from compiler.runtime.llm import ensure_providers
+from compiler.variant import ModelParams, RouteSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NativeCall:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model wrote it; decoding can fail and is the harness's job
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: str | None
+    tool_calls: tuple[NativeCall, ...]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    cached: bool = False
+    attempts: int = 1
+
+
+class InfraError(Exception):
+    """Timeout, 5xx, 429 or connection failure that outlived its retries: skip, never score 0."""
+
+
+class ModelLimitError(Exception):
+    """The request exceeds what the model accepts (context window): the harness's fault, scored."""
+
+
+class RouteConfigError(Exception):
+    """A failure every call on this route will repeat (bad key, unknown model): stop the run."""
+
+
+def classify(exc: BaseException) -> str:
+    """'infra' (retry, then skip), 'fatal' (stop the run) or 'model' (the episode fails on it)."""
+    lm = ensure_providers()
+    if isinstance(exc, (lm.Timeout, lm.RateLimitError, lm.APIConnectionError, lm.InternalServerError,
+                        lm.ServiceUnavailableError, lm.BadGatewayError, asyncio.TimeoutError, ConnectionError)):
+        return "infra"
+    if isinstance(exc, (lm.AuthenticationError, lm.PermissionDeniedError, lm.NotFoundError, lm.UnsupportedParamsError)):
+        return "fatal"
+    if isinstance(exc, lm.ContextWindowExceededError):
+        return "model"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (status >= 500 or status == 429):
+        return "infra"
+    if isinstance(exc, lm.APIError):
+        return "infra"  # provider errors without a status: treat as transient, never as quality
+    return "fatal"
+
+
+class ModelClient:
+    """One route. Shared by all episodes of an evaluation so the concurrency limit holds."""
+
+    def __init__(self, model: ModelParams, route: RouteSettings, *, cache: ResponseCache | None = None) -> None:
+        self.model = model
+        self.route = route
+        self.cache = cache
+        self._semaphore = asyncio.Semaphore(max(1, route.concurrency))
+        self._warned_price = False
+
+    def _api_key(self) -> str | None:
+        if not self.route.api_key_env:
+            return None
+        key = os.environ.get(self.route.api_key_env)
+        if not key:
+            raise RouteConfigError(
+                f"model.api_key_env: environment variable {self.route.api_key_env} is not set; export it (the key never goes in config)"
+            )
+        return key
+
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], user: str) -> dict[str, Any]:
+        req: dict[str, Any] = {"model": self.model.route, "messages": list(messages), "temperature": self.model.temperature, "user": user}
+        if tools:
+            req["tools"] = list(tools)
+        if self.model.max_tokens is not None:
+            req["max_tokens"] = self.model.max_tokens
+        if self.route.api_base:
+            req["api_base"] = self.route.api_base
+        req.update(dict(self.model.extra))
+        return req
+
+    def _cost(self, response: Any, prompt_tokens: int, completion_tokens: int) -> float:
+        r = self.route
+        if r.input_cost_per_token is not None or r.output_cost_per_token is not None:
+            return prompt_tokens * (r.input_cost_per_token or 0.0) + completion_tokens * (r.output_cost_per_token or 0.0)
+        try:
+            return float(ensure_providers().completion_cost(completion_response=response))
+        except Exception as exc:  # litellm has no price for this model
+            if not self._warned_price:
+                log.warning("no price for %s (%s); set model.input_cost_per_token/output_cost_per_token", self.model.route, exc)
+                self._warned_price = True
+            return 0.0
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str) -> ModelReply:
+        req = self.request(messages, tools, user)
+        key = request_key(req)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return _reply_from_record(hit, cached=True)
+        lm = ensure_providers()
+        api_key = self._api_key()
+        attempts = 0
+        start = time.perf_counter()
+        while True:
+            attempts += 1
+            try:
+                async with self._semaphore:
+                    response = await lm.acompletion(**req, api_key=api_key, timeout=self.route.timeout_s, num_retries=0, max_retries=0)
+                break
+            except Exception as exc:
+                kind = classify(exc)
+                if kind == "fatal":
+                    raise RouteConfigError(f"model.route={self.model.route}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+                if kind == "model":
+                    raise ModelLimitError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from exc
+                if attempts > self.route.retries:
+                    raise InfraError(f"{type(exc).__name__} after {attempts} attempts: {str(exc).splitlines()[0][:300]}") from exc
+                # Why our own loop: each attempt must be classified, and an exhausted retry becomes
+                # a skipped episode rather than an exception that aborts the whole batch.
+                await asyncio.sleep(self.route.backoff_s * (2 ** (attempts - 1)))
+        latency = time.perf_counter() - start
+        record = _record_from_response(response, latency)
+        record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
+        record["attempts"] = attempts
+        if self.cache is not None:
+            self.cache.put(key, record)
+        return _reply_from_record(record, cached=False)
+
+
+def _record_from_response(response: Any, latency: float) -> dict[str, Any]:
+    choice = response.choices[0]
+    message = choice.message
+    calls = []
+    for i, tc in enumerate(getattr(message, "tool_calls", None) or []):
+        fn = tc.function
+        calls.append({"id": tc.id or f"call_{i}", "name": fn.name or "", "arguments": fn.arguments or ""})
+    usage = getattr(response, "usage", None)
+    return {
+        "content": message.content,
+        "tool_calls": calls,
+        "finish_reason": choice.finish_reason or "",
+        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        "latency_s": latency,
+    }
+
+
+def _reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
+    return ModelReply(
+        content=rec.get("content"),
+        tool_calls=tuple(NativeCall(c["id"], c["name"], c["arguments"]) for c in rec.get("tool_calls", [])),
+        finish_reason=rec.get("finish_reason", ""),
+        prompt_tokens=int(rec.get("prompt_tokens", 0)),
+        completion_tokens=int(rec.get("completion_tokens", 0)),
+        cost_usd=float(rec.get("cost_usd", 0.0)),
+        latency_s=float(rec.get("latency_s", 0.0)),
+        cached=cached,
+        attempts=int(rec.get("attempts", 1)),
+    )

@@ -1,0 +1,71 @@
+"""What one episode leaves behind: every model call, every tool call, the final state."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EpisodeStatus = Literal["completed", "max_turns", "infra_error"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the model asked for, decoded from native tool calls or from bash lines."""
+
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    turn: int  # index of the user turn this call belongs to
+    name: str
+    arguments: Mapping[str, Any]
+    result: str | None  # tool output as the model saw it (None when error)
+    error: str | None  # tool exception / unknown tool / bad arguments, as sent to the model
+
+
+@dataclass(frozen=True)
+class ModelCallRecord:
+    turn: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float  # measured wall time of the call, retries included
+    finish_reason: str
+    parse_error: str | None = None  # malformed tool call text (bash format) or bad JSON arguments
+    infra_error: str | None = None  # timeout / 5xx / 429 / connection after retries
+    cached: bool = False  # answered from the on-disk response cache
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    task_id: str
+    sample: int
+    seed: int
+    variant_hash: str
+    status: EpisodeStatus
+    model_calls: tuple[ModelCallRecord, ...] = ()
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    responses: tuple[str, ...] = ()  # final assistant text per user turn
+    infra_error: str | None = None
+    final_state: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(c.cost_usd for c in self.model_calls)
+
+    @property
+    def latency_s(self) -> float:
+        return sum(c.latency_s for c in self.model_calls)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.model_calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.model_calls)
+
+    def calls_in_turn(self, turn: int) -> tuple[ToolCallRecord, ...]:
+        return tuple(c for c in self.tool_calls if c.turn == turn)

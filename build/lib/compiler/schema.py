@@ -1,0 +1,181 @@
+"""Structured-config schemas for every config group, registered in Hydra's ConfigStore.
+
+YAML files under conf/ extend these; OmegaConf enforces the types, so a wrong type in a file or
+an override fails at composition time with the key named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+TOOL_FORMATS = ("json", "bash", "both")
+STEP_TRIGGERS = ("prompt", "before_final")
+
+
+@dataclass
+class WorkflowStepConfig:
+    name: str = MISSING  # step identifier, unique within the workflow
+    instructions: str = MISSING  # what the agent does in this step (Jinja2 text)
+    after: list[str] = field(default_factory=list)  # names of steps that must come first
+    optional: bool = False  # the search may switch this step off
+    enabled: bool = True  # false leaves an optional step out of the compiled variant
+    trigger: str = "prompt"  # prompt: procedure only; before_final: also sent once before a turn's final answer
+
+
+@dataclass
+class AgentConfig:
+    name: str = MISSING  # agent identifier; registry snapshots are keyed by it
+    prompt_sections: dict[str, str] = MISSING  # ordered named sections of the system prompt (Jinja2 text)
+    tools: list[str] = MISSING  # tool names or glob patterns over the tool catalog
+    tool_format: str = "json"  # json (native tools) | bash (calls in message text) | both
+    workflow: list[WorkflowStepConfig] = field(default_factory=list)  # steps of the procedure (a DAG)
+    max_turns: int = 12  # most model calls allowed per user turn
+    vars: dict[str, Any] = field(default_factory=dict)  # extra variables for the section templates
+    template: str = "system_prompt.md.j2"  # system-prompt template under compiler/templates/
+
+
+@dataclass
+class ToolDefinitionConfig:
+    description: str = MISSING  # what the tool does, shown to the model
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})  # JSON schema
+    rules: list[str] = field(default_factory=list)  # usage rules rendered into the prompt
+    examples: list[str] = field(default_factory=list)  # example calls
+    mutates_state: bool = False  # whether a call can change the environment
+    group: str = ""  # owning API, e.g. GorillaFileSystem
+
+
+@dataclass
+class ToolOverrideConfig:
+    description: str | None = None  # replaces the catalog description
+    description_append: str = ""  # appended to the description
+    rules: list[str] = field(default_factory=list)  # added usage rules
+    examples: list[str] = field(default_factory=list)  # added example calls
+
+
+@dataclass
+class ToolCatalogConfig:
+    source: str | None = None  # registered catalog loader (e.g. bfcl); None = YAML definitions only
+    # tools defined in YAML, each checked against ToolDefinitionConfig (kept untyped here so that
+    # `+tool.definitions.name={...}` works from the command line)
+    definitions: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)  # per-tool edits, each a ToolOverrideConfig
+
+
+@dataclass
+class ModelConfig:
+    route: str = MISSING  # any litellm model string, e.g. openai/gpt-4o-mini or sim/small
+    temperature: float = 0.0  # sampling temperature
+    max_tokens: int | None = None  # completion cap; None = provider default
+    api_base: str | None = None  # endpoint for self-hosted / OpenAI-compatible servers
+    api_key_env: str | None = None  # NAME of the env var holding the key; the key never enters config
+    timeout_s: float = 60.0  # per-call timeout
+    retries: int = 3  # retries of infrastructure failures, with exponential backoff
+    backoff_s: float = 0.5  # first backoff delay
+    concurrency: int = 8  # most calls in flight on this route
+    input_cost_per_token: float | None = None  # price override, USD per prompt token
+    output_cost_per_token: float | None = None  # price override, USD per completion token
+    extra: dict[str, Any] = field(default_factory=dict)  # further litellm completion params
+
+
+@dataclass
+class WorkloadConfig:
+    name: str = MISSING  # registered workload, e.g. bfcl
+    split: str = "dev"  # train | dev | holdout
+    samples: int = 1  # samples per task
+    concurrency: int = 16  # episodes in flight
+    limit: int | None = None  # first N tasks of the split; None = all
+    options: dict[str, Any] = field(default_factory=dict)  # workload constructor options
+
+
+@dataclass
+class CriterionConfig:
+    """One criterion as written in ``conf/criteria/*.yaml``."""
+
+    name: str = ""  # unique label; empty = derived from kind (and score_name)
+    kind: str = MISSING  # one of KINDS
+    threshold: float | None = None  # target; null only for an objective-only criterion
+    quantile: float | None = None  # score_quantile only: q in [0, 1], e.g. 0.1
+    score_name: str | None = None  # scope by_name only: which named sub-score to read
+    scope: str = "any"  # any = overall score; by_name = the named sub-score score_name
+    weight: float = 1.0  # > 0; share of this criterion in the weighted aggregation
+    hard: bool = False  # constraint: violated = infeasible, no weighted score buys it back
+    objective: bool = False  # also a search objective (optimise this metric's direction)
+
+
+@dataclass
+class CriteriaConfig:
+    """The ``criteria`` config group."""
+
+    criteria: list[CriterionConfig] = field(default_factory=list)  # judged in this order
+    aggregation: str = "all"  # all = every criterion must hold; weighted = see module doc
+
+
+@dataclass
+class MutatorConfig:
+    name: str = MISSING  # registered mutator
+    weight: float = 1.0  # relative chance of being applied
+    params: dict[str, Any] = field(default_factory=dict)  # mutator options (e.g. route for LLM mutators)
+
+
+@dataclass
+class MutatorsConfig:
+    enabled: list[MutatorConfig] = field(default_factory=list)  # mutators that grow the pools
+    pool_size: int = 4  # variants kept per genome slot
+
+
+@dataclass
+class SearchConfig:
+    study: str = "evoharness"  # study name; re-running it resumes (runs/<study>/)
+    storage: str | None = None  # Optuna storage URL; None = sqlite:///runs/<study>/study.db
+    rounds: int = 2  # mutation rounds; pools grow between rounds
+    trials_per_round: int = 12  # candidates evaluated per round (resumed trials count)
+    population_size: int = 6  # NSGA-II population = one launcher batch
+    crossover: str = "uniform"  # NSGA-II crossover: uniform | blxalpha | sbx | vsbx | undx | spx
+    seed: int = 0  # sampler and mutator seed
+    models: list[str] = field(default_factory=list)  # model config names the search may swap to
+    temperatures: list[float] = field(default_factory=lambda: [0.0, 0.7])  # temperature choices
+    formats: list[str] = field(default_factory=lambda: ["json", "bash", "both"])  # tool_format choices
+    samples: int = 2  # samples per task on train, dev and holdout
+    train_limit: int | None = 40  # first N train tasks per candidate; None = the whole split
+    max_front_dev: int = 6  # front members re-evaluated on dev (highest train quality first)
+    confidence: float = 0.95  # holdout bootstrap CI level
+    min_effect: float = 0.0  # smallest quality gain the claim's CI must clear to be a win
+    resamples: int = 10000  # bootstrap resamples
+    max_failure_rate: float = 0.5  # abort when a larger share of trials fails
+    teacher: str | None = None  # model config name the teacher-gap rewriter may run
+
+
+@dataclass
+class EvoConfig:
+    agent: AgentConfig = MISSING  # the agent to compile
+    tool: ToolCatalogConfig = field(default_factory=ToolCatalogConfig)  # tool catalog and overrides
+    model: ModelConfig = MISSING  # model route
+    workload: WorkloadConfig = MISSING  # tasks, environment and scorer
+    criteria: CriteriaConfig = field(default_factory=CriteriaConfig)  # what better means
+    mutators: MutatorsConfig = field(default_factory=MutatorsConfig)  # how variants are grown
+    search: SearchConfig = field(default_factory=SearchConfig)  # the NSGA-II search
+    seed: int = 0  # global seed for episodes and sampling
+    runs_dir: str = "runs"  # output root
+    registry_dir: str = "${runs_dir}/registry"  # registry root
+    release_slot: str | None = "default"  # promoted slot merged into the base config (e.g. fast); null = base config only
+    cache_dir: str | None = "${runs_dir}/cache"  # model response cache; None disables it
+
+
+def register_configs() -> None:
+    """Register the schemas; idempotent, called before Hydra composes."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="evoharness_schema", node=EvoConfig)
+    for group, node in (
+        ("agent", AgentConfig),
+        ("tool", ToolCatalogConfig),
+        ("model", ModelConfig),
+        ("workload", WorkloadConfig),
+        ("criteria", CriteriaConfig),
+        ("mutators", MutatorsConfig),
+        ("search", SearchConfig),
+    ):
+        cs.store(group=group, name=f"{group}_schema", node=node)

@@ -1,0 +1,32 @@
+"""The built-in simulated model (sim/small, sim/medium, sim/large): a documented test double.
+
+Importing this package does not import litellm; ``register_sim_provider`` does. See
+docs/sim-model.md for the model card.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from compiler.sim.engine import SimRequest, SimResult, simulate
+from compiler.sim.errors import CallContext, CallErrorRates, call_error_rates
+from compiler.sim.faults import SimConfig, configure_sim, reset_sim, sim_config
+from compiler.sim.features import HarnessFeatures, extract_features
+from compiler.sim.gold import GoldSource, StaticGoldSource, WorkloadGoldSource
+from compiler.sim.tiers import TIERS, Tier, tier_for
+
+if TYPE_CHECKING:
+    from compiler.sim.provider import SimLLM
+
+__all__ = [
+    "TIERS", "CallContext", "CallErrorRates", "GoldSource", "HarnessFeatures", "SimConfig",
+    "SimRequest", "SimResult", "StaticGoldSource", "Tier", "WorkloadGoldSource",
+    "call_error_rates", "configure_sim", "extract_features", "register_sim_provider", "reset_sim",
+    "sim_config", "simulate", "tier_for",
+]
+
+
+def register_sim_provider(gold: GoldSource | None = None) -> SimLLM:
+    """Register the ``sim`` litellm provider (idempotent); imports litellm."""
+    from compiler.sim.provider import register_sim_provider as register
+
+    return register(gold)

@@ -1,0 +1,166 @@
+"""The simulator's core: one chat request in, one assistant message (plus usage) out.
+
+Deterministic and free of I/O apart from the injected gold source; the litellm provider and the
+HTTP server are thin shells around ``simulate``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from compiler.sim.conversation import Conversation, RequestMeta, SimRequestError, parse_user, split_conversation
+from compiler.sim.features import HarnessFeatures, extract_features
+from compiler.sim.gold import GoldSource
+from compiler.sim.policy import Action, Since, TurnEnv, TurnState, decide
+from compiler.sim.render import Rendered, render_call, render_final
+from compiler.sim.rewriter import PREFIX as REWRITE_PREFIX
+from compiler.sim.rewriter import rewrite_reply
+from compiler.sim.rng import Draws, digest_hex
+from compiler.sim.tiers import Tier, tier_for
+from compiler.sim.tokens import count_prompt_tokens, count_text_tokens, tools_json
+
+DEFAULT_TEMPERATURE = 1.0  # what OpenAI-compatible servers assume when the request omits it
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    model: str  # "sim/small", "small", ...
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]] | None = None
+    temperature: float | None = None
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class SimResult:
+    tier: Tier
+    meta: RequestMeta
+    action: Action
+    rendered: Rendered
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float  # before the provider's time_scale
+    digest: str  # identifies the request for fault decisions (attempt field excluded)
+    features: HarnessFeatures
+    state: TurnState = field(default_factory=TurnState)
+
+    @property
+    def model_name(self) -> str:
+        return f"sim/{self.tier.name}"
+
+
+def request_digest(request: SimRequest, meta: RequestMeta, tools_text: str) -> str:
+    payload = json.dumps({
+        "model": tier_for(request.model).name, "messages": list(request.messages),
+        "temperature": request.temperature, "task": meta.task_id, "sample": meta.sample,
+        "seed": meta.seed,
+    }, sort_keys=True, default=str)
+    return hashlib.sha256((payload + tools_text).encode()).hexdigest()
+
+
+@lru_cache(maxsize=256)
+def _features(system_prompt: str, tools_text: str, temperature: float) -> HarnessFeatures:
+    # The same system prompt and tools come back on every call of an episode.
+    return extract_features(system_prompt, json.loads(tools_text) or None, temperature)
+
+
+@dataclass(frozen=True)
+class _Replayed:
+    state: TurnState
+    since: Since
+    seen: list[str]  # every tool result so far, all turns
+    turn_results: list[str]
+    actions: list[Action]  # this turn's earlier decisions
+
+
+def _replay(env: TurnEnv, conv: Conversation) -> _Replayed:
+    """Re-derive this turn's state from the simulator's own earlier messages."""
+    seen = [r for e in conv.earlier if e.kind == "tool_results" for r in e.results]
+    state, since, ignoring = TurnState(), Since(), False
+    turn_results: list[str] = []
+    actions: list[Action] = []
+    for event in conv.current:
+        if event.kind == "assistant":
+            if event.is_fault:  # an injected fault, not a decision: the next request redoes it
+                since, ignoring = Since(steps=since.steps), True
+                continue
+            action, state = decide(env, state, since, seen)
+            actions.append(action)
+            since, ignoring = Since(), False
+        elif event.kind == "tool_results":
+            seen += event.results
+            turn_results += event.results
+            if not ignoring:
+                since = since.add(event)
+        elif event.kind == "workflow_step" or (event.kind == "feedback" and not ignoring):
+            since = since.add(event)
+    return _Replayed(state, since, seen, turn_results, actions)
+
+
+def simulate(request: SimRequest, gold: GoldSource,
+             count_prompt: Callable[..., int] = count_prompt_tokens,
+             count_text: Callable[[str], int] = count_text_tokens) -> SimResult:
+    tier = tier_for(request.model)
+    meta = parse_user(request.user)
+    if meta.task_id.startswith(REWRITE_PREFIX):
+        return _rewrite(request, tier, meta, count_prompt, count_text)
+    try:
+        task = gold.task(meta.task_id)
+        specs = gold.tool_specs(meta.task_id)
+    except KeyError as exc:
+        raise SimRequestError(f"simulated model cannot find task {meta.task_id!r}: {exc}") from exc
+    temperature = DEFAULT_TEMPERATURE if request.temperature is None else request.temperature
+    turn_texts = [[str(m.get("content", "")) for m in turn] for turn in task.turns]
+    conv = split_conversation(request.messages, turn_texts)
+    tools_text = tools_json(request.tools)
+    features = _features(conv.system_prompt, tools_text, float(temperature))
+    draws = Draws(meta.task_id, meta.seed, meta.sample if temperature > 0 else None, conv.turn)
+    env = TurnEnv(
+        tier=tier, features=features,
+        gold=tuple(task.gold[conv.turn]) if conv.turn < len(task.gold) else (),
+        mutates={n: s.mutates_state for n, s in specs.items()},
+        groups={n: s.group for n, s in specs.items()}, draws=draws,
+    )
+    past = _replay(env, conv)
+    action, state = decide(env, past.state, past.since, past.seen)
+    decisions = len(past.actions)  # a fault's redo reuses the faulted decision's key on purpose
+    rnd = draws.rng("text", decisions)
+    if action.kind == "call":
+        call_id = "call_" + digest_hex(draws.task_id, draws.seed, draws.sample, draws.turn, decisions)
+        rendered = render_call(action, features.tool_format, call_id, features.style, rnd)
+    else:
+        turn_tools = [a.tool for a in past.actions if a.kind == "call"]
+        rendered = render_final(action, features.style, turn_tools,
+                                past.turn_results[-1] if past.turn_results else "", rnd)
+    completion = count_text(rendered.completion_text())
+    return SimResult(
+        tier=tier, meta=meta, action=action, rendered=rendered,
+        prompt_tokens=count_prompt(request.messages, tools_text),
+        completion_tokens=completion,
+        latency_s=tier.base_latency_s + tier.per_token_latency_s * completion,
+        digest=request_digest(request, meta, tools_text), features=features, state=state,
+    )
+
+
+def _rewrite(request: SimRequest, tier: Tier, meta: RequestMeta, count_prompt: Callable[..., int],
+             count_text: Callable[[str], int]) -> SimResult:
+    """A harness-editing request from an LLM mutator (task id ``mutator/...``): rewriter.py."""
+    reply = rewrite_reply(meta.task_id, request.messages)
+    if reply is None:
+        raise SimRequestError(f"simulated model has no answer for {meta.task_id!r}; "
+                              "the mutator request format is in search/mutators/llm.py")
+    tools_text = tools_json(request.tools)
+    conv = split_conversation(request.messages)
+    rendered = Rendered(reply)
+    completion = count_text(rendered.completion_text())
+    return SimResult(
+        tier=tier, meta=meta, action=Action("final", reason="rewrite"), rendered=rendered,
+        prompt_tokens=count_prompt(request.messages, tools_text), completion_tokens=completion,
+        latency_s=tier.base_latency_s + tier.per_token_latency_s * completion,
+        digest=request_digest(request, meta, tools_text),
+        features=_features(conv.system_prompt, tools_text, float(request.temperature or 0.0)),
+    )

@@ -1,0 +1,117 @@
+"""The simulated model's answers to harness-editing requests (the LLM mutators' requests).
+
+Pure and deterministic: (task id, messages) in, assistant text out. A request is one when its
+task id starts with ``mutator/``; its format is defined in ``search/mutators/llm.py``: tagged
+blocks in the last user message, evidence lines naming tools as `tool` and tool/argument pairs
+as `tool.arg`. The simulator edits like a diligent but unimaginative engineer: it keeps the
+current text and adds one sentence per tool/argument the evidence names, so the offline loop
+exercises the LLM mutators without pretending to be a creative model.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+PREFIX = "mutator/"
+MAX_ADDED = 6  # sentences per reply: enough to cover a round's evidence, bounded prompt growth
+_PAIR = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)`")
+_TOOL = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`(?!\.)")
+_TEACHER_CALL = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`\(([^)]*)\)")
+
+
+def _block(text: str, tag: str) -> str | None:
+    m = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return m.group(1) if m else None
+
+
+def _request_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    users = [m for m in messages if m.get("role") == "user"]
+    content = users[-1].get("content", "") if users else ""
+    if isinstance(content, list):  # OpenAI content parts
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return str(content or "")
+
+
+def _mentions(evidence: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(tool, arg) pairs and tools without a pair, in order of first mention."""
+    pairs = list(dict.fromkeys(_PAIR.findall(evidence)))
+    paired = {t for t, _ in pairs}
+    tools = [t for t in dict.fromkeys(_TOOL.findall(evidence)) if t not in paired]
+    return pairs, tools
+
+
+def _called_wrongly(evidence: str, tool: str) -> bool:
+    """Whether every mention of ``tool`` is a call it should not have made."""
+    fragments = [f for line in evidence.splitlines() for f in line.split("; ") if f"`{tool}`" in f]
+    wrong = ("unexpected call to", "when no call was needed", "was not offered")
+    return bool(fragments) and all(any(w in f for w in wrong) for f in fragments)
+
+
+def _extend(current: str, sentences: Sequence[str]) -> str:
+    new = [s for s in dict.fromkeys(sentences) if s not in current][:MAX_ADDED]
+    return current.rstrip() + "".join(f"\n- {s}" for s in new)
+
+
+def _rewrite_section(text: str) -> str:
+    current = _block(text, "current") or ""
+    evidence = _block(text, "evidence") or ""
+    pairs, tools = _mentions(evidence)
+    sentences = [f"When calling `{t}`, double-check `{a}` against the user's request and the latest tool result." for t, a in pairs]
+    for t in tools:
+        sentences.append(f"Call `{t}` only when the request asks for what it does." if _called_wrongly(evidence, t)
+                         else f"Call `{t}` whenever the request needs it, with every required argument.")
+    return f"<section>\n{_extend(current, sentences)}\n</section>"
+
+
+def _teacher_section(text: str) -> str:
+    current = _block(text, "current") or ""
+    pairs, tools = _mentions(_block(text, "evidence") or "")
+    failing = {t for t, _ in pairs} | set(tools)
+    calls = list(dict.fromkeys(_TEACHER_CALL.findall(_block(text, "teacher") or "")))
+    calls.sort(key=lambda c: c[0] not in failing)  # the gap first: tools the student got wrong
+    sentences = []
+    for tool, args in calls:
+        names = [f"`{a.strip()}`" for a in args.split(",") if a.strip()]
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+        using = f", with {listed} taken exactly from the request or earlier tool results" if names else ""
+        sentences.append(f"When the request needs `{tool}`, call it as a careful expert does{using}.")
+    return f"<section>\n{_extend(current, sentences)}\n</section>"
+
+
+def _workflow_step(text: str) -> str:
+    taken = {n.strip() for n in (_block(text, "step_names") or "").split(",")}
+    name, i = "verify_calls", 1
+    while name in taken:
+        i += 1
+        name = f"verify_calls_{i}"
+    pairs, tools = _mentions(_block(text, "evidence") or "")
+    focus = [f"`{t}.{a}`" for t, a in pairs[:4]] + [f"`{t}`" for t in tools[: max(0, 4 - len(pairs))]]
+    instructions = "Before your final answer, verify each tool result of this request against what was asked"
+    instructions += f"; re-check {', '.join(focus)}" if focus else ""
+    instructions += ". If a call failed or used a wrong value, call it again correctly."
+    step = {"name": name, "instructions": instructions, "trigger": "before_final"}
+    return f"<step>{json.dumps(step, sort_keys=True)}</step>"
+
+
+_HANDLERS = {
+    "mutator/llm_prompt_rewriter": _rewrite_section,
+    "mutator/teacher_gap_rewriter": _teacher_section,
+    "mutator/llm_workflow_editor": _workflow_step,
+}
+
+
+def rewrite_reply(task_id: str, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The simulator's reply to a harness-editing request, or None when this is not one.
+
+    An unknown ``mutator/...`` id gets the section treatment when the request has a <current>
+    block, else None (the caller then answers as for any other task, i.e. with an error).
+    """
+    if not task_id.startswith(PREFIX):
+        return None
+    text = _request_text(messages)
+    handler = _HANDLERS.get(task_id)
+    if handler is None:
+        return _rewrite_section(text) if _block(text, "current") is not None else None
+    return handler(text)

@@ -1,0 +1,53 @@
+"""Hash-keyed random draws: every decision gets its own named uniform.
+
+Keying each draw by what it decides (task, turn, gold call, error kind) rather than by a running
+stream gives common random numbers across harness variants: an error happens iff its uniform
+falls below its probability, so a better-documented harness can only remove errors for the same
+(task, seed, sample), never reshuffle them. That makes variant comparisons low-variance and the
+response surface monotone.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+_SEP = "\x1f"
+
+
+def _digest(parts: tuple[object, ...]) -> bytes:
+    return hashlib.sha256(_SEP.join(str(p) for p in parts).encode("utf-8")).digest()
+
+
+def uniform(*parts: object) -> float:
+    """A uniform in [0, 1) that depends only on ``parts`` (never on Python's salted ``hash``)."""
+    return int.from_bytes(_digest(parts)[:8], "big") / 2.0**64
+
+
+def rng(*parts: object) -> random.Random:
+    """A private generator for choices that need more than one draw (perturbations, text)."""
+    return random.Random(int.from_bytes(_digest(parts)[:16], "big"))
+
+
+def digest_hex(*parts: object, length: int = 16) -> str:
+    return _digest(parts).hex()[:length]
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Named draws for one (task, seed, sample, turn).
+
+    ``sample`` is None at temperature 0: greedy decoding does not depend on which sample this is,
+    so every sample replays the same trajectory.
+    """
+
+    task_id: str
+    seed: int
+    sample: int | None
+    turn: int
+
+    def u(self, kind: str, *parts: object) -> float:
+        return uniform("sim", self.task_id, self.seed, self.sample, self.turn, kind, *parts)
+
+    def rng(self, kind: str, *parts: object) -> random.Random:
+        return rng("sim", self.task_id, self.seed, self.sample, self.turn, kind, *parts)

@@ -1,0 +1,242 @@
+"""HarnessVariant: the compiled, frozen, content-hashed harness, and the pure compiler.
+
+``compile_agent`` touches no disk: configs in, a variant out. The hash covers everything the
+model will see (system prompt, native tools, injected step messages) plus the model params and
+the turn budget, over canonical JSON, so the same inputs give the same hash in any process.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compiler.catalog import build_catalog, select_tools
+from compiler.errors import ConfigError
+from compiler.render import (
+    render_bash_usage,
+    render_openai_tool,
+    render_system_prompt,
+    render_text,
+    render_tools_intro,
+)
+from compiler.schema import TOOL_FORMATS
+from compiler.toolspec import ToolSpec
+from compiler.workflow import WorkflowStep, build_workflow
+
+HASH_SCHEMA = 1
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def content_hash(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """What is sent to the model besides messages: part of the hash."""
+
+    route: str
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"route": self.route, "temperature": float(self.temperature), "max_tokens": self.max_tokens, "extra": dict(self.extra)}
+
+
+@dataclass(frozen=True)
+class RouteSettings:
+    """How the route is reached; not seen by the model, so not hashed."""
+
+    api_base: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 60.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    concurrency: int = 8
+    input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class CompiledTool:
+    spec: ToolSpec
+    native: Mapping[str, Any]  # OpenAI tools entry
+    usage: str  # bash usage block
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def step_message(step: WorkflowStep) -> str:
+    return f'<workflow_step name="{step.name}">\n{step.instructions.strip()}\n</workflow_step>'
+
+
+@dataclass(frozen=True)
+class HarnessVariant:
+    agent: str
+    prompt_body: str
+    tool_format: str
+    tools: tuple[CompiledTool, ...]
+    workflow: tuple[WorkflowStep, ...]
+    model: ModelParams
+    max_turns: int
+    route: RouteSettings = field(default_factory=RouteSettings)
+    content_hash: str = ""
+
+    # -- what the model sees ------------------------------------------------------------
+    def _selected(self, tool_names: Iterable[str] | None) -> tuple[CompiledTool, ...]:
+        if tool_names is None:
+            return self.tools
+        wanted = set(tool_names)
+        return tuple(t for t in self.tools if t.name in wanted)
+
+    def system_prompt_for(self, tool_names: Iterable[str] | None = None) -> str:
+        """The system prompt offering only ``tool_names`` (all tools when None)."""
+        if self.tool_format == "json":
+            return self.prompt_body
+        blocks = [render_tools_intro(self.tool_format)] + [t.usage for t in self._selected(tool_names)]
+        return self.prompt_body + "\n" + "\n".join(blocks)
+
+    @property
+    def system_prompt(self) -> str:
+        return self.system_prompt_for(None)
+
+    def native_tools_for(self, tool_names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        if self.tool_format == "bash":
+            return []
+        return [json.loads(json.dumps(t.native)) for t in self._selected(tool_names)]
+
+    def step_messages(self, trigger: str) -> tuple[tuple[str, str], ...]:
+        """(step name, message) for the steps the harness injects at ``trigger``."""
+        return tuple((s.name, step_message(s)) for s in self.workflow if s.trigger == trigger)
+
+    def hashed_payload(self) -> dict[str, Any]:
+        return {
+            "hash_schema": HASH_SCHEMA,
+            "system_prompt": self.system_prompt,
+            "native_tools": self.native_tools_for(None),
+            "tool_format": self.tool_format,
+            "step_messages": [list(m) for m in self.step_messages("before_final")],
+            "model": self.model.to_dict(),
+            "max_turns": self.max_turns,
+        }
+
+    # -- serialisation -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "content_hash": self.content_hash,
+            "agent": self.agent,
+            "prompt_body": self.prompt_body,
+            "tool_format": self.tool_format,
+            "tools": [t.spec.to_dict() for t in self.tools],
+            "workflow": [s.to_dict() for s in self.workflow],
+            "model": self.model.to_dict(),
+            "max_turns": self.max_turns,
+            "route": self.route.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HarnessVariant:
+        """Rebuild a written variant; refuses one whose content does not match its hash."""
+        specs = [ToolSpec.from_dict(t) for t in data["tools"]]
+        variant = _assemble(
+            agent=data["agent"],
+            prompt_body=data["prompt_body"],
+            tool_format=data["tool_format"],
+            specs=specs,
+            workflow=tuple(WorkflowStep(s["name"], s["instructions"], tuple(s["after"]), s["optional"], s["trigger"]) for s in data["workflow"]),
+            model=ModelParams(**data["model"]),
+            max_turns=int(data["max_turns"]),
+            route=RouteSettings(**data.get("route", {})),
+        )
+        if data.get("content_hash") != variant.content_hash:
+            raise ValueError(
+                f"variant content does not match its hash {data.get('content_hash')!r} (recomputed {variant.content_hash!r}); "
+                "it was edited or corrupted: recompile it from its config"
+            )
+        return variant
+
+
+def _assemble(
+    *,
+    agent: str,
+    prompt_body: str,
+    tool_format: str,
+    specs: list[ToolSpec],
+    workflow: tuple[WorkflowStep, ...],
+    model: ModelParams,
+    max_turns: int,
+    route: RouteSettings,
+) -> HarnessVariant:
+    tools = tuple(CompiledTool(spec=s, native=render_openai_tool(_with_examples(s)), usage=render_bash_usage(s)) for s in specs)
+    draft = HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route)
+    return HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route, content_hash(draft.hashed_payload()))
+
+
+def _with_examples(spec: ToolSpec) -> ToolSpec:
+    # Native tools have no examples field, so examples ride in the description where the model sees them.
+    if not spec.examples:
+        return spec
+    return replace(spec, description=spec.description.rstrip() + "".join(f"\nExample: {e}" for e in spec.examples))
+
+
+def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: Mapping[str, Any]) -> HarnessVariant:
+    """Compile plain config mappings (agent, tool catalog, model) into a HarnessVariant."""
+    tool_format = agent.get("tool_format", "json")
+    if tool_format not in TOOL_FORMATS:
+        raise ConfigError("agent.tool_format", f"unknown tool format {tool_format!r}", f"use one of {list(TOOL_FORMATS)}")
+    max_turns = int(agent.get("max_turns", 12))
+    if max_turns < 1:
+        raise ConfigError("agent.max_turns", f"must be at least 1, got {max_turns}", "set agent.max_turns to a positive integer")
+    sections = dict(agent.get("prompt_sections") or {})
+    if not sections:
+        raise ConfigError("agent.prompt_sections", "no prompt sections", "give the agent at least one named section")
+    temperature = float(model.get("temperature", 0.0))
+    if not 0.0 <= temperature <= 2.0:
+        raise ConfigError("model.temperature", f"must be in [0, 2], got {temperature}", "pick a temperature between 0 and 2")
+    specs = list(select_tools(agent.get("tools") or [], build_catalog(tool)))
+    workflow = build_workflow(list(agent.get("workflow") or []))
+    context = {
+        "agent_name": agent["name"],
+        "tool_format": tool_format,
+        "tool_names": [s.name for s in specs],
+        **dict(agent.get("vars") or {}),
+    }
+    workflow = tuple(
+        replace(s, instructions=render_text(f"agent.workflow[{s.name}].instructions", s.instructions, context)) for s in workflow
+    )
+    body = render_system_prompt(
+        template=str(agent.get("template", "system_prompt.md.j2")), sections=sections, steps=workflow, tools=specs, context=context
+    )
+    route = model.get("route")
+    if not route or "/" not in str(route):
+        raise ConfigError("model.route", f"not a litellm model string: {route!r}", "use provider/model, e.g. openai/gpt-4o-mini or sim/small")
+    return _assemble(
+        agent=str(agent["name"]),
+        prompt_body=body,
+        tool_format=tool_format,
+        specs=specs,
+        workflow=workflow,
+        model=ModelParams(route=str(route), temperature=temperature, max_tokens=model.get("max_tokens"), extra=dict(model.get("extra") or {})),
+        max_turns=max_turns,
+        route=RouteSettings(
+            api_base=model.get("api_base"),
+            api_key_env=model.get("api_key_env"),
+            timeout_s=float(model.get("timeout_s", 60.0)),
+            retries=int(model.get("retries", 3)),
+            backoff_s=float(model.get("backoff_s", 0.5)),
+            concurrency=int(model.get("concurrency", 8)),
+            input_cost_per_token=model.get("input_cost_per_token"),
+            output_cost_per_token=model.get("output_cost_per_token"),
+        ),
+    )

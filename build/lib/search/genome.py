@@ -1,0 +1,296 @@
+"""The search genome and the append-only variant pools it indexes. Pure: data in, data out.
+
+A genome picks, per slot, an entry of a pool: a prompt section's text, a tool's edit (an
+override of description/rules/examples), which optional workflow steps are on, the tool list,
+the tool format, the model and the temperature. Pools only grow (mutators append), so an index
+keeps its meaning for the whole search; entry 0 is always the baseline.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compiler.schema import TOOL_FORMATS
+
+SLOT_KINDS = ("section", "tool", "step", "toolset", "model", "temperature")
+
+
+@dataclass(frozen=True)
+class PoolEntry:
+    value: Any  # section text | tool override mapping | step config | tool pattern list | model name | temperature
+    author: str  # mutator that made it ("baseline" for entry 0)
+    note: str = ""  # why it was made (e.g. the failure it answers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": copy.deepcopy(self.value), "author": self.author, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Pools:
+    sections: Mapping[str, tuple[PoolEntry, ...]]
+    tools: Mapping[str, tuple[PoolEntry, ...]] = field(default_factory=dict)  # only tools that have edits
+    steps: Mapping[str, PoolEntry] = field(default_factory=dict)  # switchable steps by name; value = step config
+    toolsets: tuple[PoolEntry, ...] = ()
+    models: tuple[PoolEntry, ...] = ()
+    temperatures: tuple[PoolEntry, ...] = ()
+    formats: tuple[str, ...] = TOOL_FORMATS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sections": {k: [e.to_dict() for e in v] for k, v in self.sections.items()},
+            "tools": {k: [e.to_dict() for e in v] for k, v in self.tools.items()},
+            "steps": {k: e.to_dict() for k, e in self.steps.items()},
+            "toolsets": [e.to_dict() for e in self.toolsets],
+            "models": [e.to_dict() for e in self.models],
+            "temperatures": [e.to_dict() for e in self.temperatures],
+            "formats": list(self.formats),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Pools:
+        def entries(xs: Sequence[Mapping[str, Any]]) -> tuple[PoolEntry, ...]:
+            return tuple(PoolEntry(**x) for x in xs)
+
+        return cls(
+            sections={k: entries(v) for k, v in d["sections"].items()},
+            tools={k: entries(v) for k, v in d.get("tools", {}).items()},
+            steps={k: PoolEntry(**v) for k, v in d.get("steps", {}).items()},
+            toolsets=entries(d.get("toolsets", [])),
+            models=entries(d.get("models", [])),
+            temperatures=entries(d.get("temperatures", [])),
+            formats=tuple(d.get("formats", TOOL_FORMATS)),
+        )
+
+
+@dataclass(frozen=True)
+class Genome:
+    sections: Mapping[str, int] = field(default_factory=dict)  # missing = 0 (baseline)
+    tools: Mapping[str, int] = field(default_factory=dict)  # missing = 0 (no edit)
+    steps: Mapping[str, bool] = field(default_factory=dict)  # missing = the step's baseline state
+    toolset: int = 0
+    tool_format: str | None = None  # None = the agent's own
+    model: int = 0
+    temperature: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sections": dict(sorted(self.sections.items())),
+            "tools": dict(sorted(self.tools.items())),
+            "steps": dict(sorted(self.steps.items())),
+            "toolset": self.toolset,
+            "tool_format": self.tool_format,
+            "model": self.model,
+            "temperature": self.temperature,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Genome:
+        return cls(
+            sections=dict(d.get("sections", {})),
+            tools=dict(d.get("tools", {})),
+            steps={k: bool(v) for k, v in d.get("steps", {}).items()},
+            toolset=int(d.get("toolset", 0)),
+            tool_format=d.get("tool_format"),
+            model=int(d.get("model", 0)),
+            temperature=int(d.get("temperature", 0)),
+        )
+
+
+BASELINE = Genome()
+
+
+def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatures: Sequence[float], base_model: str, base_temperature: float) -> Pools:
+    """Pools holding only the baseline: every section's text, the agent's optional steps, its
+    tool list, the configured model names (the base model first) and temperatures (base first)."""
+    steps = {s["name"]: PoolEntry(dict(s), "baseline") for s in agent.get("workflow", []) if s.get("optional")}
+    model_names = [base_model] + [m for m in models if m != base_model]
+    temps = [float(base_temperature)] + [float(t) for t in temperatures if float(t) != float(base_temperature)]
+    return Pools(
+        sections={k: (PoolEntry(v, "baseline"),) for k, v in agent["prompt_sections"].items()},
+        steps=steps,
+        toolsets=(PoolEntry(list(agent["tools"]), "baseline"),),
+        models=tuple(PoolEntry(m, "baseline") for m in model_names),
+        temperatures=tuple(PoolEntry(t, "baseline") for t in temps),
+    )
+
+
+def genome_to_config(
+    genome: Genome, pools: Pools, *, agent: Mapping[str, Any], tool: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(agent, tool, model) config mappings of a genome; the inputs are not modified."""
+    a = copy.deepcopy(dict(agent))
+    t = copy.deepcopy(dict(tool))
+    for name, idx in genome.sections.items():
+        a["prompt_sections"][name] = _pick(pools.sections, name, idx).value
+    overrides = t.setdefault("overrides", {}) or {}
+    t["overrides"] = overrides
+    for name, idx in genome.tools.items():
+        edit = _pick(pools.tools, name, idx).value
+        if edit:
+            merged = dict(overrides.get(name) or {})
+            for key in ("rules", "examples"):
+                merged[key] = list(merged.get(key, [])) + list(edit.get(key, []))
+            if edit.get("description") is not None:
+                merged["description"] = edit["description"]
+            if edit.get("description_append"):
+                merged["description_append"] = (str(merged.get("description_append", "")) + " " + edit["description_append"]).strip()
+            overrides[name] = merged
+    a["workflow"] = _workflow(a.get("workflow", []), pools, genome)
+    a["tools"] = list(_index(pools.toolsets, genome.toolset, "toolset").value)
+    if genome.tool_format is not None:
+        if genome.tool_format not in pools.formats:
+            raise ValueError(f"genome tool_format {genome.tool_format!r} is not one of {pools.formats}")
+        a["tool_format"] = genome.tool_format
+    model_name = _index(pools.models, genome.model, "model").value
+    if model_name not in models:
+        raise ValueError(f"genome model {model_name!r} has no model config; known: {sorted(models)}")
+    m = copy.deepcopy(dict(models[model_name]))
+    m["temperature"] = float(_index(pools.temperatures, genome.temperature, "temperature").value)
+    return a, t, m
+
+
+def _workflow(base: Sequence[Mapping[str, Any]], pools: Pools, genome: Genome) -> list[dict[str, Any]]:
+    steps = [dict(s) for s in base]
+    names = {s["name"] for s in steps}
+    for name, entry in pools.steps.items():
+        if name not in names:  # appended by a mutator: off unless the genome turns it on
+            steps.append({**dict(entry.value), "optional": True, "enabled": False})
+        else:  # made switchable (baseline optional step, or a required step a mutator made optional)
+            steps = [{**s, **dict(entry.value), "optional": True} if s["name"] == name else s for s in steps]
+    for s in steps:
+        if s["name"] in genome.steps:
+            if not s.get("optional"):
+                raise ValueError(f"genome switches step {s['name']!r}, which is not optional")
+            s["enabled"] = bool(genome.steps[s["name"]])
+    return steps
+
+
+def _pick(pools: Mapping[str, tuple[PoolEntry, ...]], name: str, idx: int) -> PoolEntry:
+    if name not in pools:
+        raise ValueError(f"genome names {name!r}, which has no pool; pools: {sorted(pools)}")
+    return _index(pools[name], idx, name)
+
+
+def _index(entries: Sequence[PoolEntry], idx: int, what: str) -> PoolEntry:
+    if not 0 <= idx < len(entries):
+        raise ValueError(f"genome index {idx} for {what!r} is outside its pool of {len(entries)}")
+    return entries[idx]
+
+
+def authors(genome: Genome, pools: Pools) -> tuple[str, ...]:
+    """Who made the non-baseline parts of a genome, in slot order, without repeats."""
+    found: list[str] = []
+    found += [pools.sections[k][i].author for k, i in sorted(genome.sections.items()) if i]
+    found += [pools.tools[k][i].author for k, i in sorted(genome.tools.items()) if i]
+    found += [pools.steps[k].author for k, on in sorted(genome.steps.items()) if k in pools.steps and pools.steps[k].author != "baseline"]
+    if genome.toolset:
+        found.append(pools.toolsets[genome.toolset].author)
+    return tuple(dict.fromkeys(a for a in found if a != "baseline"))
+
+
+# -- Optuna parameters --------------------------------------------------------------------
+
+def param_space(pools: Pools) -> dict[str, tuple[Any, ...]]:
+    """Categorical choices per Optuna parameter. Fixed for one round (pools grow between rounds)."""
+    space: dict[str, tuple[Any, ...]] = {}
+    for name, entries in sorted(pools.sections.items()):
+        if len(entries) > 1:
+            space[f"section.{name}"] = tuple(range(len(entries)))
+    for name, entries in sorted(pools.tools.items()):
+        if len(entries) > 1:
+            space[f"tool.{name}"] = tuple(range(len(entries)))
+    for name in sorted(pools.steps):
+        space[f"step.{name}"] = (False, True)
+    if len(pools.toolsets) > 1:
+        space["toolset"] = tuple(range(len(pools.toolsets)))
+    space["tool_format"] = tuple(pools.formats)
+    if len(pools.models) > 1:
+        space["model"] = tuple(range(len(pools.models)))
+    if len(pools.temperatures) > 1:
+        space["temperature"] = tuple(range(len(pools.temperatures)))
+    return space
+
+
+def params_to_genome(params: Mapping[str, Any]) -> Genome:
+    sections = {k.split(".", 1)[1]: int(v) for k, v in params.items() if k.startswith("section.")}
+    tools = {k.split(".", 1)[1]: int(v) for k, v in params.items() if k.startswith("tool.")}
+    steps = {k.split(".", 1)[1]: bool(v) for k, v in params.items() if k.startswith("step.")}
+    return Genome(
+        sections=sections,
+        tools=tools,
+        steps=steps,
+        toolset=int(params.get("toolset", 0)),
+        tool_format=params.get("tool_format"),
+        model=int(params.get("model", 0)),
+        temperature=int(params.get("temperature", 0)),
+    )
+
+
+def genome_to_params(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> dict[str, Any]:
+    """Full parameter dict for ``param_space(pools)`` (used to enqueue known genomes)."""
+    space = param_space(pools)
+    params: dict[str, Any] = {}
+    for key in space:
+        kind, _, name = key.partition(".")
+        if kind == "section":
+            params[key] = genome.sections.get(name, 0)
+        elif kind == "tool":
+            params[key] = genome.tools.get(name, 0)
+        elif kind == "step":
+            params[key] = genome.steps.get(name, base_steps.get(name, False))
+        elif key == "tool_format":
+            params[key] = genome.tool_format or base_format
+        else:
+            params[key] = getattr(genome, key)
+    return params
+
+
+def with_pool_entry(pools: Pools, kind: str, key: str | None, entry: PoolEntry) -> tuple[Pools, bool]:
+    """Append ``entry`` unless an equal value is already pooled. Returns (pools, added)."""
+    if kind == "section":
+        assert key is not None
+        current = pools.sections[key]
+        if any(e.value == entry.value for e in current):
+            return pools, False
+        return replace(pools, sections={**pools.sections, key: current + (entry,)}), True
+    if kind == "tool":
+        assert key is not None
+        current = pools.tools.get(key, (PoolEntry({}, "baseline"),))
+        if any(e.value == entry.value for e in current):
+            return pools, False
+        return replace(pools, tools={**pools.tools, key: current + (entry,)}), True
+    if kind == "step":
+        assert key is not None
+        if key in pools.steps:  # a step's meaning never changes once pooled
+            return pools, False
+        return replace(pools, steps={**pools.steps, key: entry}), True
+    attr = {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}.get(kind)
+    if attr is None:
+        raise ValueError(f"unknown pool kind {kind!r}; use one of {SLOT_KINDS}")
+    current_t: tuple[PoolEntry, ...] = getattr(pools, attr)
+    if any(e.value == entry.value for e in current_t):
+        return pools, False
+    grown: Any = current_t + (entry,)
+    return replace(pools, **{attr: grown}), True
+
+
+def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:
+    """A short human summary of how a genome departs from the baseline, e.g.
+    ``model=sim_small, format=bash, +step verify, tool place_order#1 (rule_miner)``."""
+    parts: list[str] = []
+    if genome.model:
+        parts.append(f"model={pools.models[genome.model].value}")
+    if genome.temperature:
+        parts.append(f"temperature={pools.temperatures[genome.temperature].value}")
+    if genome.tool_format and genome.tool_format != base_format:
+        parts.append(f"format={genome.tool_format}")
+    for name, on in sorted(genome.steps.items()):
+        if on != base_steps.get(name, False):
+            parts.append(f"{'+' if on else '-'}step {name}")
+    parts += [f"section {k}#{i} ({pools.sections[k][i].author})" for k, i in sorted(genome.sections.items()) if i]
+    parts += [f"tool {k}#{i} ({pools.tools[k][i].author})" for k, i in sorted(genome.tools.items()) if i]
+    if genome.toolset:
+        parts.append(f"toolset#{genome.toolset} ({pools.toolsets[genome.toolset].author})")
+    return ", ".join(parts) or "baseline"

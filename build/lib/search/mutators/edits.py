@@ -1,0 +1,345 @@
+"""The rule-based mutators: offline, deterministic given the rng, one small edit each.
+
+Edits build on what the best front genome already picks (see ``evidence.anchor``), so a good
+section or tool edit found in one round is extended, not thrown away, in the next. Text edits
+only ever add: the original section stays in the result.
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+from compiler.toolspec import ToolSpec
+from search.mutators.base import Control, MutationContext, Mutator, Proposal, register_mutator
+from search.mutators.evidence import (
+    WRONG_CALL_KINDS,
+    FunctionMutator,
+    anchor,
+    failure_counts,
+    pick_section,
+    positive_int,
+    proposal,
+    ranked_pairs,
+    section_text,
+    tool_edit,
+    toolset_names,
+)
+
+GENERIC_SENTENCES = (
+    "Copy every argument value exactly from the user's request or an earlier tool result.",
+    "Make one tool call at a time and read its result before the next call.",
+    "If a tool call fails, read the error, fix the call and try again.",
+    "Finish every action the request asks for before you answer.",
+    "Never guess a value the user did not give; ask for it instead.",
+    "Keep the final answer brief.",
+)
+SENTENCES = {  # per section; others get GENERIC_SENTENCES
+    "style": ("Keep the final answer brief.", "Do not repeat tool output verbatim; say what changed.",
+              "Answer in one short sentence once the calls are done."),
+}
+CLARITY = {
+    "policy": ("Each rule in this section is mandatory; follow them in the order given.",
+               "When a rule here conflicts with a habit, follow the rule."),
+    "role": ("Complete each request fully with the tools before you answer.",),
+    "style": ("Summarise what changed instead of restating tool results in full.",),
+}
+CLARITY_ANY = ("Apply every instruction in this section on every turn.",)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
+_JINJA = re.compile(r"\{[{%#]")
+
+
+def _grow(name: str, old: str, new: str) -> str:
+    # The contract of every text edit: improve, never gut.
+    if old not in new and len(new) < len(old):
+        raise AssertionError(f"{name} would shorten a section ({len(old)} -> {len(new)} chars); this is a bug in {name}")
+    return new
+
+
+@register_mutator("identity")
+def identity(*, count: int = 2) -> Mutator:
+    """Control: the best ``count`` front genomes again (baseline when the front is empty); the
+    search re-evaluates them with fresh samples, which measures noise."""
+    positive_int("identity", "count", count)
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Control]:
+        return [Control(g, "identity") for g in (ctx.front or (anchor(ctx),))[:count]]
+
+    return FunctionMutator("identity", propose)
+
+
+def _nudge(name: str, where: str, section: str | None, default: str, text: str | None) -> Mutator:
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        target = pick_section(ctx, name, section, default)
+        if target is None:
+            return []
+        current = section_text(ctx, target)
+        pool = SENTENCES.get(target, GENERIC_SENTENCES)
+        options = [text] if text is not None else rng.sample(pool, len(pool))
+        sentence = next((s for s in options if s not in current), None)
+        if sentence is None:
+            return []
+        new = f"{sentence} {current.lstrip()}" if where == "prefix" else f"{current.rstrip()} {sentence}"
+        return [proposal("section", target, _grow(name, current, new), name, f"{where}: {sentence}")]
+
+    return FunctionMutator(name, propose)
+
+
+@register_mutator("prompt_prefix")
+def prompt_prefix(*, section: str | None = None, text: str | None = None) -> Mutator:
+    """Prepends one generic instruction (or ``text``) to ``section`` (default: policy, if any)."""
+    return _nudge("prompt_prefix", "prefix", section, "policy", text)
+
+
+@register_mutator("prompt_suffix")
+def prompt_suffix(*, section: str | None = None, text: str | None = None) -> Mutator:
+    """Appends one generic instruction (or ``text``) to ``section`` (default: style, if any)."""
+    return _nudge("prompt_suffix", "suffix", section, "style", text)
+
+
+@register_mutator("section_rewriter")
+def section_rewriter(*, section: str | None = None) -> Mutator:
+    """Improves a section without removing anything: one sentence per line as a bulleted list
+    (when the section is plain prose without template markup), plus one imperative sentence
+    that makes the section's force explicit. ``section`` None picks one with the rng."""
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        name = pick_section(ctx, "section_rewriter", section, "") or rng.choice(sorted(ctx.pools.sections))
+        current = section_text(ctx, name)
+        sentences = _SENTENCE_END.split(current.strip())
+        # Only a one-paragraph section is restructured: lines a mutator added must stay lines.
+        if "\n" not in current.strip() and len(sentences) > 1 and not _JINJA.search(current):
+            text, bulleted = "\n".join(f"- {s}" for s in sentences), True
+            if len(text) < len(current):  # whitespace runs longer than a bullet break: keep the original
+                text, bulleted = current, False
+        else:
+            text, bulleted = current, any(line.lstrip().startswith("- ") for line in current.splitlines())
+        extra = next((s for s in CLARITY.get(name, ()) + CLARITY_ANY if s not in current), None)
+        if extra is not None:
+            text = text.rstrip() + (f"\n- {extra}" if bulleted else f" {extra}")
+        if text == current:
+            return []
+        return [proposal("section", name, _grow("section_rewriter", current, text), "section_rewriter", "structure and explicit imperatives")]
+
+    return FunctionMutator("section_rewriter", propose)
+
+
+@register_mutator("temperature")
+def temperature(*, min_gap: float = 0.05) -> Mutator:
+    """0.0 when it is not pooled yet, else the midpoint of the widest gap between pooled
+    temperatures in [0, 1] (1.0 counts as an edge); nothing once that midpoint would lie closer
+    than ``min_gap`` to a pooled value."""
+    if not isinstance(min_gap, int | float) or not 0 < min_gap < 0.5:
+        raise ValueError(f"temperature: params.min_gap must be a number in (0, 0.5), got {min_gap!r}")
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        pooled = sorted({float(e.value) for e in ctx.pools.temperatures if 0.0 <= float(e.value) <= 1.0})
+        if 0.0 not in pooled:
+            return [proposal("temperature", None, 0.0, "temperature", "greedy decoding")]
+        edges = pooled + ([1.0] if pooled[-1] < 1.0 else [])
+        gaps = sorted(zip(edges, edges[1:]), key=lambda ab: (-(ab[1] - ab[0]), ab[0]))
+        if not gaps or gaps[0][1] - gaps[0][0] < 2 * min_gap:
+            return []
+        lo, hi = gaps[0]
+        value = round((lo + hi) / 2, 2)
+        return [proposal("temperature", None, value, "temperature", f"midpoint of {lo} and {hi}")]
+
+    return FunctionMutator("temperature", propose)
+
+
+def _targets(ctx: MutationContext, rng: random.Random) -> list[tuple[str, list[str], str]]:
+    """(tool, failing args, dominant kind) from the evidence, most frequent first; else one rng-
+    chosen tool. Only tools the anchor offers (an edit of a detached tool changes nothing the
+    search tries it on) that are in ctx.tools (an override of any other would not compile)."""
+    offered = [t for t in toolset_names(ctx) if t in ctx.tools]
+    found: dict[str, tuple[list[str], str]] = {}
+    for tool, arg, kind, _ in ranked_pairs(failure_counts(ctx.evidence, ctx.tools)):
+        if tool in offered:
+            args, _ = found.setdefault(tool, ([], kind))
+            if arg and arg not in args:
+                args.append(arg)
+    if found:
+        return [(t, a, k) for t, (a, k) in found.items()]
+    return [(rng.choice(offered), [], "")] if offered else []
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[1:2].islower() or len(text) == 1 else text
+
+
+def clarification(spec: ToolSpec, arg: str) -> str:
+    """A sentence about one argument, from the tool's own parameter schema."""
+    prop = spec.properties().get(arg) or {}
+    need = "required" if arg in spec.required() else "optional"
+    desc = " ".join(str(prop.get("description") or "").split()).rstrip(". ")
+    if not desc:
+        kind = f"a {prop['type']}" if isinstance(prop.get("type"), str) else "a value"
+        return f"Argument `{arg}` is {need}; give it as {kind} taken from the user's request or an earlier tool result."
+    if desc.lower().startswith(("the ", "a ", "an ")):
+        return f"Argument `{arg}` is {need}; it is {_lower_first(desc)}."
+    return f"Argument `{arg}` is {need}: {desc}."
+
+
+@register_mutator("tool_description_append")
+def tool_description_append(*, max_args: int = 2) -> Mutator:
+    """Appends to the description of the tool most named in the evidence (else an offered tool)
+    a clarification of its failing (else required) arguments, from its parameter schema."""
+    positive_int("tool_description_append", "max_args", max_args)
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        for tool, failing, _ in _targets(ctx, rng):
+            spec = ctx.tools[tool]
+            edit = tool_edit(ctx, tool)
+            have = f"{spec.description} {edit.get('description_append', '')}"
+            args = [a for a in dict.fromkeys(failing + list(spec.required()) + list(spec.properties())) if a in spec.properties()]
+            new = [(a, s) for a in args if (s := clarification(spec, a)) not in have][:max_args]
+            if new:
+                append = " ".join([str(edit.get("description_append", "")).strip(), *(s for _, s in new)]).strip()
+                note = f"clarify {tool}: {', '.join(a for a, _ in new)}"
+                return [proposal("tool", tool, {**edit, "description_append": append}, "tool_description_append", note)]
+        return []
+
+    return FunctionMutator("tool_description_append", propose)
+
+
+@register_mutator("tool_rule_add")
+def tool_rule_add() -> Mutator:
+    """Adds one generic rule naming the tool most named in the evidence (else an offered tool):
+    which rule follows how it failed (an error, a call it should not have made, or anything else)."""
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        for tool, _, kind in _targets(ctx, rng):
+            spec, edit = ctx.tools[tool], tool_edit(ctx, tool)
+            required = ", ".join(f"`{a}`" for a in spec.required())
+            rules = [
+                f"Before calling `{tool}`, make sure every required argument{f' ({required})' if required else ''} has a value from the user's request or an earlier tool result.",
+                f"If `{tool}` returns an error, fix the arguments and call it again before answering.",
+                f"Call `{tool}` only when the request needs what it does.",
+            ]
+            if kind == "failed":
+                rules.insert(0, rules.pop(1))
+            elif kind in WRONG_CALL_KINDS:
+                rules.insert(0, rules.pop(2))
+            have = set(edit.get("rules", [])) | set(spec.rules)
+            rule = next((r for r in rules if r not in have), None)
+            if rule is not None:
+                return [proposal("tool", tool, {**edit, "rules": [*edit.get("rules", []), rule]}, "tool_rule_add", f"{kind or 'generic'} rule for {tool}")]
+        return []
+
+    return FunctionMutator("tool_rule_add", propose)
+
+
+@register_mutator("tool_format")
+def tool_format() -> Mutator:
+    """Proposes nothing, on purpose: the tool format is a full categorical of the genome (json,
+    bash, both), so the search already tries every format on every candidate; there is no pool
+    to grow. Registered so that configs written for other tools can name it harmlessly."""
+    return FunctionMutator("tool_format", lambda ctx, rng: [])
+
+
+STEP_LIBRARY = (
+    ("verify_results", "before_final", "Before your final answer, verify each tool result of this request against what was asked; "
+     "if a call failed or used a wrong value, call it again correctly."),
+    ("plan_calls", "prompt", "Before the first call, list the tool calls the request needs, in order, and where each argument value comes from."),
+    ("check_arguments", "prompt", "Before each call, check that every required argument has a value taken from the request or an earlier tool result."),
+    ("confirm_done", "before_final", "Before your final answer, make sure every action the user asked for has been done; if one is missing, do it now."),
+)
+
+
+def _step_names(ctx: MutationContext) -> list[str]:
+    return [str(s["name"]) for s in ctx.agent.get("workflow", [])] + [n for n in ctx.pools.steps if n not in {s["name"] for s in ctx.agent.get("workflow", [])}]
+
+
+@register_mutator("workflow_step_append")
+def workflow_step_append() -> Mutator:
+    """A new optional step from a small library (verify, plan, check arguments, confirm done),
+    after the last step; never an existing name, and no second verify step."""
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        names = _step_names(ctx)
+        steps = list(ctx.agent.get("workflow", [])) + [e.value for e in ctx.pools.steps.values()]
+        has_verify = any("verify" in f"{s.get('name', '')} {s.get('instructions', '')}".lower() for s in steps)
+        for name, trigger, instructions in STEP_LIBRARY:
+            if name in names or (has_verify and "verify" in f"{name} {instructions}".lower()):
+                continue
+            after = [str(ctx.agent["workflow"][-1]["name"])] if ctx.agent.get("workflow") else []
+            value = {"name": name, "instructions": instructions, "after": after, "optional": True, "trigger": trigger}
+            return [proposal("step", name, value, "workflow_step_append", f"new optional {trigger} step")]
+        return []
+
+    return FunctionMutator("workflow_step_append", propose)
+
+
+@register_mutator("workflow_step_remove")
+def workflow_step_remove() -> Mutator:
+    """Makes one required step switchable (pooled under its own name as optional), so the search
+    can turn it off. Leaf steps (nothing comes after them) first, then the rest in order."""
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        workflow = list(ctx.agent.get("workflow", []))
+        depended = {d for s in workflow for d in s.get("after", []) or []}
+        required = [s for s in workflow if not s.get("optional") and s["name"] not in ctx.pools.steps]
+        for step in sorted(required, key=lambda s: s["name"] in depended):
+            value = {k: v for k, v in dict(step).items() if k != "enabled"} | {"optional": True}
+            return [proposal("step", str(step["name"]), value, "workflow_step_remove", f"make {step['name']!r} switchable")]
+        return []
+
+    return FunctionMutator("workflow_step_remove", propose)
+
+
+@register_mutator("tool_detach")
+def tool_detach(*, count: int = 1, min_count: int = 1) -> Mutator:
+    """Removes up to ``count`` tools the evidence shows being called wrongly (an unexpected call,
+    or a call where none was needed) from the anchor's toolset. A tool any failure shows as
+    needed (missing call, wrong argument, failed call) is never removed; without such evidence
+    nothing is proposed: a tool with no failures may be what passing tasks use. ``min_count``:
+    episodes that must show the wrong calls before a tool goes."""
+    positive_int("tool_detach", "count", count)
+    positive_int("tool_detach", "min_count", min_count)
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        counts = failure_counts(ctx.evidence, ctx.tools)
+        needed = {f.tool for f in counts if f.kind not in WRONG_CALL_KINDS}
+        offered = toolset_names(ctx)
+        wrong = [t for t, _, k, _ in ranked_pairs(counts, min_count=min_count) if k in WRONG_CALL_KINDS and t not in needed and t in offered]
+        drop = list(dict.fromkeys(wrong))[:count]
+        kept = [t for t in offered if t not in drop]
+        if not drop or not kept:
+            return []
+        return [proposal("toolset", None, kept, "tool_detach", f"detach {', '.join(drop)} (called wrongly)")]
+
+    return FunctionMutator("tool_detach", propose)
+
+
+@register_mutator("tool_attach")
+def tool_attach(*, count: int = 1) -> Mutator:
+    """Adds back up to ``count`` baseline tools the anchor's toolset lacks: tools the evidence
+    shows as needed first, then rng-chosen ones. Only ctx.tools (the baseline's tools) are
+    known here, so a toolset offering all of them has nothing to attach."""
+    positive_int("tool_attach", "count", count)
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        offered = toolset_names(ctx)
+        absent = [t for t in ctx.tools if t not in offered]
+        if not absent:
+            return []
+        wanted = [t for t, _, k, _ in ranked_pairs(failure_counts(ctx.evidence, ctx.tools)) if k not in WRONG_CALL_KINDS and t in absent]
+        rest = [t for t in absent if t not in wanted]
+        add = list(dict.fromkeys(wanted + rng.sample(rest, len(rest))))[:count]
+        return [proposal("toolset", None, offered + add, "tool_attach", f"attach {', '.join(add)}")]
+
+    return FunctionMutator("tool_attach", propose)
+
+
+@register_mutator("model_swap")
+def model_swap() -> Mutator:
+    """Pools a configured model (ctx.models) that is not pooled yet. The search's initial pools
+    already hold every configured model, so this usually proposes nothing: it matters when the
+    model list grows during a run or pools were built without all of them."""
+
+    def propose(ctx: MutationContext, rng: random.Random) -> Sequence[Proposal]:
+        pooled = {e.value for e in ctx.pools.models}
+        missing = [m for m in ctx.models if m not in pooled]
+        return [proposal("model", None, rng.choice(missing), "model_swap", "configured model not pooled yet")] if missing else []
+
+    return FunctionMutator("model_swap", propose)

@@ -1,0 +1,455 @@
+"""Registry: content-addressed agent snapshots, promotion slots with history, the release merge.
+
+Layout under the root (default ``runs/registry/``)::
+
+    snapshots/<sha256>.json  one Snapshot each, never rewritten; named by the hash of its definition
+    promotions.json          {component: {slot: [{hash, promoted_at, by, action}, ...]}}; current = last
+    .lock                    flock'ed around every write, so concurrent promoters never lose an update
+
+Every file is written to a temp file beside it and renamed into place, so a crash leaves the previous
+file. Reads take no lock: a rename is atomic, a reader sees the old file or the new one.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from compiler.atomic import write_text_atomic
+from compiler.errors import ConfigError
+from compiler.variant import content_hash
+
+SCHEMA_VERSION = 1
+DEFAULT_ROOT = "runs/registry"
+DEFAULT_SLOT = "default"
+DEFINITION_KEYS = ("agent", "tool_overrides", "model")
+MIN_PREFIX = 6
+_HASH = re.compile(r"[0-9a-f]{64}")
+_HEX = re.compile(r"[0-9a-f]+")
+_SLOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# Provider key shapes (OpenAI/Anthropic sk-, AWS, GitHub, Slack, Google, Hugging Face).
+_SECRET_VALUE = re.compile(
+    r"(?<![A-Za-z0-9])(sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|AIza[0-9A-Za-z_-]{35}|hf_[A-Za-z0-9]{30,})"
+)
+_SECRET_KEY_PARTS = ("apikey", "secret", "password", "passwd", "credential", "privatekey", "accesskey", "authorization")
+
+
+class RegistryError(ValueError):
+    """Bad registry input or state: one line naming the bad value and the fix (the CLI exits 2)."""
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def definition_hash(component: str, kind: str, definition: Mapping[str, Any], schema_version: int = SCHEMA_VERSION) -> str:
+    """The snapshot's identity: only what rebuilds the variant, so metrics or authorship never fork it."""
+    return content_hash({"schema_version": schema_version, "component": component, "kind": kind, "definition": _ordered(kind, definition)})
+
+
+def _ordered(kind: str, definition: Mapping[str, Any]) -> Mapping[str, Any]:
+    # canonical JSON sorts keys, but prompt sections render in mapping order: hash them as pairs so a
+    # reordered prompt is a different snapshot (and a reordered file fails verification)
+    agent = definition.get("agent")
+    if kind != "agent" or not isinstance(agent, Mapping) or not isinstance(agent.get("prompt_sections"), Mapping):
+        return definition
+    return {**definition, "agent": {**agent, "prompt_sections": [[k, v] for k, v in agent["prompt_sections"].items()]}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Snapshot:
+    schema_version: int = SCHEMA_VERSION
+    component: str  # the agent name: promotions and the release merge are keyed by it
+    kind: str = "agent"
+    content_hash: str
+    parent_hash: str | None = None
+    author: str  # mutator name, or baseline / manual
+    created_at: str  # ISO 8601 UTC
+    definition: Mapping[str, Any]  # {"agent": ..., "tool_overrides": ..., "model": ...}
+    metrics: Mapping[str, Any] = field(default_factory=dict)  # per split: {"train": {...}, "dev": {...}, "holdout": {...}}
+    provenance: Mapping[str, Any] = field(default_factory=dict)  # study, trial, round, config_hash, variant_hash, git_revision
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(dataclasses.asdict(self)))  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
+        return cls(**dict(data))
+
+
+@dataclass(frozen=True)
+class Promotion:
+    hash: str
+    promoted_at: str
+    by: str
+    action: str = "promote"  # promote | rollback
+
+
+def find_secret(value: Any, path: str = "") -> str | None:
+    """Path of the first thing that looks like a credential, or None. Only *_env names may hold key-ish keys."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if _secret_key(str(key)) and isinstance(item, str) and item.strip():
+                return where
+            found = find_secret(item, where)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = find_secret(item, f"{path}[{i}]")
+            if found:
+                return found
+    elif isinstance(value, str) and _SECRET_VALUE.search(value):
+        return path
+    return None
+
+
+def _secret_key(key: str) -> bool:
+    if key.lower().endswith("_env"):  # api_key_env holds the NAME of an env var: the one allowed form
+        return False
+    squashed = re.sub(r"[^a-z0-9]", "", key.lower())
+    words = set(re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower()))
+    # whole words only: max_tokens and input_cost_per_token are not credentials
+    return any(part in squashed for part in _SECRET_KEY_PARTS) or bool(words & {"token", "auth"})
+
+
+def make_snapshot(
+    component: str,
+    definition: Mapping[str, Any],
+    *,
+    author: str,
+    kind: str = "agent",
+    parent_hash: str | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    created_at: str | None = None,
+) -> Snapshot:
+    """Build a checked Snapshot with its content hash; values are copied through JSON (plain data only)."""
+    try:
+        plain = json.loads(json.dumps({"d": definition, "m": metrics or {}, "p": provenance or {}}, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise RegistryError(f"snapshot of {component!r} is not plain JSON data ({exc}). Fix: pass dicts, lists, strings and numbers") from None
+    snapshot = Snapshot(
+        component=component,
+        kind=kind,
+        content_hash=definition_hash(component, kind, plain["d"]),
+        parent_hash=parent_hash,
+        author=author,
+        created_at=created_at or utc_now(),
+        definition=plain["d"],
+        metrics=plain["m"],
+        provenance=plain["p"],
+    )
+    check_snapshot(snapshot)
+    return snapshot
+
+
+def check_snapshot(snapshot: Snapshot) -> None:
+    """Refuse a snapshot that is inconsistent, malformed, or carries a credential."""
+    if not snapshot.component or not isinstance(snapshot.component, str):
+        raise RegistryError(f"snapshot component {snapshot.component!r} is empty. Fix: use the agent name, e.g. bfcl_agent")
+    if not snapshot.author:
+        raise RegistryError("snapshot author is empty. Fix: name the mutator, or use baseline / manual")
+    if snapshot.parent_hash is not None and not _HASH.fullmatch(snapshot.parent_hash):
+        raise RegistryError(f"snapshot parent_hash {snapshot.parent_hash!r} is not a sha256 hex digest. Fix: pass the parent's content_hash or None")
+    if snapshot.kind == "agent":
+        missing = [k for k in DEFINITION_KEYS if not isinstance(snapshot.definition.get(k), Mapping)]
+        if missing:
+            raise RegistryError(f"agent snapshot definition lacks mapping(s) {missing}. Fix: give {{agent, tool_overrides, model}}")
+        name = snapshot.definition["agent"].get("name")
+        if name != snapshot.component:
+            raise RegistryError(f"definition.agent.name {name!r} differs from component {snapshot.component!r}. Fix: make them the same agent name")
+    expected = definition_hash(snapshot.component, snapshot.kind, snapshot.definition, snapshot.schema_version)
+    if snapshot.content_hash != expected:
+        raise RegistryError(f"snapshot content_hash {snapshot.content_hash!r} does not match its definition ({expected}). Fix: build it with make_snapshot")
+    for part in ("definition", "metrics", "provenance"):
+        where = find_secret(getattr(snapshot, part), part)
+        if where:
+            raise RegistryError(
+                f"snapshot {where} looks like a secret key; keys never enter the registry. "
+                "Fix: remove it, keep the key in an environment variable and put that variable's NAME in model.api_key_env"
+            )
+
+
+def read_snapshot(path: Path) -> Snapshot:
+    """Load one snapshot file, refusing any whose content no longer hashes to its recorded hash or name."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RegistryError(f"no snapshot file {path}. Fix: give an existing path, a full hash or a unique prefix") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"snapshot {path.stem} is not valid JSON ({exc}); restore it or delete it") from None
+    if not isinstance(data, dict):
+        raise RegistryError(f"snapshot {path.stem} is not a JSON object; restore it or delete it")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise RegistryError(f"snapshot {path.stem} has schema_version {data.get('schema_version')!r}; this evoharness reads {SCHEMA_VERSION}. Fix: upgrade evoharness")
+    try:
+        snapshot = Snapshot.from_dict(data)
+        actual = definition_hash(snapshot.component, snapshot.kind, snapshot.definition)
+    except (TypeError, ValueError) as exc:
+        raise RegistryError(f"snapshot {path.stem} is malformed ({exc}); restore it or delete it") from None
+    named = path.stem if _HASH.fullmatch(path.stem) else None
+    if actual != snapshot.content_hash or (named is not None and named != actual):
+        raise RegistryError(f"snapshot {named or snapshot.content_hash} was modified after it was written (content hashes to {actual}); restore it or delete it")
+    return snapshot
+
+
+_write_atomic = write_text_atomic
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"  # unsorted: mapping order is meaningful
+
+
+def _check_slot(slot: str) -> None:
+    if not isinstance(slot, str) or not _SLOT.fullmatch(slot):
+        raise RegistryError(f"slot {slot!r} is not a valid slot name. Fix: use letters, digits, '_', '-' or '.', e.g. default or fast")
+
+
+class Registry:
+    """One registry root. Writes are atomic and serialized across processes; reads never block."""
+
+    def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT) -> None:
+        self.root = Path(root)
+        self.snapshot_dir = self.root / "snapshots"
+        self.promotions_path = self.root / "promotions.json"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a", encoding="utf-8") as fh:  # "a": create without truncating
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def path_of(self, digest: str) -> Path:
+        return self.snapshot_dir / f"{digest}.json"
+
+    # -- snapshots ------------------------------------------------------------------------------
+    def write_snapshot(self, snapshot: Snapshot) -> str:
+        """Store ``snapshot``; writing the same definition again is a no-op that keeps the first record."""
+        check_snapshot(snapshot)
+        with self._locked():
+            self._store(snapshot)
+        return snapshot.content_hash
+
+    def _store(self, snapshot: Snapshot) -> None:
+        path = self.path_of(snapshot.content_hash)
+        if path.exists():
+            read_snapshot(path)  # a damaged first record must not hide behind the no-op
+            return
+        _write_atomic(path, _dumps(snapshot.to_dict()))
+
+    def resolve(self, ref: str | os.PathLike[str]) -> Path:
+        """The file of ``ref``: a full hash, a unique prefix of at least 6 hex chars, or a snapshot .json path."""
+        text = os.fspath(ref)
+        if os.sep in text or text.endswith(".json"):
+            return Path(text)
+        digest = text.lower()
+        if not _HEX.fullmatch(digest):
+            raise RegistryError(f"{text!r} is neither a snapshot hash nor a .json path. Fix: give a full hash, a unique prefix of >= {MIN_PREFIX} hex chars, or a path")
+        if len(digest) < MIN_PREFIX:
+            raise RegistryError(f"hash prefix {text!r} is shorter than {MIN_PREFIX} characters. Fix: give at least {MIN_PREFIX} hex characters")
+        matches = sorted(p for p in self.snapshot_dir.glob(f"{digest}*.json") if _HASH.fullmatch(p.stem)) if self.snapshot_dir.is_dir() else []
+        if not matches:
+            raise RegistryError(f"no snapshot {text!r} in registry {self.root}. Fix: list them with `evoharness versions --registry {self.root}`")
+        if len(matches) > 1:
+            shown = ", ".join(p.stem[:12] for p in matches[:5])
+            raise RegistryError(f"hash prefix {text!r} is ambiguous: {len(matches)} snapshots match ({shown}). Fix: give more characters")
+        return matches[0]
+
+    def load(self, ref: str | os.PathLike[str]) -> Snapshot:
+        return read_snapshot(self.resolve(ref))
+
+    def snapshots(self, component: str | None = None) -> list[Snapshot]:
+        """Every stored snapshot (of ``component``), oldest first."""
+        if not self.snapshot_dir.is_dir():
+            return []
+        found = [read_snapshot(p) for p in self.snapshot_dir.glob("*.json") if _HASH.fullmatch(p.stem)]
+        return sorted((s for s in found if component is None or s.component == component), key=lambda s: (s.created_at, s.content_hash))
+
+    # -- promotions -----------------------------------------------------------------------------
+    def promotions(self) -> dict[str, dict[str, tuple[Promotion, ...]]]:
+        """The whole promotions file: component -> slot -> history, oldest first."""
+        try:
+            raw = json.loads(self.promotions_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RegistryError(f"{self.promotions_path} is not valid JSON ({exc}). Fix: restore it, or delete it to forget all promotions") from None
+        try:
+            return {c: {s: tuple(Promotion(**e) for e in entries) for s, entries in slots.items()} for c, slots in raw.items()}
+        except (AttributeError, TypeError) as exc:
+            raise RegistryError(f"{self.promotions_path} is malformed ({exc}). Fix: restore it, or delete it to forget all promotions") from None
+
+    def _append(self, component: str, slot: str, entry: Promotion) -> None:
+        data = self.promotions()  # caller holds the lock: read-modify-write is serialized
+        slots = dict(data.get(component, {}))
+        slots[slot] = (*slots.get(slot, ()), entry)
+        data[component] = slots
+        plain = {c: {s: [dataclasses.asdict(e) for e in h] for s, h in sl.items()} for c, sl in data.items()}
+        _write_atomic(self.promotions_path, _dumps(plain))
+
+    def history(self, component: str, slot: str = DEFAULT_SLOT) -> tuple[Promotion, ...]:
+        return self.promotions().get(component, {}).get(slot, ())
+
+    def promote(self, ref: str | os.PathLike[str], *, slot: str = DEFAULT_SLOT, by: str = "manual") -> Snapshot:
+        """Make ``ref`` the current version of its component in ``slot``; a snapshot given by path is stored first."""
+        _check_slot(slot)
+        snapshot = self.load(ref)
+        check_snapshot(snapshot)
+        with self._locked():
+            self._store(snapshot)
+            self._append(snapshot.component, slot, Promotion(snapshot.content_hash, utc_now(), by or "manual"))
+        return snapshot
+
+    def promoted(self, component: str, slot: str = DEFAULT_SLOT) -> Snapshot | None:
+        """The current snapshot of ``component`` in ``slot`` (hash-verified), or None if never promoted."""
+        _check_slot(slot)
+        entries = self.history(component, slot)
+        if not entries:
+            return None
+        return self._current(component, slot, entries[-1].hash)
+
+    def _current(self, component: str, slot: str, digest: str) -> Snapshot:
+        path = self.path_of(digest)
+        if not path.exists():
+            raise RegistryError(f"{component}/{slot}: promoted snapshot {digest} is missing from {self.snapshot_dir}. Fix: restore it or `evoharness rollback {component}`")
+        snapshot = read_snapshot(path)
+        if snapshot.component != component:
+            raise RegistryError(f"{component}/{slot}: promoted snapshot {digest[:12]} belongs to {snapshot.component!r}. Fix: restore {self.promotions_path}")
+        return snapshot
+
+    def rollback(self, component: str, slot: str = DEFAULT_SLOT, *, by: str = "manual") -> Snapshot:
+        """Move ``slot`` back to the version promoted before the current one (undo, repeatable)."""
+        _check_slot(slot)
+        with self._locked():
+            stack = _effective(self.history(component, slot))
+            if not stack:
+                raise RegistryError(f"{component} has nothing promoted in slot {slot!r}. Fix: promote a snapshot first (evoharness promote HASH)")
+            current = stack[-1]
+            while stack and stack[-1] == current:
+                stack.pop()
+            if not stack:
+                raise RegistryError(f"{component}/{slot}: no earlier version to roll back to (current {current[:12]} is the first). Fix: promote another snapshot instead")
+            snapshot = self._current(component, slot, stack[-1])  # verified before the slot moves onto it
+            self._append(component, slot, Promotion(stack[-1], utc_now(), by or "manual", "rollback"))
+        return snapshot
+
+
+def _effective(history: Sequence[Promotion]) -> list[str]:
+    """Replay the append-only log as a stack: promote pushes, rollback pops back to its target."""
+    stack: list[str] = []
+    for entry in history:
+        if entry.action == "rollback" and stack:
+            current = stack[-1]
+            while stack and stack[-1] == current:
+                stack.pop()
+            if not stack or stack[-1] != entry.hash:  # a hand-edited log: trust the recorded target
+                stack.append(entry.hash)
+        else:
+            stack.append(entry.hash)
+    return stack
+
+
+# -- the release merge: the promoted snapshot replaces the base agent, tool overrides and model -----
+_RELEASED = ("agent.", "model.", "tool.overrides.")
+
+
+def promoted_for(cfg: DictConfig) -> Snapshot | None:
+    """The snapshot ``cfg`` releases (``cfg.release_slot`` of ``cfg.agent.name``), or None."""
+    slot = cfg.get("release_slot")
+    if slot is None:
+        return None
+    try:
+        return Registry(str(cfg.get("registry_dir", DEFAULT_ROOT))).promoted(str(cfg.agent.name), str(slot))
+    except RegistryError as exc:
+        raise ConfigError(f"release_slot={slot}", str(exc), "fix the registry as above, or build the base config with release_slot=null") from None
+
+
+def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig:
+    """A new config with the promoted definition merged in (``cfg`` untouched); ``cfg`` itself if none.
+
+    ``overrides`` are the command-line overrides (``HydraConfig.get().overrides.task``): the ones under
+    agent., model. and tool.overrides are re-applied on top of the release, and a ``model=X`` choice
+    keeps the chosen model, so an explicit override or a sweeper's trial is never silently replaced.
+    """
+    snapshot = promoted_for(cfg)
+    if snapshot is None:
+        return cfg
+    parsed = _parse(overrides)
+    out = copy.deepcopy(cfg)
+    where = f"release_slot={cfg.release_slot}"
+    definition = snapshot.definition
+    try:
+        _replace(out, "agent", definition["agent"])
+        _replace(out.tool, "overrides", definition["tool_overrides"])
+        if not any(o.key_or_group == "model" for o in parsed):
+            _replace(out, "model", definition["model"])
+    except Exception as exc:  # OmegaConf validation: the definition does not fit this schema
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(where, f"promoted snapshot {snapshot.content_hash[:12]} does not fit the config schema: {first}", "roll it back or set release_slot=null") from None
+    for o in parsed:
+        if not (o.key_or_group.startswith(_RELEASED) or o.key_or_group == "tool.overrides"):
+            continue
+        try:
+            if o.is_delete():
+                parent, _, leaf = o.key_or_group.rpartition(".")
+                node = OmegaConf.select(out, parent) if parent else out
+                if isinstance(node, DictConfig) and leaf in node:
+                    with open_dict(node):
+                        del node[leaf]
+            else:
+                OmegaConf.update(out, o.key_or_group, o.value(), merge=True, force_add=True)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ConfigError(o.input_line, f"cannot apply on top of the promoted snapshot: {first}", "drop the override or set release_slot=null") from None
+    return out
+
+
+def _parse(overrides: Sequence[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
+    return [o for o in parsed if o.package is None and not o.is_sweep_override() and not o.is_hydra_override()]
+
+
+def _replace(parent: DictConfig, key: str, value: Mapping[str, Any]) -> None:
+    schema = OmegaConf.get_type(parent, key)
+    # A structured node only accepts a node of its own type: build one so the schema checks the values.
+    node = OmegaConf.merge(OmegaConf.structured(schema), dict(value)) if dataclasses.is_dataclass(schema) else dict(value)
+    parent[key] = node
+
+
+def snapshot_from_config(
+    cfg: DictConfig,
+    *,
+    author: str,
+    parent_hash: str | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> Snapshot:
+    """Snapshot what ``cfg`` compiles: its agent, tool overrides and model (the config must compile)."""
+    from compiler.config_compile import compile_config, to_plain
+    from search.provenance import git_revision
+
+    definition = {"agent": to_plain(cfg.agent), "tool_overrides": to_plain(cfg.tool.overrides) or {}, "model": to_plain(cfg.model)}
+    recorded = {"variant_hash": compile_config(cfg).content_hash, "config_hash": content_hash(to_plain(cfg)), **dict(provenance or {})}
+    if "git_revision" not in recorded:
+        recorded["git_revision"] = git_revision()
+    return make_snapshot(str(cfg.agent.name), definition, author=author, parent_hash=parent_hash, metrics=metrics, provenance=recorded)

@@ -1,0 +1,58 @@
+"""What a finished search prints: the front, the verdict and where the records are."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def _fmt(metrics: Mapping[str, Any] | None, key: str) -> str:
+    if not metrics or metrics.get(key) is None:
+        return "-"
+    v = float(metrics[key])
+    return f"${v:.5f}" if key.startswith("cost") else (f"{v:.2f}s" if key.startswith("latency") else f"{v:.3f}")
+
+
+def _short(text: str, width: int = 100) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary_text(summary: Mapping[str, Any]) -> str:
+    objectives = [o["metric"] for o in summary["objectives"]]
+    head = ["", "trial", "round", *[f"train {m}" for m in objectives], "dev pass_rate", "changes (authors)"]
+    rows = [head]
+    base = summary["baseline"]
+    rows.append(["", "base", "-", *[_fmt(base.get("train"), m) for m in objectives], _fmt(base.get("dev"), "pass_rate"), "baseline"])
+    for m in summary["front"]:
+        rows.append(["*" if m.get("champion") else "", str(m["trial"]), str(m["round"]), *[_fmt(m.get("train"), k) for k in objectives],
+                     _fmt(m.get("dev"), "pass_rate"), _short(m.get("changes") or ", ".join(m.get("authors") or []) or "-")])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = [f"Pareto front of study {summary['study']} ({len(summary['front'])} members; * = champion):"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    base_dev = (base.get("dev") or {}).get("pass_rate")
+    cheaper = [m for m in summary["front"] if m.get("dev") and base_dev is not None and m["dev"].get("pass_rate", 0) > base_dev]
+    if cheaper:
+        m = min(cheaper, key=lambda m: m["dev"].get("cost_per_task", float("inf")))
+        lines.append(
+            f"Cheapest member beating the baseline on dev: trial {m['trial']} (round {m['round']}: {_short(m.get('changes') or '-', 60)}), "
+            f"dev pass rate {_fmt(m['dev'], 'pass_rate')} at {_fmt(m['dev'], 'cost_per_task')}/task "
+            f"(baseline {_fmt(base.get('dev'), 'pass_rate')} at {_fmt(base.get('dev'), 'cost_per_task')})"
+        )
+    claim = summary.get("claim") or {}
+    verdict = claim.get("verdict", "none")
+    word = "improvement confirmed" if verdict == "win" else "no improvement claimed"
+    lines.append(
+        f"Holdout verdict: {verdict} ({word}); score difference {claim.get('mean_diff', 0):+.3f}, "
+        f"{int(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}] over {claim.get('n', 0)} tasks; "
+        f"cost/task {claim.get('cost_delta', 0):+.5f} USD, latency p95 {claim.get('latency_delta', 0):+.2f}s"
+    )
+    snap = (summary.get("snapshots") or {}).get("champion_path")
+    if snap:
+        lines.append(f"Champion snapshot: {snap}  (ship it: evoharness promote {snap} && evoharness compile)")
+    else:
+        lines.append("Champion is the baseline itself: nothing to promote.")
+    lines.append(f"Report: {summary['paths'].get('report', '-')}")
+    return "\n".join(lines)
+
+
+def print_summary(summary: Mapping[str, Any]) -> None:
+    print(summary_text(summary), flush=True)
