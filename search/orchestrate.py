@@ -29,7 +29,7 @@ from search.metrics import EvalReport
 from search.models_conf import load_model_config
 from search.mutators.base import Evidence, MutationContext, grow_pools, make_mutator
 from search.provenance import git_revision, tasks_hash
-from search.study import distributions, fail_stale, finished, make_sampler, round_study
+from search.study import distinct_evaluations, distributions, fail_stale, finished, make_sampler, round_study
 from search.trial import TrialSpec
 
 Launch = Callable[[Sequence[TrialSpec]], list[dict[str, Any] | BaseException]]
@@ -224,9 +224,15 @@ class SearchRun:
         for p, attrs in fail_stale(study):
             study.enqueue_trial(p, user_attrs={**attrs, "rerun": True})
         dists = distributions(param_space(pools))
-        remaining = int(self.s.trials_per_round) - len(finished(study))
-        while remaining > 0:
-            trials = [study.ask(dists) for _ in range(min(int(self.s.population_size), remaining))]
+        budget = int(self.s.trials_per_round)
+        asks_left = 3 * budget  # repeats are free but not endless: a tiny space can run out of new genomes
+        while (remaining := budget - distinct_evaluations(study)) > 0 and asks_left > 0:
+            trials = [study.ask(dists) for _ in range(min(int(self.s.population_size), remaining, asks_left))]
+            asks_left -= len(trials)
+            for t in trials:
+                # enqueued trials have every param fixed, and Optuna then never consults the sampler,
+                # so NSGA-II would not count them in a generation (nor use them as parents)
+                _ = t.relative_params
             specs = []
             for t in trials:
                 control = t.user_attrs.get("control")
@@ -234,7 +240,6 @@ class SearchRun:
                 specs.append(self.spec(params_to_genome(t.params), pools, "train", f"r{k}-t{t.number}", seed=seed))
             for t, spec, res in zip(trials, specs, self.run_jobs(specs)):
                 self.tell(study, t, spec, pools, res)
-            remaining -= len(trials)
             done = finished(study)
             failed = sum(1 for t in done if t.state == optuna.trial.TrialState.FAIL)
             if len(done) >= int(self.s.population_size) and failed / len(done) > float(self.s.max_failure_rate):

@@ -55,6 +55,13 @@ def finished(study: optuna.Study) -> list[FrozenTrial]:
     ]
 
 
+def distinct_evaluations(study: optuna.Study) -> int:
+    """What the round's budget counts: distinct evaluations (a genome the sampler proposes again is
+    answered from the stored evaluation and costs nothing) plus failed trials."""
+    keys = {t.user_attrs.get("eval_key") for t in finished(study) if t.state == TrialState.COMPLETE}
+    return len(keys - {None}) + sum(1 for t in finished(study) if t.state == TrialState.FAIL)
+
+
 def fail_stale(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Trials left RUNNING by an interrupted run are closed (marked, so they do not use up the
     budget); their params and attributes are returned to be enqueued again."""

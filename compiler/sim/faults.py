@@ -8,6 +8,7 @@ per-process count of identical requests seen so far.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
@@ -40,7 +41,8 @@ class SimConfig:
 
 _LOCK = threading.Lock()
 _CONFIGS: dict[str, SimConfig] = {}  # "" = default for every route, else a tier name
-_ATTEMPTS: dict[str, int] = {}
+_ATTEMPTS: OrderedDict[str, int] = OrderedDict()  # request digest -> attempts seen, most recent last
+MAX_TRACKED_REQUESTS = 50_000  # a retry follows its failure within seconds: older digests can go
 
 
 def _key(route: str | None) -> str:
@@ -92,8 +94,10 @@ def reset_sim() -> None:
 
 def next_attempt(digest: str) -> int:
     with _LOCK:
-        attempt = _ATTEMPTS.get(digest, 0)
+        attempt = _ATTEMPTS.pop(digest, 0)
         _ATTEMPTS[digest] = attempt + 1
+        while len(_ATTEMPTS) > MAX_TRACKED_REQUESTS:
+            _ATTEMPTS.popitem(last=False)
         return attempt
 
 

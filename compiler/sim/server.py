@@ -118,6 +118,11 @@ def make_handler(gold: GoldSource) -> type[BaseHTTPRequestHandler]:
 
 def make_server(host: str = "127.0.0.1", port: int = 0,
                 gold: GoldSource | None = None) -> ThreadingHTTPServer:
+    from compiler.sim.provider import register_sim_provider
+
+    # the same registration as the in-process route: litellm's token counting for sim/* depends on it,
+    # and the endpoint must bill exactly what the in-process route bills
+    register_sim_provider()
     server = ThreadingHTTPServer((host, port), make_handler(gold or WorkloadGoldSource()))
     server.daemon_threads = True
     return server

@@ -8,8 +8,8 @@ import pytest
 from compiler.sim import errors
 from compiler.sim.errors import CallContext, call_error_rates
 from compiler.sim.features import extract_features
-from tests.compiler.sim_selfplay import openai_tools
 from compiler.sim.tiers import TIERS
+from tests.compiler.sim_selfplay import openai_tools
 from tests.compiler.test_sim_fixtures import SPECS, prompt, spec
 
 MV = CallContext("mv", ("source", "destination"), propagated=frozenset({"source"}))

@@ -11,8 +11,8 @@ from typing import Any
 from compiler.runtime.trajectory import ToolCall
 from compiler.runtime.workload import Task
 from compiler.sim.gold import StaticGoldSource
-from tests.compiler.sim_selfplay import EpisodeLog, openai_tools, play_episode, render_system_prompt
 from compiler.toolspec import ToolSpec
+from tests.compiler.sim_selfplay import EpisodeLog, openai_tools, play_episode, render_system_prompt
 
 TOOL_DESC = "A file system tool that does exactly what its name says, in the current directory."
 ARG_DESC = "The exact name of the file or folder to use."

@@ -10,8 +10,8 @@ from compiler.runtime.llm import litellm_module
 from compiler.sim.engine import SimRequest, simulate
 from compiler.sim.faults import DEFAULT_TIME_SCALE, SimConfig, configure_sim, decide_fault, reset_sim
 from compiler.sim.provider import register_sim_provider
-from tests.compiler.sim_selfplay import openai_tools
 from compiler.sim.tiers import TIERS
+from tests.compiler.sim_selfplay import openai_tools
 from tests.compiler.test_sim_fixtures import GOLD, SPECS, USER, converse, start
 
 lm = litellm_module()

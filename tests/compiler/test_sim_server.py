@@ -11,8 +11,8 @@ import pytest
 from compiler.runtime.llm import litellm_module
 from compiler.sim.faults import configure_sim, reset_sim
 from compiler.sim.provider import register_sim_provider
-from tests.compiler.sim_selfplay import openai_tools
 from compiler.sim.server import BackgroundServer, main
+from tests.compiler.sim_selfplay import openai_tools
 from tests.compiler.test_sim_fixtures import GOLD, SPECS, USER, converse, start
 
 lm = litellm_module()
