@@ -132,9 +132,9 @@ class Setup:
 
 SETUPS = (
     Setup("plain samplers", False, False, False),
-    Setup("baseline enqueued (as orchestrate.py)", True, False, False),
+    Setup("baseline enqueued", True, False, False),
     Setup("  + generation fix", True, True, False),
-    Setup("  + generation fix, repeats free", True, True, True),
+    Setup("  + generation fix, repeats free (as orchestrate.py)", True, True, True),
 )
 MAX_TRIALS = 300  # repeats-free runs stop here if a sampler keeps proposing known genomes
 
