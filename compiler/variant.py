@@ -22,6 +22,7 @@ from compiler.render import (
     render_tools_intro,
 )
 from compiler.schema import TOOL_FORMATS
+from compiler.secrets import find_secret
 from compiler.toolspec import ToolSpec
 from compiler.workflow import WorkflowStep, build_workflow
 
@@ -218,6 +219,10 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
     body = render_system_prompt(
         template=str(agent.get("template", "system_prompt.md.j2")), sections=sections, steps=workflow, tools=specs, context=context
     )
+    leaked = find_secret({"model": dict(model)})
+    if leaked:
+        raise ConfigError(leaked, "looks like a credential; it would be written into the compiled variant and every record",
+                          "put the NAME of an environment variable in model.api_key_env instead")
     route = model.get("route")
     if not route or "/" not in str(route):
         raise ConfigError("model.route", f"not a litellm model string: {route!r}", "use provider/model, e.g. openai/gpt-4o-mini or sim/small")

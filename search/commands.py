@@ -125,6 +125,20 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"mutators.enabled[{i}]", str(exc).strip("'\""), "use a registered mutator name and its parameters") from None
     s = cfg.search
+    if s.teacher:
+        load_model_config(str(s.teacher), CONF_DIR, path="search.teacher")
+    from compiler.schema import TOOL_FORMATS
+    from search.study import CROSSOVERS
+
+    if str(s.crossover) not in CROSSOVERS:
+        raise ConfigError("search.crossover", f"unknown crossover {s.crossover!r}", f"use one of {sorted(CROSSOVERS)}")
+    bad = [f for f in s.formats if f not in TOOL_FORMATS]
+    if bad or not s.formats:
+        raise ConfigError("search.formats", f"unknown or empty tool formats {bad or list(s.formats)}", f"choose from {list(TOOL_FORMATS)}")
+    if any(not 0.0 <= float(t) <= 2.0 for t in s.temperatures):
+        raise ConfigError("search.temperatures", f"{list(s.temperatures)} has a value outside [0, 2]", "use temperatures between 0 and 2")
+    if not 0.5 <= float(s.confidence) < 1.0:
+        raise ConfigError("search.confidence", f"must be in [0.5, 1), got {s.confidence}", "use e.g. 0.95")
     for key in ("rounds", "trials_per_round", "population_size", "samples"):
         if int(s[key]) < 1:
             raise ConfigError(f"search.{key}", f"must be at least 1, got {s[key]}", f"set search.{key} to a positive integer")

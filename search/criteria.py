@@ -322,3 +322,17 @@ def rank_key(verdict: CriteriaVerdict, metrics: Mapping[str, float]) -> tuple[fl
         else:
             tie_breaks.append(float(value) if o.direction == "maximize" else -float(value))
     return (float(verdict.feasible), float(verdict.passed), verdict.weighted_score, *tie_breaks)
+
+
+def objective_values(
+    source: EvalReport, criteria: Sequence[OptimisationCriterion], chosen: Sequence[Objective]
+) -> tuple[float | None, ...]:
+    """The objectives' values on a report, measured as the criteria measure them (so a quantile
+    that is not pre-aggregated is computed from the episodes); None when unmeasurable."""
+    by_metric = {c.metric: c for c in reversed(criteria)}
+    out: list[float | None] = []
+    for o in chosen:
+        c = by_metric.get(o.metric)
+        value = _measure(source, c) if c is not None else source.metrics.get(o.metric)
+        out.append(None if value is None else float(value))
+    return tuple(out)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 import yaml
 
-from compiler.atomic import write_json_atomic
+from compiler.atomic import write_json_atomic, write_text_atomic
 from search.claim import make_claim
 from search.criteria import evaluate_criteria, rank_key
 from search.genome import BASELINE, Genome, Pools, authors, describe
@@ -32,13 +32,13 @@ def _member(run: SearchRun, t: optuna.trial.FrozenTrial, pools: Pools, baseline_
     variant = run.spec(g, pools, "train", "diff").variant()
     return {
         "trial": int(t.user_attrs.get("round_trial", t.number)), "round": int(t.user_attrs.get("round", 0)), "variant_hash": variant.content_hash,
-        "genome": g.to_dict(), "authors": list(authors(g, pools)), "changes": _changes(run, g, pools), "params": dict(t.user_attrs.get("params", t.params)), "values": list(t.values or []),
+        "genome": g.to_dict(), "authors": list(authors(g, pools, [s["name"] for s in run.agent.get("workflow", [])])), "changes": _changes(run, g, pools), "params": dict(t.user_attrs.get("params", t.params)), "values": list(t.values or []),
         "train": dict(t.user_attrs.get("train", {})), "dev": None, "diff": unified_diff(baseline_variant, variant), "champion": False,
     }
 
 
 def _changes(run: SearchRun, g: Genome, pools: Pools) -> str:
-    base_steps = {s["name"]: bool(s.get("enabled", True)) for s in run.agent.get("workflow", []) if s.get("optional")}
+    base_steps = {s["name"]: bool(s.get("enabled", True)) for s in run.agent.get("workflow", [])}  # every base step: a pooled required step is on by default
     return describe(g, pools, base_format=str(run.agent.get("tool_format", "json")), base_steps=base_steps)
 
 
@@ -107,9 +107,9 @@ def finish(run: SearchRun, frozen: dict[str, Any], studies: list[optuna.Study], 
 
     results = {"name": str(run.s.study), "objectives": [{"metric": o.metric, "direction": o.direction} for o in run.objectives],
                "solutions": [{"params": m["params"], "values": m["values"], "trial": m["trial"], "round": m["round"], "variant_hash": m["variant_hash"]} for m in front]}
-    (run.dir / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False), encoding="utf-8")
+    write_text_atomic(run.dir / "optimization_results.yaml", yaml.safe_dump(results, sort_keys=False))
     summary: dict[str, Any] = {
-        "study": str(run.s.study), "created_at": datetime.now(UTC).isoformat(), "storage": run.storage,
+        "study": str(run.s.study), "created_at": datetime.now(UTC).isoformat(), "storage": run.storage_public,
         "objectives": results["objectives"],
         "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,
                      "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},

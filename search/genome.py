@@ -179,12 +179,15 @@ def _index(entries: Sequence[PoolEntry], idx: int, what: str) -> PoolEntry:
     return entries[idx]
 
 
-def authors(genome: Genome, pools: Pools) -> tuple[str, ...]:
-    """Who made the non-baseline parts of a genome, in slot order, without repeats."""
+def authors(genome: Genome, pools: Pools, base_steps: Sequence[str] = ()) -> tuple[str, ...]:
+    """Who made the non-baseline parts of a genome, in slot order, without repeats. A mutator's
+    step counts only when the genome switches it away from the state it has without the genome
+    (an appended step on; a step of the base workflow, named in ``base_steps``, off)."""
     found: list[str] = []
     found += [pools.sections[k][i].author for k, i in sorted(genome.sections.items()) if i]
     found += [pools.tools[k][i].author for k, i in sorted(genome.tools.items()) if i]
-    found += [pools.steps[k].author for k, on in sorted(genome.steps.items()) if k in pools.steps and pools.steps[k].author != "baseline"]
+    found += [pools.steps[k].author for k, on in sorted(genome.steps.items())
+              if k in pools.steps and pools.steps[k].author != "baseline" and on != (k in base_steps)]
     if genome.toolset:
         found.append(pools.toolsets[genome.toolset].author)
     return tuple(dict.fromkeys(a for a in found if a != "baseline"))

@@ -10,13 +10,13 @@ from compiler.errors import ConfigError
 from compiler.schema import ModelConfig
 
 
-def load_model_config(name: str, conf_dir: str | Path) -> dict[str, Any]:
-    path = Path(conf_dir) / "model" / f"{name}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
-        raise ConfigError("search.models", f"no model config named {name!r}", f"use one of {known} or add conf/model/{name}.yaml")
-    raw = OmegaConf.load(path)
-    assert isinstance(raw, DictConfig), f"{path} must hold a mapping"
+def load_model_config(name: str, conf_dir: str | Path, *, path: str = "search.models") -> dict[str, Any]:
+    file = Path(conf_dir) / "model" / f"{name}.yaml"
+    if not file.exists():
+        known = sorted(p.stem for p in file.parent.glob("*.yaml"))
+        raise ConfigError(path, f"no model config named {name!r}", f"use one of {known} or add conf/model/{name}.yaml")
+    raw = OmegaConf.load(file)
+    assert isinstance(raw, DictConfig), f"{file} must hold a mapping"
     raw.pop("defaults", None)
     merged = OmegaConf.merge(OmegaConf.structured(ModelConfig), raw)
     return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]

@@ -20,10 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 from compiler.atomic import write_json_atomic
 from compiler.catalog import build_catalog, select_tools
 from compiler.errors import ConfigError
+from compiler.runtime.cache import ResponseCache
 from compiler.runtime.workload import Workload, workload_factory
 from compiler.variant import content_hash
 from search.claim import scorer_hash
-from search.criteria import build_criteria, constraint_values, evaluate_criteria, objectives
+from search.criteria import build_criteria, constraint_values, evaluate_criteria, objective_values, objectives
 from search.genome import BASELINE, Genome, Pools, authors, genome_to_params, initial_pools, param_space, params_to_genome
 from search.metrics import EvalReport
 from search.models_conf import load_model_config
@@ -33,6 +34,9 @@ from search.study import distinct_evaluations, distributions, fail_stale, finish
 from search.trial import TrialSpec
 
 Launch = Callable[[Sequence[TrialSpec]], list[dict[str, Any] | BaseException]]
+# search settings that change what a resumed study means (budget keys may change on resume)
+FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "crossover", "population_size",
+                      "teacher", "confidence", "min_effect", "resamples", "max_front_dev")
 CONTROL_SEED_STRIDE = 7919  # identity controls draw fresh samples: a different seed per round
 
 
@@ -51,6 +55,7 @@ class SearchRun:
         self.dir = Path(cfg.runs_dir).resolve() / str(self.s.study)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.storage = str(self.s.storage or f"sqlite:///{self.dir / 'study.db'}")
+        self.storage_public = public_url(self.storage)  # what records and reports may show
         self.agent, self.tool = _plain(cfg.agent), _plain(cfg.tool)
         self.models = {"base": _plain(cfg.model)}
         for name in self.s.models:
@@ -70,6 +75,7 @@ class SearchRun:
             "holdout": tuple(t.task_id for t in self.workload.tasks("holdout")),
         }
         self.seed = int(cfg.seed)
+        self.config_hash = ""  # set by freeze()
         self.mutators = [(make_mutator(str(m.name), **(_plain(m.params) or {})), float(m.weight)) for m in cfg.mutators.enabled]
 
     # -- freeze -------------------------------------------------------------------------
@@ -77,12 +83,13 @@ class SearchRun:
         frozen = {
             "config_hash": content_hash({"agent": self.agent, "tool": self.tool, "models": self.models, "workload": self.workload_cfg,
                                          "criteria": _plain(self.cfg.criteria), "mutators": _plain(self.cfg.mutators), "seed": self.seed,
-                                         "samples": int(self.s.samples), "train_limit": self.s.train_limit}),
+                                         "search": {k: _plain(self.s[k]) for k in FROZEN_SEARCH_KEYS}}),
             "workload_hash": content_hash([tasks_hash([self.workload.task(t) for t in ids]) for ids in self.task_ids.values()]),
             "splits_hash": content_hash({k: list(v) for k, v in self.task_ids.items()}),
             "scorer_hash": scorer_hash(self.workload),
             "seed": self.seed,
         }
+        self.config_hash = str(frozen["config_hash"])
         path = self.dir / "freeze.json"
         if path.exists():
             before = json.loads(path.read_text(encoding="utf-8"))
@@ -91,8 +98,10 @@ class SearchRun:
                 raise ConfigError("search.study", f"study {self.s.study!r} was started with a different {', '.join(changed)}",
                                   f"resume with the same config, pick a new search.study, or delete {self.dir}")
             return before
+        resolved: dict[str, Any] = OmegaConf.to_container(self.cfg, resolve=True)  # type: ignore[assignment]
+        resolved["search"]["storage"] = self.storage_public
         write_json_atomic(path, {**frozen, "created_at": datetime.now(UTC).isoformat(), "git_revision": git_revision(),
-                                 "resolved_config": OmegaConf.to_container(self.cfg, resolve=True)})
+                                 "resolved_config": resolved})
         return frozen
 
     # -- jobs ---------------------------------------------------------------------------
@@ -134,7 +143,7 @@ class SearchRun:
                               models=tuple(self.models), round=k, run_teacher=self.teacher_runner(pools))
         proposals: list[Any] = []
         for m, weight in self.mutators:
-            rng = random.Random(content_hash([self.seed, k, m.name]))
+            rng = random.Random(content_hash([int(self.s.seed), k, m.name]))
             if weight < 1.0 and rng.random() >= weight:  # a weight below 1 is the chance it runs this round
                 continue
             try:
@@ -142,8 +151,7 @@ class SearchRun:
             except Exception as exc:  # one broken mutator (e.g. its LLM route is down) must not end the search
                 self.echo(f"warning: mutator {m.name} failed in round {k}: {type(exc).__name__}: {exc}")
         cap = int(self.cfg.mutators.pool_size)
-        proposals = [p for p in proposals if not hasattr(p, "kind") or _pool_len(pools, p.kind, p.key) < cap]
-        grown, added, controls = grow_pools(pools, proposals)
+        grown, added, controls = grow_pools(pools, proposals, cap=lambda ps, kind, key: _pool_len(ps, kind, key) < cap)
         return (grown, [{"kind": p.kind, "key": p.key, "author": p.entry.author, "note": p.entry.note} for p in added],
                 [{"genome": c.genome.to_dict(), "author": c.author} for c in controls])
 
@@ -153,7 +161,7 @@ class SearchRun:
             return None
         from compiler.variant import compile_agent
 
-        teacher = load_model_config(str(self.s.teacher), self.conf_dir)
+        teacher = load_model_config(str(self.s.teacher), self.conf_dir, path="search.teacher")
 
         def run(task_ids: Sequence[str]) -> dict[str, list[str]]:
             import asyncio
@@ -162,7 +170,8 @@ class SearchRun:
 
             variant = compile_agent(self.agent, tool=self.tool, model=teacher)
             tasks = [self.workload.task(t) for t in task_ids]
-            _, trajectories = asyncio.run(evaluate_variant_async(variant, self.workload, "train", tasks=tasks, seed=self.seed, keep_trajectories=True))
+            cache = ResponseCache(Path(self.cfg.cache_dir).resolve()) if self.cfg.cache_dir else None  # a resumed round does not pay twice
+            _, trajectories = asyncio.run(evaluate_variant_async(variant, self.workload, "train", tasks=tasks, seed=self.seed, cache=cache, keep_trajectories=True))
             return {t.task_id: [f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in t.tool_calls if c.error is None] for t in trajectories}
 
         return run
@@ -179,7 +188,7 @@ class SearchRun:
 
     def enqueue(self, study: optuna.Study, k: int, pools: Pools, front: Sequence[optuna.trial.FrozenTrial], added: list[dict[str, Any]], controls: list[dict[str, Any]]) -> None:
         base_format = str(self.agent.get("tool_format", "json"))
-        base_steps = {s["name"]: bool(s.get("enabled", True)) for s in self.agent.get("workflow", []) if s.get("optional")}
+        base_steps = {s["name"]: bool(s.get("enabled", True)) for s in self.agent.get("workflow", [])}  # every base step: a pooled required step is on by default
 
         def params(g: Genome) -> dict[str, Any]:
             return genome_to_params(g, pools, base_format=base_format, base_steps=base_steps)
@@ -218,7 +227,7 @@ class SearchRun:
             study.enqueue_trial(p, user_attrs=attrs)
 
     def run_round(self, k: int, pools: Pools, front: Sequence[optuna.trial.FrozenTrial], added: list[dict[str, Any]], controls: list[dict[str, Any]]) -> optuna.Study:
-        study = round_study(self.storage, str(self.s.study), k, self.objectives, make_sampler(population_size=int(self.s.population_size), seed=self.seed + k, crossover=str(self.s.crossover)))
+        study = round_study(self.storage, str(self.s.study), k, self.objectives, make_sampler(population_size=int(self.s.population_size), seed=int(self.s.seed) + k, crossover=str(self.s.crossover)))
         if not study.get_trials(deepcopy=False):
             self.enqueue(study, k, pools, front, added, controls)
         for p, attrs in fail_stale(study):
@@ -249,26 +258,30 @@ class SearchRun:
 
     def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, pools: Pools, res: dict[str, Any] | BaseException) -> None:
         trial.set_user_attr("genome", spec.genome.to_dict())
-        trial.set_user_attr("authors", list(authors(spec.genome, pools)))
+        trial.set_user_attr("authors", list(authors(spec.genome, pools, [s["name"] for s in self.agent.get("workflow", [])])))
         if isinstance(res, BaseException):
             trial.set_user_attr("error", f"{type(res).__name__}: {res}"[:500])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return
-        metrics = res["report"]["metrics"]
-        values = [metrics.get(o.metric) for o in self.objectives]
+        report = EvalReport.from_dict(res["report"])
+        metrics = dict(report.metrics)
+        values = objective_values(report, self.criteria, self.objectives)
         trial.set_user_attr("variant_hash", res["variant_hash"])
         trial.set_user_attr("eval_key", spec.eval_key(res["variant_hash"]))
         trial.set_user_attr("train", metrics)
         if any(v is None for v in values):
-            trial.set_user_attr("error", "no scored episode: every episode was skipped as an infrastructure failure")
+            missing = [o.metric for o, v in zip(self.objectives, values) if v is None]
+            why = ("no scored episode: every episode was skipped as an infrastructure failure" if not metrics.get("scored")
+                   else f"objective metric(s) {missing} could not be measured on this report")
+            trial.set_user_attr("error", why)
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return
-        verdict = evaluate_criteria(metrics, self.criteria, self.aggregation)
+        verdict = evaluate_criteria(report, self.criteria, self.aggregation)
         # Hard criteria are Optuna constraints (<= 0 feasible): NSGA-II ranks and best_trials filter by them.
         for c, value in zip([c for c in self.criteria if c.hard], constraint_values(verdict)):
             trial.set_constraint(c.name, value)
         trial.set_user_attr("feasible", verdict.feasible)
-        study.tell(trial, values=[float(v) for v in values])
+        study.tell(trial, values=[float(v) for v in values if v is not None])
 
     # -- whole run ----------------------------------------------------------------------
     def execute(self) -> dict[str, Any]:
@@ -285,6 +298,16 @@ class SearchRun:
             self.echo(f"round {k}: {len(finished(studies[-1]))} trials, front of {len(front)}")
         assert pools is not None
         return finish(self, frozen, studies, pools)
+
+
+def public_url(url: str) -> str:
+    """A storage URL with any password masked, for records and reports."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a database URL (e.g. a journal file): nothing to hide
+        return url
 
 
 def _pool_len(pools: Pools, kind: str, key: str | None) -> int:

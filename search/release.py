@@ -10,15 +10,16 @@ import optuna
 from compiler.atomic import write_text_atomic
 from compiler.variant import compile_agent
 from search.genome import BASELINE, Genome, Pools, authors, genome_to_config
+from search.provenance import git_revision
 from search.registry import Registry, make_snapshot
 
 if TYPE_CHECKING:
     from search.orchestrate import SearchRun
 
 
-def _author(g: Genome, pools: Pools) -> str:
+def _author(g: Genome, pools: Pools, run: SearchRun) -> str:
     """The mutators behind a genome; genes the sampler picked itself (model, format, steps) are NSGA-II's."""
-    return "+".join(authors(g, pools)) or ("baseline" if g == BASELINE else "nsga2")
+    return "+".join(authors(g, pools, [s["name"] for s in run.agent.get("workflow", [])])) or ("baseline" if g == BASELINE else "nsga2")
 
 
 def _definition(run: SearchRun, genome: Genome, pools: Pools) -> tuple[dict[str, Any], str]:
@@ -35,15 +36,16 @@ def snapshot_for_search(
     registry = Registry(str(run.cfg.registry_dir))
     component = str(run.agent["name"])
     study = str(run.s.study)
+    common = {"study": study, "config_hash": run.config_hash, "git_revision": git_revision()}
     definition, variant_hash = _definition(run, BASELINE, pools)
     base = make_snapshot(component, definition, author="baseline", metrics=baseline_metrics,
-                         provenance={"study": study, "variant_hash": variant_hash, "role": "baseline"})
+                         provenance={**common, "variant_hash": variant_hash, "role": "baseline"})
     registry.write_snapshot(base)
     g = Genome.from_dict(champion["genome"])
     d, vh = _definition(run, g, pools)
-    champ = make_snapshot(component, d, author=_author(g, pools), parent_hash=base.content_hash,
+    champ = make_snapshot(component, d, author=_author(g, pools, run), parent_hash=base.content_hash,
                           metrics={"train": champion.get("train") or {}, "dev": champion.get("dev") or {}, "holdout": champion.get("holdout") or {}},
-                          provenance={"study": study, "round": champion["round"], "trial": champion["trial"], "variant_hash": vh, "role": "champion",
+                          provenance={**common, "round": champion["round"], "trial": champion["trial"], "variant_hash": vh, "role": "champion",
                                       "claim": {k: claim[k] for k in ("verdict", "mean_diff", "low", "high", "n", "confidence")}})
     registry.write_snapshot(champ)
     q = next((o.metric for o in run.objectives if o.direction == "maximize"), "score_mean")
@@ -55,9 +57,9 @@ def snapshot_for_search(
         t = max(best, key=lambda t: float(t.user_attrs.get("train", {}).get(q, 0.0)))
         g = Genome.from_dict(t.user_attrs["genome"])
         d, vh = _definition(run, g, pools)
-        snap = make_snapshot(component, d, author=_author(g, pools), parent_hash=base.content_hash,
+        snap = make_snapshot(component, d, author=_author(g, pools, run), parent_hash=base.content_hash,
                              metrics={"train": t.user_attrs.get("train", {})},
-                             provenance={"study": study, "round": k, "trial": t.number, "variant_hash": vh, "role": "round_winner"})
+                             provenance={**common, "round": k, "trial": t.number, "variant_hash": vh, "role": "round_winner"})
         registry.write_snapshot(snap)
         rounds.append(snap.content_hash)
     champion_path = Path(run.dir) / "champion.json"

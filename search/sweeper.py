@@ -2,6 +2,7 @@
 joblib, …) as jobs of the search command; results come back as JobReturns."""
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ class NSGA2SweeperImpl:
         files = []
         for spec in specs:
             fd, name = tempfile.mkstemp(dir=job_dir, prefix=f"{spec.label}-", suffix=".json")
-            Path(name).unlink()
+            os.close(fd)
             files.append(write_json_atomic(Path(name), spec.to_dict()))
         overrides = [[*self.arguments, f"+trial={f}"] for f in files]
         returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)

@@ -100,5 +100,8 @@ def run_trial(spec: TrialSpec) -> dict[str, Any]:
             for e in report.episodes if (e.task_id, e.sample) in failed
         ],
     }
-    write_json_atomic(stored, result)
+    if not report.metrics.get("skipped"):
+        # an evaluation with skipped episodes is not final: a resume retries them (the response
+        # cache replays every finished model call, so only the failed ones are paid again)
+        write_json_atomic(stored, result)
     return {**result, "reused": False}

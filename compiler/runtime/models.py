@@ -119,12 +119,16 @@ class ModelClient:
         lm = ensure_providers()
         api_key = self._api_key()
         attempts = 0
-        start = time.perf_counter()
+        latency = 0.0  # time inside the provider, every attempt: queueing for a slot and backoff are ours, not the model's
         while True:
             attempts += 1
             try:
                 async with self._semaphore:
-                    response = await lm.acompletion(**req, api_key=api_key, timeout=self.route.timeout_s, num_retries=0, max_retries=0)
+                    start = time.perf_counter()
+                    try:
+                        response = await lm.acompletion(**req, api_key=api_key, timeout=self.route.timeout_s, num_retries=0, max_retries=0)
+                    finally:
+                        latency += time.perf_counter() - start
                 break
             except Exception as exc:
                 kind = classify(exc)
@@ -137,7 +141,6 @@ class ModelClient:
                 # Why our own loop: each attempt must be classified, and an exhausted retry becomes
                 # a skipped episode rather than an exception that aborts the whole batch.
                 await asyncio.sleep(self.route.backoff_s * (2 ** (attempts - 1)))
-        latency = time.perf_counter() - start
         record = _record_from_response(response, latency)
         record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
         record["attempts"] = attempts

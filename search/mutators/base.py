@@ -96,13 +96,18 @@ def known_mutators() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
-def grow_pools(pools: Pools, proposals: Sequence[Proposal | Control]) -> tuple[Pools, list[Proposal], list[Control]]:
-    """Apply proposals in order; duplicates of pooled values are dropped. Controls pass through."""
+def grow_pools(
+    pools: Pools, proposals: Sequence[Proposal | Control], *, cap: Callable[[Pools, str, str | None], bool] | None = None
+) -> tuple[Pools, list[Proposal], list[Control]]:
+    """Apply proposals in order; duplicates of pooled values, and entries for a slot ``cap`` says is
+    full (checked against the pools as they grow), are dropped. Controls pass through."""
     added: list[Proposal] = []
     controls: list[Control] = []
     for p in proposals:
         if isinstance(p, Control):
             controls.append(p)
+            continue
+        if cap is not None and not cap(pools, p.kind, p.key):
             continue
         pools, ok = with_pool_entry(pools, p.kind, p.key, p.entry)
         if ok:

@@ -151,6 +151,7 @@ BAD: list[tuple[str, Callable[[dict, dict, dict], None], list[str]]] = [
     ("override unknown tool", lambda a, t, m: t["overrides"].__setitem__("cat", {"rules": ["x"]}), ["tool.overrides.cat"]),
     ("bad route", lambda a, t, m: m.__setitem__("route", "gpt4"), ["model.route", "'gpt4'"]),
     ("bad temperature", lambda a, t, m: m.__setitem__("temperature", 3.0), ["model.temperature", "3.0"]),
+    ("credential in model params", lambda a, t, m: m.__setitem__("extra", {"api_key": "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX1234"}), ["model.extra.api_key", "model.api_key_env"]),
     ("disabled required step", lambda a, t, m: a["workflow"][0].__setitem__("enabled", False), ["agent.workflow[0].enabled", "optional"]),
 ]
 

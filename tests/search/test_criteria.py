@@ -15,6 +15,7 @@ from search.criteria import (
     build_criteria,
     constraint_values,
     evaluate_criteria,
+    objective_values,
     objectives,
     rank_key,
 )
@@ -90,6 +91,10 @@ def test_named_quantile_is_computed_from_the_report() -> None:
                   "scope": "by_name", "score_name": "x"})
     r = evaluate_criteria(report, (c,)).results[0]
     assert r.value == pytest.approx(0.3) and r.satisfied
+    # the same quantile as a search objective is measured the same way, not read as missing
+    (o,) = build({"kind": "score_quantile", "quantile": 0.3, "threshold": None, "objective": True, "scope": "by_name", "score_name": "x"})
+    assert objective_values(report, (o,), objectives((o,))) == (pytest.approx(0.3),)
+    assert objective_values(report, (o,), objectives(())) == tuple(report.metrics.get(m) for m in ("score_mean", "cost_per_task", "latency_p95"))
 
 
 # --- aggregation ---------------------------------------------------------------------------

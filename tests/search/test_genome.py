@@ -115,3 +115,18 @@ def test_authors_and_description_name_the_mutators() -> None:
     text = describe(g, p, base_format="json", base_steps={"verify": False})
     assert "model=sim_large" in text and "tool mv#1 (rule_miner)" in text and "+step double_check" in text
     assert describe(BASELINE, p, base_format="json", base_steps={}) == "baseline"
+
+
+def test_a_required_step_made_switchable_stays_on_in_the_baseline() -> None:
+    agent, tool, p = pools()
+    p, _ = with_pool_entry(p, "step", "act", PoolEntry({"name": "act", "instructions": "Call the tools in order.", "after": ["plan"], "optional": True}, "workflow_step_remove"))
+    base_steps = {s["name"]: bool(s.get("enabled", True)) for s in agent["workflow"]}
+    params = genome_to_params(BASELINE, p, base_format="json", base_steps=base_steps)
+    assert params["step.act"] is True
+    g = params_to_genome(params)
+    a, t, m = genome_to_config(g, p, agent=agent, tool=tool, models=MODELS)
+    assert compile_agent(a, tool=t, model=m).content_hash == variant(BASELINE).content_hash
+    names = [s["name"] for s in agent["workflow"]]
+    assert authors(g, p, names) == ()  # switched to its base state: nobody's edit
+    assert authors(Genome(steps={"act": False}), p, names) == ("workflow_step_remove",)
+    assert "-step act" in describe(Genome(steps={"act": False}), p, base_format="json", base_steps=base_steps)
