@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from compiler.atomic import write_json_atomic
 from compiler.catalog import build_catalog, select_tools
@@ -45,7 +45,7 @@ class SearchAborted(RuntimeError):
 
 
 def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
 
 
 class SearchRun:

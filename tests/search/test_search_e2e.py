@@ -104,7 +104,7 @@ def test_promote_champion_then_compile_ships_it(first_run: tuple[Path, subproces
     champion = tmp / "e2e" / "champion.json"
     summary = json.loads((tmp / "e2e" / "summary.json").read_text())
     if summary["champion"]["variant_hash"] == summary["baseline"]["variant_hash"]:
-        assert not champion.exists() and "nothing to promote" in proc.stdout
+        assert not champion.exists()  # the baseline is already what ships
         return
     snap = json.loads(champion.read_text())
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
