@@ -140,7 +140,8 @@ class SearchRun:
         evidence = tuple(self.evidence(front))
         ctx = MutationContext(agent=self.agent, tools={s.name: s for s in select_tools(self.agent["tools"], build_catalog(self.tool))}, pools=pools,
                               front=tuple(Genome.from_dict(t.user_attrs["genome"]) for t in front), evidence=evidence,
-                              models=tuple(self.models), round=k, run_teacher=self.teacher_runner(pools))
+                              models=tuple(self.models), round=k, run_teacher=self.teacher_runner(pools),
+                              cache_dir=str(Path(self.cfg.cache_dir).resolve()) if self.cfg.cache_dir else None)
         proposals: list[Any] = []
         for m, weight in self.mutators:
             rng = random.Random(content_hash([int(self.s.seed), k, m.name]))

@@ -41,6 +41,7 @@ class MutationContext:
     models: tuple[str, ...]  # model config names the search may use
     round: int
     run_teacher: TeacherRunner | None = None  # runs a stronger route on task ids (teacher-gap rewriter)
+    cache_dir: str | None = None  # model response cache for LLM-backed mutators
 
 
 @dataclass(frozen=True)

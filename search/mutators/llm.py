@@ -22,6 +22,7 @@ with N drawn from the mutator's rng, so the same round asks the same question.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -31,8 +32,10 @@ from typing import Any
 
 import jinja2
 
-from compiler.runtime.llm import ensure_providers
+from compiler.runtime.cache import ResponseCache
+from compiler.runtime.models import ModelClient
 from compiler.schema import STEP_TRIGGERS
+from compiler.variant import ModelParams, RouteSettings
 from search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
 from search.mutators.evidence import FunctionMutator, call_args, pick_section, positive_int, proposal, section_text, summarise
 
@@ -49,13 +52,15 @@ def block(tag: str, body: str) -> str:
     return f"<{tag}>\n{body.strip()}\n</{tag}>"
 
 
-def ask(route: str, task: str, prompt: str, rng: random.Random) -> str:
-    """One chat request; a route failure raises (the search logs it and goes on)."""
-    lm = ensure_providers()
+def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: RouteSettings | None = None, cache_dir: str | None = None) -> str:
+    """One chat request through the harness's model client (timeout, retries, price, response
+    cache: a resumed search does not pay for the same question twice); a route failure raises
+    (the search logs it and goes on)."""
     user = f"task_id=mutator/{task};sample=0;seed={rng.randrange(2**31)}"
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-    response = lm.completion(model=route, messages=messages, temperature=0, user=user)
-    return str(response.choices[0].message.content or "")
+    client = ModelClient(ModelParams(route=route, temperature=0.0), settings or RouteSettings(), cache=ResponseCache(cache_dir) if cache_dir else None)
+    reply = asyncio.run(client.complete(messages, tools=[], user=user))
+    return str(reply.content or "")
 
 
 def tagged(text: str, tag: str) -> str | None:
@@ -124,10 +129,12 @@ def _llm_params(name: str, route: str, max_evidence: int) -> None:
 
 
 @register_mutator("llm_prompt_rewriter")
-def llm_prompt_rewriter(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8) -> Mutator:
+def llm_prompt_rewriter(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8,
+                        api_base: str | None = None, api_key_env: str | None = None) -> Mutator:
     """The route rewrites one section against the failure evidence; a reply that empties or guts
     the section (shorter than 0.8x without every original sentence) is rejected."""
     _llm_params("llm_prompt_rewriter", route, max_evidence)
+    settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         name = pick_section(ctx, "llm_prompt_rewriter", section, section)
@@ -137,7 +144,7 @@ def llm_prompt_rewriter(*, route: str = "sim/medium", section: str = "policy", m
         current = section_text(ctx, name)
         prompt = _section_request("rewrite_section", name, current, lines, "", tools_block(ctx, lines),
                                   "Rewrite the section so that the agent avoids these failures.")
-        return _section_proposal("llm_prompt_rewriter", name, current, ask(route, "llm_prompt_rewriter", prompt, rng),
+        return _section_proposal("llm_prompt_rewriter", name, current, ask(route, "llm_prompt_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir),
                                  f"{route} rewrite from {len(lines)} evidence line(s)")
 
     return FunctionMutator("llm_prompt_rewriter", propose)
@@ -169,10 +176,12 @@ def check_step(reply: str, taken: Sequence[str]) -> dict[str, Any] | str:
 
 
 @register_mutator("llm_workflow_editor")
-def llm_workflow_editor(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8) -> Mutator:
+def llm_workflow_editor(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8,
+                        api_base: str | None = None, api_key_env: str | None = None) -> Mutator:
     """The route proposes one new optional workflow step (unique name, trigger prompt or
     before_final), placed after the last step. ``section`` is unused (kept for a uniform config)."""
     _llm_params("llm_workflow_editor", route, max_evidence)
+    settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         lines = summarise(ctx.evidence, limit=max_evidence, tools=ctx.tools)
@@ -188,7 +197,7 @@ def llm_workflow_editor(*, route: str = "sim/medium", section: str = "policy", m
             'Propose one new workflow step that would prevent these failures. Reply with JSON {"name": "snake_case_name", '
             '"instructions": "...", "trigger": "prompt" or "before_final"} between <step> and </step>.',
         ])
-        result = check_step(ask(route, "llm_workflow_editor", prompt, rng), taken)
+        result = check_step(ask(route, "llm_workflow_editor", prompt, rng, settings=settings, cache_dir=ctx.cache_dir), taken)
         if isinstance(result, str):
             log.warning("llm_workflow_editor proposed nothing: %s", result)
             return []
@@ -210,11 +219,13 @@ def redact_call(line: str) -> str:
 
 
 @register_mutator("teacher_gap_rewriter")
-def teacher_gap_rewriter(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8, max_tasks: int = 3) -> Mutator:
+def teacher_gap_rewriter(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8, max_tasks: int = 3,
+                         api_base: str | None = None, api_key_env: str | None = None) -> Mutator:
     """Runs the teacher (ctx.run_teacher) on up to ``max_tasks`` failing tasks and asks the route
     for a section that closes the gap between the student's failures and the teacher's calls.
     Proposes nothing without a teacher."""
     _llm_params("teacher_gap_rewriter", route, max_evidence)
+    settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5)
     positive_int("teacher_gap_rewriter", "max_tasks", max_tasks)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
@@ -234,7 +245,7 @@ def teacher_gap_rewriter(*, route: str = "sim/medium", section: str = "policy", 
         prompt = _section_request("teacher_gap", name, current, lines, block("teacher", "\n".join(teacher)), tools_block(ctx, lines + teacher),
                                   "A stronger model (the teacher) solved these tasks with the calls shown. Add rules that make the agent "
                                   "call the tools the way the teacher did, where the student failed.")
-        return _section_proposal("teacher_gap_rewriter", name, current, ask(route, "teacher_gap_rewriter", prompt, rng),
+        return _section_proposal("teacher_gap_rewriter", name, current, ask(route, "teacher_gap_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir),
                                  f"{route} teacher-gap rewrite on {len(teacher)} task(s)")
 
     return FunctionMutator("teacher_gap_rewriter", propose)

@@ -60,6 +60,9 @@ def _register(provider: str, reply: Callable[[str, list[dict[str, Any]]], str | 
             return lm.ModelResponse(model=model, choices=[lm.Choices(index=0, finish_reason="stop", message=lm.Message(role="assistant", content=text))],
                                     usage=lm.Usage(prompt_tokens=10, completion_tokens=10, total_tokens=20))
 
+        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            return self.completion(model, messages, *args, **kwargs)
+
     lm.custom_provider_map = [e for e in lm.custom_provider_map if e.get("provider") != provider] + [{"provider": provider, "custom_handler": Handler()}]
 
 
@@ -382,7 +385,10 @@ def test_llm_output_that_guts_the_section_is_rejected(caplog: pytest.LogCaptureF
 def test_a_route_failure_raises() -> None:
     ctx, _ = fixture_ctx()
     _register("failtest", lambda task, msgs: None)  # the handler answers None with a 400
-    with pytest.raises(litellm_module().BadRequestError):
+    from compiler.runtime.models import RouteConfigError
+
+    # through the model client a 400 is a route error: every call would repeat it
+    with pytest.raises(RouteConfigError, match="BadRequestError"):
         run("llm_prompt_rewriter", ctx, route="failtest/x")
 
 
