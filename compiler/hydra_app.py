@@ -76,11 +76,25 @@ def _one_line_hydra_error(exc: BaseException, overrides: list[str]) -> str:
     return f"{where}{head}. Fix: correct the override or YAML value to match the schema in compiler/schema.py"
 
 
+def _refuse_secrets(overrides: Sequence[str]) -> None:
+    """A credential on the command line would be copied into Hydra's run files and our records."""
+    from compiler.secrets import find_secret
+
+    for ov in overrides:
+        key, _, value = ov.partition("=")
+        if find_secret({key.lstrip("+~"): value}):
+            raise UsageError(
+                f"{key.lstrip('+~')}: the value looks like a credential and would be written into the run's records. "
+                f"Fix: keep it in an environment variable and pass {key}='${{oc.env:YOUR_VAR}}' (or use model.api_key_env)"
+            )
+
+
 def preflight(argv: Sequence[str], validate: Validator | None) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     overrides, multirun = _split_overrides(argv)
+    _refuse_secrets(overrides)
     for combo in _combinations(overrides, multirun):
         GlobalHydra.instance().clear()
         try:

@@ -10,6 +10,7 @@ _SECRET_VALUE = re.compile(
     r"(?<![A-Za-z0-9])(sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abposr]-[A-Za-z0-9-]{10,}"
     r"|AIza[0-9A-Za-z_-]{35}|hf_[A-Za-z0-9]{30,})"
 )
+_URL_PASSWORD = re.compile(r"://[^/:@\s]+:[^@/\s]+@")  # scheme://user:password@host
 _SECRET_KEY_PARTS = ("apikey", "secret", "password", "passwd", "credential", "privatekey", "accesskey", "authorization")
 
 
@@ -28,7 +29,7 @@ def find_secret(value: Any, path: str = "") -> str | None:
             found = find_secret(item, f"{path}[{i}]")
             if found:
                 return found
-    elif isinstance(value, str) and _SECRET_VALUE.search(value):
+    elif isinstance(value, str) and (_SECRET_VALUE.search(value) or _URL_PASSWORD.search(value)):
         return path
     return None
 

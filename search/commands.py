@@ -59,7 +59,7 @@ def evaluate_task(cfg: DictConfig) -> None:
     from compiler.cli import released
     from compiler.runtime.cache import ResponseCache
     from search.evaluate import evaluate_variant
-    from search.provenance import provenance
+    from search.provenance import provenance, public_url
     from search.tables import metrics_table
 
     cfg = released(cfg)
@@ -80,6 +80,8 @@ def evaluate_task(cfg: DictConfig) -> None:
     )
     out = Path(HydraConfig.get().runtime.output_dir) / "eval.json"
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    if resolved.get("search", {}).get("storage"):
+        resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))  # never a database password
     record = {
         "variant_hash": variant.content_hash,
         "split": str(cfg.workload.split),

@@ -29,7 +29,7 @@ from search.genome import BASELINE, Genome, Pools, authors, genome_to_params, in
 from search.metrics import EvalReport
 from search.models_conf import load_model_config
 from search.mutators.base import Evidence, MutationContext, grow_pools, make_mutator
-from search.provenance import git_revision, tasks_hash
+from search.provenance import git_revision, public_url, tasks_hash
 from search.study import distinct_evaluations, distributions, fail_stale, finished, make_sampler, round_study
 from search.trial import TrialSpec
 
@@ -299,16 +299,6 @@ class SearchRun:
             self.echo(f"round {k}: {len(finished(studies[-1]))} trials, front of {len(front)}")
         assert pools is not None
         return finish(self, frozen, studies, pools)
-
-
-def public_url(url: str) -> str:
-    """A storage URL with any password masked, for records and reports."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a database URL (e.g. a journal file): nothing to hide
-        return url
 
 
 def _pool_len(pools: Pools, kind: str, key: str | None) -> int:

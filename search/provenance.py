@@ -44,3 +44,13 @@ def provenance(config: Mapping[str, Any], tasks: Sequence[Task]) -> dict[str, An
         "git_revision": git_revision(),
         "versions": package_versions(),
     }
+
+
+def public_url(url: str) -> str:
+    """A storage URL with any password masked, for records and reports."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a database URL (e.g. a journal file): nothing to hide
+        return url

@@ -100,3 +100,15 @@ def test_cli_model_ab_sweep_on_the_same_tasks(tmp_path: Path) -> None:
     records = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("evaluate-multirun/*/*/eval.json"))]
     assert [r["model"] for r in records] == ["sim/small", "sim/large"]
     assert records[0]["provenance"]["tasks_hash"] == records[1]["provenance"]["tasks_hash"]
+
+
+def test_storage_password_never_reaches_a_record(tmp_path: Path) -> None:
+    literal = cli(tmp_path, "search.storage=postgresql://evo:hunter2pw@127.0.0.1/studies")
+    assert literal.returncode == 2 and "oc.env" in literal.stderr.strip().splitlines()[-1]
+    assert not tmp_path.exists() or not any(tmp_path.iterdir()), "refused input must write nothing"
+    proc = cli(tmp_path, "search.storage=${oc.env:EVO_TEST_STORAGE}", "workload.limit=2",
+               env={"EVO_TEST_STORAGE": "postgresql://evo:hunter2pw@127.0.0.1/studies"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [path] = list(tmp_path.glob("evaluate/*/eval.json"))
+    assert "evo:***@127.0.0.1" in path.read_text()
+    assert not any("hunter2pw" in p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file())
