@@ -146,7 +146,7 @@ def _diff_for(run: SearchRun, row: dict[str, Any], pools: Pools, baseline_varian
 def _write_snapshots(run: SearchRun, studies: list[optuna.Study], pools: Pools, front: list[dict[str, Any]], champion: dict[str, Any],
                      claim: dict[str, Any], baseline_dev: EvalReport, baseline_hold: EvalReport, baseline_train: dict[str, Any]) -> dict[str, Any]:
     """Registry snapshots of the baseline, each round's winner and the champion (not promoted)."""
-    from search.release import snapshot_for_search
+    from search.snapshots import snapshot_for_search
 
     return snapshot_for_search(run, studies, pools, front, champion, claim,
                                baseline_metrics={"train": baseline_train, "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)})

@@ -145,7 +145,7 @@ def snapshot_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
 def snapshot_task(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from search.registry import apply_promoted, promoted_for, snapshot_from_config
+    from search.release import apply_promoted, promoted_for, snapshot_from_config
 
     overrides = list(HydraConfig.get().overrides.task)
     parent = promoted_for(cfg)

@@ -1,72 +1,100 @@
-"""The search's side of the registry: what it releases from, and the snapshots it writes."""
+"""The release merge: the promoted snapshot replaces the base agent, tool overrides and model,
+so a promote followed by a compile ships the winner."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import copy
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-import optuna
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from compiler.atomic import write_text_atomic
-from compiler.variant import compile_agent
-from search.genome import BASELINE, Genome, Pools, authors, genome_to_config
-from search.provenance import git_revision
-from search.registry import Registry, make_snapshot
+from compiler.errors import ConfigError
+from compiler.variant import content_hash
+from search.registry import DEFAULT_ROOT, Registry, RegistryError, Snapshot, make_snapshot
 
-if TYPE_CHECKING:
-    from search.orchestrate import SearchRun
+_RELEASED = ("agent.", "model.", "tool.overrides.")
 
 
-def _author(g: Genome, pools: Pools, run: SearchRun) -> str:
-    """The mutators behind a genome; genes the sampler picked itself (model, format, steps) are NSGA-II's."""
-    return "+".join(authors(g, pools, [s["name"] for s in run.agent.get("workflow", [])])) or ("baseline" if g == BASELINE else "nsga2")
+def promoted_for(cfg: DictConfig) -> Snapshot | None:
+    """The snapshot ``cfg`` releases (``cfg.release_slot`` of ``cfg.agent.name``), or None."""
+    slot = cfg.get("release_slot")
+    if slot is None:
+        return None
+    try:
+        return Registry(str(cfg.get("registry_dir", DEFAULT_ROOT))).promoted(str(cfg.agent.name), str(slot))
+    except RegistryError as exc:
+        raise ConfigError(f"release_slot={slot}", str(exc), "fix the registry as above, or build the base config with release_slot=null") from None
 
 
-def _definition(run: SearchRun, genome: Genome, pools: Pools) -> tuple[dict[str, Any], str]:
-    agent, tool, model = genome_to_config(genome, pools, agent=run.agent, tool=run.tool, models=run.models)
-    variant = compile_agent(agent, tool=tool, model=model)
-    return {"agent": agent, "tool_overrides": tool.get("overrides") or {}, "model": model}, variant.content_hash
+def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig:
+    """A new config with the promoted definition merged in (``cfg`` untouched); ``cfg`` itself if none.
 
-
-def snapshot_for_search(
-    run: SearchRun, studies: Sequence[optuna.Study], pools: Pools, front: list[dict[str, Any]], champion: dict[str, Any],
-    claim: dict[str, Any], *, baseline_metrics: dict[str, Any],
-) -> dict[str, Any]:
-    """Write the baseline, each round's winner and the champion as snapshots (none is promoted)."""
-    registry = Registry(str(run.cfg.registry_dir))
-    component = str(run.agent["name"])
-    study = str(run.s.study)
-    common = {"study": study, "config_hash": run.config_hash, "git_revision": git_revision()}
-    definition, variant_hash = _definition(run, BASELINE, pools)
-    base = make_snapshot(component, definition, author="baseline", metrics=baseline_metrics,
-                         provenance={**common, "variant_hash": variant_hash, "role": "baseline"})
-    registry.write_snapshot(base)
-    g = Genome.from_dict(champion["genome"])
-    d, vh = _definition(run, g, pools)
-    champ = make_snapshot(component, d, author=_author(g, pools, run), parent_hash=base.content_hash,
-                          metrics={"train": champion.get("train") or {}, "dev": champion.get("dev") or {}, "holdout": champion.get("holdout") or {}},
-                          provenance={**common, "round": champion["round"], "trial": champion["trial"], "variant_hash": vh, "role": "champion",
-                                      "claim": {k: claim[k] for k in ("verdict", "mean_diff", "low", "high", "n", "confidence")}})
-    registry.write_snapshot(champ)
-    q = next((o.metric for o in run.objectives if o.direction == "maximize"), "score_mean")
-    rounds = []
-    for k, s in enumerate(studies):
-        best = [t for t in s.best_trials if t.user_attrs.get("genome")]
-        if not best:
+    ``overrides`` are the command-line overrides (``HydraConfig.get().overrides.task``): the ones under
+    agent., model. and tool.overrides are re-applied on top of the release, and a ``model=X`` choice
+    keeps the chosen model, so an explicit override or a sweeper's trial is never silently replaced.
+    """
+    snapshot = promoted_for(cfg)
+    if snapshot is None:
+        return cfg
+    parsed = _parse(overrides)
+    out = copy.deepcopy(cfg)
+    where = f"release_slot={cfg.release_slot}"
+    definition = snapshot.definition
+    try:
+        _replace(out, "agent", definition["agent"])
+        _replace(out.tool, "overrides", definition["tool_overrides"])
+        if not any(o.key_or_group == "model" for o in parsed):
+            _replace(out, "model", definition["model"])
+    except Exception as exc:  # OmegaConf validation: the definition does not fit this schema
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(where, f"promoted snapshot {snapshot.content_hash[:12]} does not fit the config schema: {first}", "roll it back or set release_slot=null") from None
+    for o in parsed:
+        if not (o.key_or_group.startswith(_RELEASED) or o.key_or_group == "tool.overrides"):
             continue
-        t = max(best, key=lambda t: float(t.user_attrs.get("train", {}).get(q, 0.0)))
-        g = Genome.from_dict(t.user_attrs["genome"])
-        d, vh = _definition(run, g, pools)
-        snap = make_snapshot(component, d, author=_author(g, pools, run), parent_hash=base.content_hash,
-                             metrics={"train": t.user_attrs.get("train", {})},
-                             provenance={**common, "round": k, "trial": t.number, "variant_hash": vh, "role": "round_winner"})
-        registry.write_snapshot(snap)
-        rounds.append(snap.content_hash)
-    champion_path = Path(run.dir) / "champion.json"
-    if champ.content_hash == base.content_hash:  # the search found nothing better than what ships
-        champion_path.unlink(missing_ok=True)
-        return {"baseline": base.content_hash, "rounds": rounds, "champion": champ.content_hash, "champion_path": None}
-    # a stable path for the release step: `evoharness promote runs/<study>/champion.json`
-    # a byte copy: the snapshot's key order is part of its hash
-    write_text_atomic(champion_path, Path(registry.path_of(champ.content_hash)).read_text(encoding="utf-8"))
-    return {"baseline": base.content_hash, "rounds": rounds, "champion": champ.content_hash, "champion_path": str(champion_path)}
+        try:
+            if o.is_delete():
+                parent, _, leaf = o.key_or_group.rpartition(".")
+                node = OmegaConf.select(out, parent) if parent else out
+                if isinstance(node, DictConfig) and leaf in node:
+                    with open_dict(node):
+                        del node[leaf]
+            else:
+                OmegaConf.update(out, o.key_or_group, o.value(), merge=True, force_add=True)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ConfigError(o.input_line, f"cannot apply on top of the promoted snapshot: {first}", "drop the override or set release_slot=null") from None
+    return out
+
+
+def _parse(overrides: Sequence[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
+    return [o for o in parsed if o.package is None and not o.is_sweep_override() and not o.is_hydra_override()]
+
+
+def _replace(parent: DictConfig, key: str, value: Mapping[str, Any]) -> None:
+    schema = OmegaConf.get_type(parent, key)
+    # A structured node only accepts a node of its own type: build one so the schema checks the values.
+    node = OmegaConf.merge(OmegaConf.structured(schema), dict(value)) if dataclasses.is_dataclass(schema) else dict(value)
+    parent[key] = node
+
+
+def snapshot_from_config(
+    cfg: DictConfig,
+    *,
+    author: str,
+    parent_hash: str | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> Snapshot:
+    """Snapshot what ``cfg`` compiles: its agent, tool overrides and model (the config must compile)."""
+    from compiler.config_compile import compile_config, to_plain
+    from search.provenance import git_revision
+
+    definition = {"agent": to_plain(cfg.agent), "tool_overrides": to_plain(cfg.tool.overrides) or {}, "model": to_plain(cfg.model)}
+    recorded = {"variant_hash": compile_config(cfg).content_hash, "config_hash": content_hash(to_plain(cfg)), **dict(provenance or {})}
+    if "git_revision" not in recorded:
+        recorded["git_revision"] = git_revision()
+    return make_snapshot(str(cfg.agent.name), definition, author=author, parent_hash=parent_hash, metrics=metrics, provenance=recorded)

@@ -55,7 +55,7 @@ class NSGA2SweeperImpl:
         from compiler.errors import ConfigError
         from compiler.hydra_app import CONF_DIR
         from search.orchestrate import SearchAborted, SearchRun
-        from search.registry import apply_promoted
+        from search.release import apply_promoted
         from search.summary import print_summary
 
         assert self.config is not None

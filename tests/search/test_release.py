@@ -17,7 +17,8 @@ from compiler.config_compile import compile_config, to_plain
 from compiler.errors import ConfigError
 from compiler.schema import register_configs
 from compiler.variant import compile_agent
-from search.registry import Registry, apply_promoted, make_snapshot, promoted_for, snapshot_from_config
+from search.registry import Registry, make_snapshot
+from search.release import apply_promoted, promoted_for, snapshot_from_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
