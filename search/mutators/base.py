@@ -65,7 +65,7 @@ class Mutator(Protocol):
 
 MutatorFactory = Callable[..., Mutator]
 _REGISTRY: dict[str, MutatorFactory] = {}
-_BUILTIN_MODULES = ("search.mutators.edits", "search.mutators.evidence", "search.mutators.llm")
+_BUILTIN_MODULES = ("search.mutators.edits", "search.mutators.structure", "search.mutators.evidence", "search.mutators.llm")
 
 
 def register_mutator(name: str) -> Callable[[MutatorFactory], MutatorFactory]:
