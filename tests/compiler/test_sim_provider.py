@@ -70,7 +70,9 @@ def test_latency_is_slept_and_differs_by_tier():
         asyncio.run(lm.acompletion(model=model, messages=start(), tools=TOOLS, temperature=0, user=USER))
         return time.perf_counter() - t0
 
-    small, large = wall("sim/small"), wall("sim/large")
+    wall("sim/small")  # the first call pays litellm's lazy set-up: not the model's latency
+    # best of three: on a shared machine a single wall time can be inflated, never deflated below the sleep
+    small, large = min(wall("sim/small") for _ in range(3)), min(wall("sim/large") for _ in range(3))
     assert small >= 0.1 * TIERS["small"].base_latency_s and large > 2 * small
 
 
