@@ -296,7 +296,8 @@ class SearchRun:
             pools, added, controls = self.pools_for(k, pools, front)
             studies.append(self.run_round(k, pools, front, added, controls))
             front = list(studies[-1].best_trials)
-            self.echo(f"round {k}: {len(finished(studies[-1]))} trials, front of {len(front)}")
+            self.echo(f"round {k}: {distinct_evaluations(studies[-1])} distinct evaluations in {len(finished(studies[-1]))} trials, "
+                      f"front of {len({t.user_attrs.get('variant_hash') for t in front})} variants")
         assert pools is not None
         return finish(self, frozen, studies, pools)
 
