@@ -28,7 +28,7 @@ def base_agent() -> dict[str, Any]:
 
 def model_config(name: str) -> dict[str, Any]:
     """conf/model/<name>.yaml merged onto the ModelConfig schema."""
-    from search.models_conf import load_model_config
+    from search.optimise.models_conf import load_model_config
 
     return load_model_config(name, CONF)
 

@@ -9,7 +9,7 @@ their growth shows in RSS only: the bounded token-count cache (compiler/sim/toke
 texts) and the per-process attempt counter (compiler/sim/faults.py, one request digest per
 distinct request when the request names no attempt; unbounded).
 
-BFCL environments are made per episode (search.workloads.bfcl_env), with no module-level
+BFCL environments are made per episode (compiler.workloads.bfcl.env), with no module-level
 instance cache like bfcl-eval's own checker keeps, so RSS should plateau once the first batches
 have warmed every lazily loaded dataset and bounded cache. The headline is the growth between
 batch 2 and the last batch.
@@ -56,8 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from compiler.sim import configure_sim
     from compiler.sim.tokens import count_text_tokens
     from compiler.variant import compile_agent
-    from search.evaluate import evaluate_variant
-    from search.workloads.bfcl import BfclWorkload
+    from compiler.workloads.bfcl.workload import BfclWorkload
+    from search.evaluation.evaluate import evaluate_variant
 
     ensure_providers()  # litellm (~200 MiB) is imported before the baseline RSS
     configure_sim(None, time_scale=0.0)

@@ -13,7 +13,7 @@ pass_rate 0, cost 1.1 x the largest cost) are the target. Then the project's NSG
 same space; each trial is answered from the enumerated table (identical to re-evaluating, which
 the script checks once). Budgets count trials, repeats included: a sampler that proposes a genome
 twice pays twice. Four setups: the plain samplers; the baseline enqueued first, as
-search/orchestrate.py does; that plus a fix that books enqueued trials into an NSGA-II
+search/optimise/run.py does; that plus a fix that books enqueued trials into an NSGA-II
 generation (Optuna leaves them out, see run_search); and that plus free repeats (a known genome
 answered from the ledger, so the budget counts distinct genomes).
 
@@ -81,9 +81,9 @@ def hypervolume(points: Sequence[Point], ref_cost: float, ref_pass: float = 0.0)
 def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, dict[str, float]]], dict[str, Any], float]:
     from compiler.sim import configure_sim
     from compiler.variant import compile_agent
-    from search.evaluate import evaluate_variant
+    from compiler.workloads.bfcl.workload import BfclWorkload
+    from search.evaluation.evaluate import evaluate_variant
     from search.genome import genome_to_config, initial_pools, param_space, params_to_genome
-    from search.workloads.bfcl import BfclWorkload
 
     configure_sim(None, time_scale=0.0)  # cost and pass rate do not depend on the simulated sleep
     agent = base_agent()
@@ -141,7 +141,7 @@ MAX_TRIALS = 300  # repeats-free runs stop here if a sampler keeps proposing kno
 
 def run_search(make_sampler: Callable[[int], optuna.samplers.BaseSampler], seed: int, surface: Mapping[Key, Point],
                space: Mapping[str, tuple[Any, ...]], baseline: Mapping[str, Any], setup: Setup, budget: int) -> list[Key]:
-    """Ask/tell one generation (POPULATION trials) at a time, like search/orchestrate.py.
+    """Ask/tell one generation (POPULATION trials) at a time, like search/optimise/run.py.
     Returns the genome key of every trial in order (until ``budget`` trials, or ``budget``
     distinct genomes when repeats are free).
 
@@ -149,7 +149,7 @@ def run_search(make_sampler: Callable[[int], optuna.samplers.BaseSampler], seed:
     params never need them, so it never gets an ``NSGAIISampler:generation``: it is in no
     generation's population and never a parent. ``generation_fix`` touches ``relative_params``
     after ``ask`` so it is booked into the current generation like any other trial."""
-    from search.study import distributions
+    from search.optimise.study import distributions
 
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=make_sampler(seed))
     if setup.enqueue_baseline:
@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"(ref: pass_rate 0, cost {ref_cost:.5g} $/task)\n")
 
     baseline = {"model": 0, "temperature": 0, "tool_format": "json", "step.verify": False}
-    from search.study import make_sampler
+    from search.optimise.study import make_sampler
 
     samplers: dict[str, Callable[[int], optuna.samplers.BaseSampler]] = {
         "nsga2": lambda s: make_sampler(population_size=POPULATION, seed=s, crossover="uniform"),

@@ -97,8 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from compiler.sim import configure_sim
     from compiler.sim.server import BackgroundServer
     from compiler.variant import compile_agent
-    from search.evaluate import evaluate_variant
-    from search.workloads.bfcl import BfclWorkload
+    from compiler.workloads.bfcl.workload import BfclWorkload
+    from search.evaluation.evaluate import evaluate_variant
 
     ensure_providers()  # litellm import (~3 s) outside every timing
     os.environ[KEY_ENV] = "sk-local"

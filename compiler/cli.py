@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 
 def released(cfg: DictConfig, overrides: Sequence[str] | None = None) -> DictConfig:
     """The base config with the promoted snapshot merged in, command-line overrides on top."""
-    from search.release import apply_promoted  # lazy: the registry lives with the search
+    from compiler.release.merge import apply_promoted
 
     if overrides is None:
         from hydra.core.hydra_config import HydraConfig

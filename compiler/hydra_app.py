@@ -10,13 +10,12 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from omegaconf import DictConfig
 
 from compiler.errors import ConfigError
+from conf import CONF_DIR
 
-CONF_DIR = str(Path(str(__import__("conf").__file__)).resolve().parent)
 MAX_PREFLIGHT_COMBINATIONS = 64
 
 Validator = Callable[[DictConfig, Sequence[str]], object]  # (composed config, its overrides)

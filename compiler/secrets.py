@@ -41,3 +41,13 @@ def _secret_key(key: str) -> bool:
     words = set(re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower()))
     # whole words only: max_tokens and input_cost_per_token are not credentials
     return any(part in squashed for part in _SECRET_KEY_PARTS) or bool(words & {"token", "auth"})
+
+
+def public_url(url: str) -> str:
+    """A storage URL with any password masked, for records and reports."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a database URL (e.g. a journal file): nothing to hide
+        return url

@@ -1,6 +1,6 @@
 """`python -m search [overrides]` is `evoharness search [overrides]`."""
 import sys
 
-from search.cli import main
+from search.cli.main import main
 
 sys.exit(main(["search", *sys.argv[1:]]))

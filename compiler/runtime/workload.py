@@ -62,7 +62,7 @@ class Workload(Protocol):
 WorkloadFactory = Callable[..., Workload]
 
 WORKLOADS: NamedRegistry[WorkloadFactory] = NamedRegistry(
-    "workload", builtins={"bfcl": "search.workloads.bfcl:BfclWorkload"}, decorator="@register_workload"
+    "workload", builtins={"bfcl": "compiler.workloads.bfcl.workload:BfclWorkload"}, decorator="@register_workload"
 )
 
 

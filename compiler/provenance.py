@@ -1,0 +1,26 @@
+"""Facts about the code that ran, for any record: package versions and the git revision."""
+from __future__ import annotations
+
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("evoharness", "hydra-core", "omegaconf", "optuna", "litellm", "numpy", "jinja2", "networkx", "bfcl-eval")
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def git_revision(root: Path | None = None) -> str | None:
+    try:
+        proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root or Path(__file__).parent, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None

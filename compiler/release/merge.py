@@ -1,0 +1,100 @@
+"""The release merge: the promoted snapshot replaces the base agent, tool overrides and model,
+so a promote followed by a compile ships the winner."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from compiler.errors import ConfigError
+from compiler.release.registry import DEFAULT_ROOT, Registry, RegistryError, Snapshot, make_snapshot
+from compiler.variant import content_hash
+
+_RELEASED = ("agent.", "model.", "tool.overrides.")
+
+
+def promoted_for(cfg: DictConfig) -> Snapshot | None:
+    """The snapshot ``cfg`` releases (``cfg.release_slot`` of ``cfg.agent.name``), or None."""
+    slot = cfg.get("release_slot")
+    if slot is None:
+        return None
+    try:
+        return Registry(str(cfg.get("registry_dir", DEFAULT_ROOT))).promoted(str(cfg.agent.name), str(slot))
+    except RegistryError as exc:
+        raise ConfigError(f"release_slot={slot}", str(exc), "fix the registry as above, or build the base config with release_slot=null") from None
+
+
+def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig:
+    """A new config with the promoted definition merged in (``cfg`` untouched); ``cfg`` itself if none.
+
+    ``overrides`` are the command-line overrides (``HydraConfig.get().overrides.task``): the ones under
+    agent., model. and tool.overrides are re-applied on top of the release, and a ``model=X`` choice
+    keeps the chosen model, so an explicit override or a sweeper's trial is never silently replaced.
+    """
+    snapshot = promoted_for(cfg)
+    if snapshot is None:
+        return cfg
+    parsed = _parse(overrides)
+    out = copy.deepcopy(cfg)
+    where = f"release_slot={cfg.release_slot}"
+    definition = snapshot.definition
+    try:
+        _replace(out, "agent", definition["agent"])
+        _replace(out.tool, "overrides", definition["tool_overrides"])
+        if not any(o.key_or_group == "model" for o in parsed):
+            _replace(out, "model", definition["model"])
+    except Exception as exc:  # OmegaConf validation: the definition does not fit this schema
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(where, f"promoted snapshot {snapshot.content_hash[:12]} does not fit the config schema: {first}", "roll it back or set release_slot=null") from None
+    for o in parsed:
+        if not (o.key_or_group.startswith(_RELEASED) or o.key_or_group == "tool.overrides"):
+            continue
+        try:
+            if o.is_delete():
+                parent, _, leaf = o.key_or_group.rpartition(".")
+                node = OmegaConf.select(out, parent) if parent else out
+                if isinstance(node, DictConfig) and leaf in node:
+                    with open_dict(node):
+                        del node[leaf]
+            else:
+                OmegaConf.update(out, o.key_or_group, o.value(), merge=True, force_add=True)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ConfigError(o.input_line, f"cannot apply on top of the promoted snapshot: {first}", "drop the override or set release_slot=null") from None
+    return out
+
+
+def _parse(overrides: Sequence[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
+    return [o for o in parsed if o.package is None and not o.is_sweep_override() and not o.is_hydra_override()]
+
+
+def _replace(parent: DictConfig, key: str, value: Mapping[str, Any]) -> None:
+    schema = OmegaConf.get_type(parent, key)
+    # A structured node only accepts a node of its own type: build one so the schema checks the values.
+    node = OmegaConf.merge(OmegaConf.structured(schema), dict(value)) if dataclasses.is_dataclass(schema) else dict(value)
+    parent[key] = node
+
+
+def snapshot_from_config(
+    cfg: DictConfig,
+    *,
+    author: str,
+    parent_hash: str | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> Snapshot:
+    """Snapshot what ``cfg`` compiles: its agent, tool overrides and model (the config must compile)."""
+    from compiler.config_compile import compile_config, to_plain
+    from compiler.provenance import git_revision
+
+    definition = {"agent": to_plain(cfg.agent), "tool_overrides": to_plain(cfg.tool.overrides) or {}, "model": to_plain(cfg.model)}
+    recorded = {"variant_hash": compile_config(cfg).content_hash, "config_hash": content_hash(to_plain(cfg)), **dict(provenance or {})}
+    if "git_revision" not in recorded:
+        recorded["git_revision"] = git_revision()
+    return make_snapshot(str(cfg.agent.name), definition, author=author, parent_hash=parent_hash, metrics=metrics, provenance=recorded)

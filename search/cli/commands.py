@@ -1,0 +1,148 @@
+"""Config-driven commands of the search side (Hydra tasks): evaluate."""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from compiler.atomic import write_text_atomic
+from compiler.config_compile import compile_config, to_plain
+from compiler.errors import ConfigError
+from compiler.runtime.workload import Task, Workload, workload_factory
+
+SPLITS = ("train", "dev", "holdout")
+
+
+def make_workload(cfg: DictConfig) -> Workload:
+    try:
+        factory = workload_factory(str(cfg.workload.name))
+    except KeyError as exc:
+        raise ConfigError("workload.name", str(exc.args[0]), "pick a registered workload, e.g. workload=bfcl") from None
+    try:
+        return factory(**(to_plain(cfg.workload.options) or {}))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("workload.options", str(exc).splitlines()[0], "check the option names and values of this workload") from None
+
+
+def chosen_tasks(cfg: DictConfig, workload: Workload) -> list[Task]:
+    split = str(cfg.workload.split)
+    if split not in SPLITS:
+        raise ConfigError("workload.split", f"unknown split {split!r}", f"use one of {list(SPLITS)}")
+    tasks = list(workload.tasks(split))
+    limit = cfg.workload.limit
+    if limit is not None:
+        if int(limit) < 1:
+            raise ConfigError("workload.limit", f"must be positive or null, got {limit}", "set workload.limit=null for all tasks")
+        tasks = tasks[: int(limit)]
+    return tasks
+
+
+def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+    from compiler.cli import compile_validate
+
+    variant = compile_validate(cfg, overrides)
+    if int(cfg.workload.samples) < 1:
+        raise ConfigError("workload.samples", f"must be at least 1, got {cfg.workload.samples}", "set workload.samples=1 or more")
+    if int(cfg.workload.concurrency) < 1:
+        raise ConfigError("workload.concurrency", f"must be at least 1, got {cfg.workload.concurrency}", "set workload.concurrency=1 or more")
+    chosen_tasks(cfg, make_workload(cfg))
+    return variant
+
+
+def evaluate_task(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from compiler.cli import released
+    from compiler.runtime.cache import ResponseCache
+    from compiler.secrets import public_url
+    from search.evaluation.evaluate import evaluate_variant
+    from search.records.provenance import provenance
+    from search.records.tables import metrics_table
+
+    cfg = released(cfg)
+    variant = compile_config(cfg)
+    workload = make_workload(cfg)
+    tasks = chosen_tasks(cfg, workload)
+    samples = int(cfg.workload.samples)
+    report = evaluate_variant(
+        variant,
+        workload,
+        str(cfg.workload.split),
+        samples=samples,
+        concurrency=int(cfg.workload.concurrency),
+        seed=int(cfg.seed),
+        tasks=tasks,
+        cache=ResponseCache(cfg.cache_dir) if cfg.cache_dir else None,
+        progress=len(tasks) * samples >= 20,
+    )
+    out = Path(HydraConfig.get().runtime.output_dir) / "eval.json"
+    resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    if resolved.get("search", {}).get("storage"):
+        resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))  # never a database password
+    record = {
+        "variant_hash": variant.content_hash,
+        "split": str(cfg.workload.split),
+        "model": variant.model.route,
+        "metrics": dict(report.metrics),
+        "tasks": report.to_dict()["tasks"],
+        "episodes": report.to_dict()["episodes"],
+        "config": resolved,
+        "provenance": provenance(resolved, tasks),
+    }
+    write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    label = f"{variant.model.route} {variant.content_hash[:10]}"
+    print(metrics_table([(label, report)]))
+    print(f"eval: {out}", file=sys.stderr)
+
+
+def search_task(cfg: DictConfig) -> Any:
+    """A search job: one trial file (written by the nsga2 sweeper) compiled and evaluated."""
+    from search.optimise.trial import TrialSpec, run_trial
+
+    if "trial" not in cfg:
+        raise ConfigError("hydra/sweeper", "the search runs as a multirun under the nsga2 sweeper", "run `evoharness search` (it adds -m and hydra/sweeper=nsga2)")
+    spec = TrialSpec.from_dict(json.loads(Path(str(cfg.trial)).read_text(encoding="utf-8")))
+    return run_trial(spec)
+
+
+def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+    from conf import CONF_DIR
+    from search.evaluation.criteria import build_criteria
+    from search.mutators.base import make_mutator
+    from search.optimise.models_conf import load_model_config
+
+    variant = evaluate_validate(cfg, overrides)
+    for name in cfg.search.models:
+        load_model_config(str(name), CONF_DIR)
+    try:
+        build_criteria(cfg.criteria)
+    except ValueError as exc:
+        raise ConfigError("criteria", str(exc), "see conf/criteria/default.yaml") from None
+    for i, m in enumerate(cfg.mutators.enabled):
+        try:
+            make_mutator(str(m.name), **(to_plain(m.params) or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"mutators.enabled[{i}]", str(exc).strip("'\""), "use a registered mutator name and its parameters") from None
+    s = cfg.search
+    if s.teacher:
+        load_model_config(str(s.teacher), CONF_DIR, path="search.teacher")
+    from compiler.schema import TOOL_FORMATS
+    from search.optimise.study import CROSSOVERS
+
+    if str(s.crossover) not in CROSSOVERS:
+        raise ConfigError("search.crossover", f"unknown crossover {s.crossover!r}", f"use one of {sorted(CROSSOVERS)}")
+    bad = [f for f in s.formats if f not in TOOL_FORMATS]
+    if bad or not s.formats:
+        raise ConfigError("search.formats", f"unknown or empty tool formats {bad or list(s.formats)}", f"choose from {list(TOOL_FORMATS)}")
+    if any(not 0.0 <= float(t) <= 2.0 for t in s.temperatures):
+        raise ConfigError("search.temperatures", f"{list(s.temperatures)} has a value outside [0, 2]", "use temperatures between 0 and 2")
+    if not 0.5 <= float(s.confidence) < 1.0:
+        raise ConfigError("search.confidence", f"must be in [0.5, 1), got {s.confidence}", "use e.g. 0.95")
+    for key in ("rounds", "trials_per_round", "population_size", "samples"):
+        if int(s[key]) < 1:
+            raise ConfigError(f"search.{key}", f"must be at least 1, got {s[key]}", f"set search.{key} to a positive integer")
+    return variant

@@ -1,0 +1,160 @@
+"""`evoharness promote | versions | rollback` (argparse) and the `snapshot` Hydra task.
+
+Every error is one line on stderr starting ``error: `` with exit code 2, raised before anything is
+written, so a failed command leaves the registry as it was.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from omegaconf import DictConfig
+
+from compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + exits 2 over several lines
+        raise RegistryError(f"{message}. Fix: see `{self.prog} --help`")
+
+
+def _parser(command: str, description: str) -> _Parser:
+    parser = _Parser(prog=f"evoharness {command}", description=description)
+    parser.add_argument("--registry", default=DEFAULT_ROOT, metavar="DIR", help=f"registry root (default {DEFAULT_ROOT})")
+    return parser
+
+
+def _run(body: Callable[[list[str]], int], argv: Sequence[str] | None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return body(args)
+    except RegistryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"error: {exc.filename or 'registry'}: {exc.strerror or exc}. Fix: check the --registry path and its permissions", file=sys.stderr)
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    return 2
+
+
+def _promote(argv: list[str]) -> int:
+    parser = _parser("promote", "Promote a snapshot into a release slot; the next compile ships it.")
+    parser.add_argument("ref", help="full hash, unique prefix (>= 6 hex chars) or path to a snapshot .json")
+    parser.add_argument("--class", dest="slot", default=DEFAULT_SLOT, help="release slot, e.g. fast (default: default)")
+    parser.add_argument("--by", default="manual", help="who promotes (recorded in the history)")
+    parser.add_argument("--force", action="store_true", help="promote even when the snapshot's holdout claim is not a win")
+    parser.add_argument("--if-win", action="store_true", help="promote only a holdout win; otherwise say why and exit 0 (for release scripts)")
+    args = parser.parse_args(argv)
+    registry = Registry(args.registry)
+    if args.if_win and not Path(args.ref).exists() and str(args.ref).endswith(".json"):
+        print(f"nothing promoted: {args.ref} does not exist (the search's champion was the baseline)")
+        return 0
+    verdict = (registry.load(args.ref).provenance.get("claim") or {}).get("verdict")
+    if args.if_win and verdict != "win":
+        print(f"nothing promoted: holdout verdict is {verdict!r}, not a win")
+        return 0
+    if verdict not in (None, "win") and not args.force:
+        # Only a holdout win is an improvement; shipping anything else is a decision to make explicitly.
+        raise RegistryError(f"snapshot {args.ref} has holdout verdict {verdict!r}, which is not an improvement. Fix: pass --force to promote it anyway")
+    snapshot = registry.promote(args.ref, slot=args.slot, by=args.by)
+    print(f"{snapshot.component}  {args.slot}  {snapshot.content_hash}")
+    return 0
+
+
+def _rollback(argv: list[str]) -> int:
+    parser = _parser("rollback", "Move a release slot back to the version promoted before the current one.")
+    parser.add_argument("component", help="agent name, e.g. bfcl_agent")
+    parser.add_argument("--class", dest="slot", default=DEFAULT_SLOT, help="release slot, e.g. fast (default: default)")
+    parser.add_argument("--by", default="manual", help="who rolls back (recorded in the history)")
+    args = parser.parse_args(argv)
+    registry = Registry(args.registry)
+    before = registry.promoted(args.component, args.slot)
+    snapshot = registry.rollback(args.component, args.slot, by=args.by)
+    was = f"  (was {before.content_hash[:12]})" if before else ""
+    print(f"{snapshot.component}  {args.slot}  {snapshot.content_hash}{was}")
+    return 0
+
+
+def _metric(metrics: Mapping[str, Any], split: str, key: str, fmt: str) -> str:
+    value = (metrics.get(split) or {}).get(key)
+    return format(value, fmt) if isinstance(value, (int, float)) else "-"
+
+
+def versions_table(snapshots: Sequence[Snapshot], current: Mapping[tuple[str, str], str]) -> str:
+    """One row per snapshot; ``current`` maps (component, slot) to the promoted hash."""
+    header = ("hash", "component", "author", "created_at", "dev_pass", "dev_cost", "promoted")
+    rows = [header]
+    for s in snapshots:
+        slots = ",".join(sorted(slot for (comp, slot), h in current.items() if comp == s.component and h == s.content_hash))
+        rows.append(
+            (
+                s.content_hash[:12],
+                s.component,
+                s.author,
+                s.created_at,
+                _metric(s.metrics, "dev", "pass_rate", ".3f"),
+                _metric(s.metrics, "dev", "cost_per_task", ".6f"),
+                f"* {slots}" if slots else "",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _versions(argv: list[str]) -> int:
+    parser = _parser("versions", "List registry snapshots with their dev metrics and promoted slots.")
+    parser.add_argument("component", nargs="?", help="only this agent")
+    parser.add_argument("--show", metavar="HASH", help="print one snapshot (hash, prefix or path) as JSON")
+    args = parser.parse_args(argv)
+    registry = Registry(args.registry)
+    if args.show:
+        print(json.dumps(registry.load(args.show).to_dict(), indent=2, ensure_ascii=False))
+        return 0
+    snapshots = registry.snapshots(args.component)
+    if not snapshots:
+        print(f"no snapshots{f' of {args.component}' if args.component else ''} in {registry.root}")
+        return 0
+    current = {(c, s): h[-1].hash for c, slots in registry.promotions().items() for s, h in slots.items() if h}
+    print(versions_table(snapshots, current))
+    return 0
+
+
+def promote_main(argv: Sequence[str] | None = None) -> int:
+    return _run(_promote, argv)
+
+
+def versions_main(argv: Sequence[str] | None = None) -> int:
+    return _run(_versions, argv)
+
+
+def rollback_main(argv: Sequence[str] | None = None) -> int:
+    return _run(_rollback, argv)
+
+
+# -- `evoharness snapshot [overrides]`: record the current (released + overridden) config ------------
+def snapshot_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+    from compiler.cli import compile_validate
+
+    return compile_validate(cfg, overrides)
+
+
+def snapshot_task(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from compiler.release.merge import apply_promoted, promoted_for, snapshot_from_config
+
+    overrides = list(HydraConfig.get().overrides.task)
+    parent = promoted_for(cfg)
+    snapshot = snapshot_from_config(
+        apply_promoted(cfg, overrides),
+        author="manual",
+        parent_hash=parent.content_hash if parent else None,
+        provenance={"overrides": overrides},
+    )
+    registry = Registry(str(cfg.registry_dir))
+    registry.write_snapshot(snapshot)
+    print(f"{snapshot.content_hash}  {registry.path_of(snapshot.content_hash)}")

@@ -1,0 +1,318 @@
+"""Episode results and their aggregation into an EvalReport: pure numbers, no I/O.
+
+Rules (SPEC "Evaluation rules"):
+- An infrastructure failure is *skipped*: counted in ``skipped``/``skipped_rate`` and in
+  ``cost_total``, never scored 0 and never part of a quality, latency or token metric.
+- Contract gate: an undelivered episode is scored 0 and not passed, whatever its scorer said.
+- A metric that is undefined for the data (no scored episode, no task with two scored samples)
+  is *omitted* from ``EvalReport.metrics`` rather than reported as NaN; criteria treat a missing
+  metric as unmeasured (see ``search.evaluation.criteria``).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from compiler.runtime.trajectory import Trajectory
+from compiler.runtime.workload import EpisodeScore
+
+EpisodeResultStatus = Literal["scored", "skipped"]
+
+SCORE_QUANTILES: tuple[float, ...] = (0.10, 0.25, 0.50, 0.75, 0.90)
+
+
+def quantile_key(q: float, name: str | None = None) -> str:
+    """Metric key of a score quantile: 0.9 -> ``score_p90``; named -> ``score_p90.<name>``."""
+    key = f"score_p{q * 100:g}"
+    return key if name is None else f"{key}.{name}"
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    task_id: str
+    sample: int
+    status: EpisodeResultStatus
+    passed: bool
+    score: float  # in [0, 1]; 0 for skipped episodes, which no metric reads
+    named: Mapping[str, float]  # named sub-scores (zeroed with the score when undelivered)
+    delivered: bool  # contract gate met
+    safety_violations: int
+    cost_usd: float
+    latency_s: float  # measured wall time of the episode's model calls
+    prompt_tokens: int
+    completion_tokens: int
+    model_calls: int
+    tool_calls: int
+    tool_errors: int
+    detail: str  # first failure reason, for evidence-driven mutators
+    infra_error: str | None = None  # why the episode was skipped
+
+    @property
+    def scored(self) -> bool:
+        return self.status == "scored"
+
+    @classmethod
+    def from_episode(cls, trajectory: Trajectory, score: EpisodeScore | None) -> EpisodeResult:
+        """One row per episode; usage always comes from the trajectory, never a meter."""
+        usage: dict[str, Any] = {
+            "task_id": trajectory.task_id,
+            "sample": trajectory.sample,
+            "cost_usd": trajectory.cost_usd,
+            "latency_s": trajectory.latency_s,
+            "prompt_tokens": trajectory.prompt_tokens,
+            "completion_tokens": trajectory.completion_tokens,
+            "model_calls": len(trajectory.model_calls),
+            "tool_calls": len(trajectory.tool_calls),
+            "tool_errors": sum(1 for c in trajectory.tool_calls if c.error is not None),
+        }
+        if score is None or trajectory.status == "infra_error":
+            reason = trajectory.infra_error or next(
+                (c.infra_error for c in trajectory.model_calls if c.infra_error), None
+            )
+            return cls(
+                status="skipped",
+                passed=False,
+                score=0.0,
+                named={},
+                delivered=False,
+                # a forbidden write is real even when the episode later hit an outage
+                safety_violations=score.safety_violations if score is not None else 0,
+                detail=score.detail if score is not None else "",
+                infra_error=reason or "episode was not scored",
+                **usage,
+            )
+        if not score.delivered:
+            return cls(
+                status="scored",
+                passed=False,
+                score=0.0,
+                named={k: 0.0 for k in score.named},
+                delivered=False,
+                safety_violations=score.safety_violations,
+                detail=score.detail or "undelivered: contract gate not met",
+                **usage,
+            )
+        return cls(
+            status="scored",
+            passed=score.passed,
+            score=float(score.score),
+            named={k: float(v) for k, v in score.named.items()},
+            delivered=True,
+            safety_violations=score.safety_violations,
+            detail=score.detail,
+            **usage,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["named"] = dict(self.named)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
+        return cls(**{**data, "named": dict(data.get("named", {}))})
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """Per-task summary over the task's scored samples (tasks with none are not listed)."""
+
+    task_id: str
+    scored: int  # samples scored (skipped samples excluded)
+    pass_fraction: float
+    score_mean: float
+    score_std: float  # population std (ddof=0) over samples; 0.0 for one sample
+    cost_mean: float
+    latency_mean: float
+    named_means: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    variant_hash: str
+    split: str
+    samples: int  # samples per task requested
+    episodes: tuple[EpisodeResult, ...]
+    metrics: Mapping[str, float]
+    tasks: tuple[TaskRow, ...]
+
+    def task(self, task_id: str) -> TaskRow | None:
+        return next((row for row in self.tasks if row.task_id == task_id), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "variant_hash": self.variant_hash,
+            "split": self.split,
+            "samples": self.samples,
+            "metrics": dict(self.metrics),
+            "tasks": [{**asdict(r), "named_means": dict(r.named_means)} for r in self.tasks],
+            "episodes": [e.to_dict() for e in self.episodes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvalReport:
+        return cls(
+            variant_hash=data["variant_hash"],
+            split=data["split"],
+            samples=int(data["samples"]),
+            episodes=tuple(EpisodeResult.from_dict(e) for e in data["episodes"]),
+            metrics={k: float(v) for k, v in data["metrics"].items()},
+            tasks=tuple(
+                TaskRow(**{**r, "named_means": dict(r.get("named_means", {}))})
+                for r in data["tasks"]
+            ),
+        )
+
+
+def _named_values(episodes: Sequence[EpisodeResult], name: str) -> np.ndarray:
+    # a sub-score the scorer did not emit for an episode is absent, not 0
+    return np.array([e.named[name] for e in episodes if name in e.named], dtype=float)
+
+
+def score_quantile(
+    episodes: Sequence[EpisodeResult], q: float, name: str | None = None
+) -> float | None:
+    """Quantile ``q`` (numpy 'linear') of scored episodes' score or named sub-score ``name``."""
+    scored = [e for e in episodes if e.scored]
+    values = (
+        np.array([e.score for e in scored], dtype=float)
+        if name is None
+        else _named_values(scored, name)
+    )
+    return float(np.quantile(values, q)) if values.size else None
+
+
+def pair_agreement(passes: Sequence[bool]) -> float:
+    """Fraction of unordered sample pairs that share a pass verdict (needs >= 2 samples).
+
+    With k passes out of n: (C(k,2) + C(n-k,2)) / C(n,2). 1.0 = every sample agrees.
+    """
+    n, k = len(passes), sum(bool(p) for p in passes)
+    if n < 2:
+        raise ValueError(f"pair agreement needs >= 2 samples, got {n}; skip tasks with fewer")
+    return (k * (k - 1) + (n - k) * (n - k - 1)) / (n * (n - 1))
+
+
+def _task_rows(scored: Sequence[EpisodeResult]) -> tuple[TaskRow, ...]:
+    by_task: dict[str, list[EpisodeResult]] = defaultdict(list)
+    for e in scored:
+        by_task[e.task_id].append(e)
+    rows = []
+    for task_id in sorted(by_task):
+        eps = by_task[task_id]
+        scores = np.array([e.score for e in eps], dtype=float)
+        names = sorted({n for e in eps for n in e.named})
+        rows.append(
+            TaskRow(
+                task_id=task_id,
+                scored=len(eps),
+                pass_fraction=float(np.mean([e.passed for e in eps])),
+                score_mean=float(scores.mean()),
+                score_std=float(scores.std()),
+                cost_mean=float(np.mean([e.cost_usd for e in eps])),
+                latency_mean=float(np.mean([e.latency_s for e in eps])),
+                named_means={n: float(_named_values(eps, n).mean()) for n in names},
+            )
+        )
+    return tuple(rows)
+
+
+def _quality_metrics(
+    scored: Sequence[EpisodeResult], rows: Sequence[TaskRow]
+) -> dict[str, float]:
+    scores = np.array([e.score for e in scored], dtype=float)
+    latency = np.array([e.latency_s for e in scored], dtype=float)
+    tool_calls = sum(e.tool_calls for e in scored)
+    metrics = {
+        "pass_rate": float(np.mean([e.passed for e in scored])),
+        "score_mean": float(scores.mean()),
+        "score_std": float(scores.std()),
+        "task_score_min": min(r.score_mean for r in rows),
+        "latency_p50": float(np.quantile(latency, 0.50)),
+        "latency_p95": float(np.quantile(latency, 0.95)),
+        "cost_per_task": float(np.mean([e.cost_usd for e in scored])),
+        "tokens_per_task": float(
+            np.mean([e.prompt_tokens + e.completion_tokens for e in scored])
+        ),
+        # no tool call means no tool failure; the rate is still measured
+        "tool_failure_rate": sum(e.tool_errors for e in scored) / tool_calls if tool_calls else 0.0,
+    }
+    for q in SCORE_QUANTILES:
+        metrics[quantile_key(q)] = float(np.quantile(scores, q))
+    for name in sorted({n for e in scored for n in e.named}):
+        metrics[f"score.{name}"] = float(_named_values(scored, name).mean())
+        metrics[f"task_score_min.{name}"] = min(
+            r.named_means[name] for r in rows if name in r.named_means
+        )
+    return metrics
+
+
+def _determinism(scored: Sequence[EpisodeResult]) -> float | None:
+    verdicts: dict[str, list[bool]] = defaultdict(list)
+    for e in scored:
+        verdicts[e.task_id].append(e.passed)
+    agreements = [pair_agreement(v) for v in verdicts.values() if len(v) >= 2]
+    return float(np.mean(agreements)) if agreements else None
+
+
+def aggregate(
+    episodes: Sequence[EpisodeResult], *, variant_hash: str, split: str, samples: int
+) -> EvalReport:
+    """Summarise one variant's episodes on one split (see the module docstring for the rules).
+
+    Metric keys: pass_rate, score_mean, score_std, score_p10/p25/p50/p75/p90, score.<name>,
+    task_score_min (the lowest per-task mean score) and task_score_min.<name>, latency_p50,
+    latency_p95, cost_per_task, tokens_per_task, tool_failure_rate, determinism — over scored
+    episodes, omitted when none is scored (determinism: when no task has two scored samples).
+    Quantiles use numpy's 'linear' method; stds are population stds (ddof=0).
+    Always present: episodes, scored, skipped, skipped_rate, undelivered (scored episodes that
+    failed the contract gate), and over every episode, skipped ones included: safety_violations
+    (a forbidden write happened even if the episode later failed) and cost_total (the money
+    was spent).
+    """
+    if samples < 1:
+        raise ValueError(f"samples={samples} must be >= 1 (samples per task requested)")
+    scored = [e for e in episodes if e.scored]
+    rows = _task_rows(scored)
+    metrics = _quality_metrics(scored, rows) if scored else {}
+    determinism = _determinism(scored)
+    if determinism is not None:
+        metrics["determinism"] = determinism
+    skipped = len(episodes) - len(scored)
+    metrics.update(
+        episodes=float(len(episodes)),
+        scored=float(len(scored)),
+        skipped=float(skipped),
+        skipped_rate=skipped / len(episodes) if episodes else 0.0,
+        undelivered=float(sum(1 for e in scored if not e.delivered)),
+        safety_violations=float(sum(e.safety_violations for e in episodes)),
+        cost_total=float(sum(e.cost_usd for e in episodes)),
+    )
+    return EvalReport(
+        variant_hash=variant_hash,
+        split=split,
+        samples=samples,
+        episodes=tuple(episodes),
+        metrics=dict(sorted(metrics.items())),
+        tasks=rows,
+    )
+
+
+def paired_scores(
+    a: EvalReport, b: EvalReport
+) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """Per-task mean scores of the tasks scored in both reports, in task_id order.
+
+    A task skipped entirely in either report drops out of the pairing rather than counting
+    as 0 for that side.
+    """
+    a_rows = {r.task_id: r for r in a.tasks}
+    b_rows = {r.task_id: r for r in b.tasks}
+    task_ids = tuple(sorted(a_rows.keys() & b_rows.keys()))
+    a_means = np.array([a_rows[t].score_mean for t in task_ids], dtype=float)
+    b_means = np.array([b_rows[t].score_mean for t in task_ids], dtype=float)
+    return task_ids, a_means, b_means

@@ -1,0 +1,88 @@
+"""Optuna glue: one study per round (a categorical's choices may not change inside a study),
+NSGA-II (hard criteria reach it as trial constraints), and the Pareto front over every round.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.samplers import NSGAIISampler
+from optuna.samplers.nsgaii import (
+    BLXAlphaCrossover,
+    SBXCrossover,
+    SPXCrossover,
+    UNDXCrossover,
+    UniformCrossover,
+    VSBXCrossover,
+)
+from optuna.trial import FrozenTrial, TrialState
+
+from search.evaluation.criteria import Objective
+
+CROSSOVERS: dict[str, type[UniformCrossover] | type[BLXAlphaCrossover] | type[SBXCrossover] | type[VSBXCrossover] | type[UNDXCrossover] | type[SPXCrossover]] = {"uniform": UniformCrossover, "blxalpha": BLXAlphaCrossover, "sbx": SBXCrossover, "vsbx": VSBXCrossover, "undx": UNDXCrossover, "spx": SPXCrossover}
+
+optuna.logging.set_verbosity(logging.WARNING)
+
+
+def make_sampler(*, population_size: int, seed: int, crossover: str) -> NSGAIISampler:
+    if crossover not in CROSSOVERS:
+        raise ValueError(f"search.crossover={crossover!r} is unknown; use one of {sorted(CROSSOVERS)}")
+    return NSGAIISampler(population_size=population_size, seed=seed, crossover=CROSSOVERS[crossover]())
+
+
+def distributions(space: Mapping[str, tuple[Any, ...]]) -> dict[str, BaseDistribution]:
+    return {name: CategoricalDistribution(choices) for name, choices in space.items()}
+
+
+def round_study(storage: str, study: str, round_index: int, objectives: Sequence[Objective], sampler: NSGAIISampler) -> optuna.Study:
+    return optuna.create_study(
+        storage=storage,
+        study_name=f"{study}/r{round_index}",
+        directions=[o.direction for o in objectives],
+        sampler=sampler,
+        load_if_exists=True,
+    )
+
+
+def finished(study: optuna.Study) -> list[FrozenTrial]:
+    """Trials that count toward the budget: evaluated or failed, not cut short by an interruption."""
+    return [
+        t for t in study.get_trials(deepcopy=False)
+        if t.state in (TrialState.COMPLETE, TrialState.FAIL) and not t.user_attrs.get("interrupted")
+    ]
+
+
+def distinct_evaluations(study: optuna.Study) -> int:
+    """What the round's budget counts: distinct evaluations (a genome the sampler proposes again is
+    answered from the stored evaluation and costs nothing) plus failed trials."""
+    keys = {t.user_attrs.get("eval_key") for t in finished(study) if t.state == TrialState.COMPLETE}
+    return len(keys - {None}) + sum(1 for t in finished(study) if t.state == TrialState.FAIL)
+
+
+def fail_stale(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Trials left RUNNING by an interrupted run are closed (marked, so they do not use up the
+    budget); their params and attributes are returned to be enqueued again."""
+    stale = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+    for t in stale:
+        trial = optuna.Trial(study, t._trial_id)
+        trial.set_user_attr("interrupted", True)
+        study.tell(trial, state=TrialState.FAIL)
+    return [(dict(t.params), {k: v for k, v in t.user_attrs.items() if k in ("origin", "control")}) for t in stale]
+
+
+def front_over(rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) -> list[FrozenTrial]:
+    """Constraint-aware Pareto front over all rounds' completed trials (Optuna's own best_trials).
+
+    The trials are copied, without their params (each round has its own categorical choices,
+    which one study may not mix), into an in-memory study so Optuna does the dominance and
+    feasibility bookkeeping; the genome, round and trial number travel in user attributes.
+    """
+    combined = optuna.create_study(storage=optuna.storages.InMemoryStorage(), directions=[o.direction for o in objectives])
+    for k, s in enumerate(rounds):
+        for t in s.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            attrs = {**t.user_attrs, "round": k, "round_trial": t.number, "params": dict(t.params)}
+            combined.add_trial(optuna.trial.create_trial(values=t.values, user_attrs=attrs, system_attrs=t.system_attrs))
+    return list(combined.best_trials)

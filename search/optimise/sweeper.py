@@ -1,0 +1,73 @@
+"""The NSGA-II sweeper: each batch of trials goes to the configured Hydra launcher (basic,
+joblib, …) as jobs of the search command; results come back as JobReturns."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+from compiler.atomic import write_json_atomic
+from search.optimise.trial import TrialSpec
+
+
+class NSGA2SweeperImpl:
+    def __init__(self) -> None:
+        self.config: DictConfig | None = None
+        self.launcher: Launcher | None = None
+        self.job_idx = 0
+        self.arguments: list[str] = []
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def launch(self, specs: Sequence[TrialSpec]) -> list[dict[str, Any] | BaseException]:
+        assert self.launcher is not None and self.config is not None
+        job_dir = Path(self.config.runs_dir).resolve() / str(self.config.search.study) / "jobs"
+        job_dir.mkdir(parents=True, exist_ok=True)
+        files = []
+        for spec in specs:
+            fd, name = tempfile.mkstemp(dir=job_dir, prefix=f"{spec.label}-", suffix=".json")
+            os.close(fd)
+            files.append(write_json_atomic(Path(name), spec.to_dict()))
+        overrides = [[*self.arguments, f"+trial={f}"] for f in files]
+        returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        self.job_idx += len(returns)
+        out: list[dict[str, Any] | BaseException] = []
+        for r in returns:
+            if r.status == JobStatus.COMPLETED:
+                out.append(r.return_value)
+            else:
+                err = r._return_value  # Hydra keeps the job's exception here
+                out.append(err if isinstance(err, BaseException) else RuntimeError(str(err)))
+        return out
+
+    def sweep(self, arguments: list[str]) -> Any:
+        from compiler.errors import ConfigError
+        from compiler.release.merge import apply_promoted
+        from conf import CONF_DIR
+        from search.optimise.run import SearchAborted, SearchRun
+        from search.records.summary import print_summary
+
+        assert self.config is not None
+        self.arguments = list(arguments)
+        # The search works on the user's config; the hydra node holds job-time interpolations.
+        user = OmegaConf.masked_copy(self.config, [str(k) for k in self.config.keys() if k != "hydra"])
+        cfg = apply_promoted(user, self.arguments)
+        try:
+            summary = SearchRun(cfg, launch=self.launch, conf_dir=CONF_DIR).execute()
+        except (SearchAborted, ConfigError) as exc:
+            # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        print_summary(summary)
+        return summary

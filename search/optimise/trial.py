@@ -1,0 +1,107 @@
+"""One search job: a genome compiled and evaluated on a split. The unit the Hydra launcher runs.
+
+The sweeper writes a self-contained trial file (base configs, pools, genome, split, samples,
+seed, task ids); the job reads only that, so any launcher — in-process, joblib, a cluster —
+runs it the same way. Finished evaluations are kept under runs/<study>/evals/, keyed by
+variant hash, split, samples, seed and tasks, so a resumed search never pays for one twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compiler.atomic import write_json_atomic
+from compiler.runtime.cache import ResponseCache
+from compiler.runtime.trajectory import Trajectory
+from compiler.runtime.workload import workload_factory
+from compiler.variant import HarnessVariant, compile_agent, content_hash
+from search.genome import Genome, Pools, genome_to_config
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    study_dir: str
+    label: str  # e.g. "r0-t3-train" or "baseline-dev"
+    split: str
+    genome: Genome
+    pools: Pools
+    agent: Mapping[str, Any]
+    tool: Mapping[str, Any]
+    models: Mapping[str, Mapping[str, Any]]
+    workload: Mapping[str, Any]  # {name, options, concurrency}
+    task_ids: tuple[str, ...]
+    samples: int
+    seed: int
+    cache_dir: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "study_dir": self.study_dir, "label": self.label, "split": self.split, "genome": self.genome.to_dict(),
+            "pools": self.pools.to_dict(), "agent": dict(self.agent), "tool": dict(self.tool), "models": {k: dict(v) for k, v in self.models.items()},
+            "workload": dict(self.workload), "task_ids": list(self.task_ids), "samples": self.samples, "seed": self.seed,
+            "cache_dir": self.cache_dir, "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrialSpec:
+        return cls(
+            study_dir=d["study_dir"], label=d["label"], split=d["split"], genome=Genome.from_dict(d["genome"]), pools=Pools.from_dict(d["pools"]),
+            agent=d["agent"], tool=d["tool"], models=d["models"], workload=d["workload"], task_ids=tuple(d["task_ids"]),
+            samples=int(d["samples"]), seed=int(d["seed"]), cache_dir=d.get("cache_dir"), extra=d.get("extra", {}),
+        )
+
+    def variant(self) -> HarnessVariant:
+        agent, tool, model = genome_to_config(self.genome, self.pools, agent=self.agent, tool=self.tool, models=self.models)
+        return compile_agent(agent, tool=tool, model=model)
+
+    def eval_key(self, variant_hash: str) -> str:
+        return content_hash([variant_hash, self.split, self.samples, self.seed, list(self.task_ids), dict(self.workload.get("options", {}))])
+
+
+def _evidence(trajectories: list[Trajectory], failed: set[tuple[str, int]]) -> dict[tuple[str, int], list[str]]:
+    out: dict[tuple[str, int], list[str]] = {}
+    for t in trajectories:
+        if (t.task_id, t.sample) in failed:
+            out[(t.task_id, t.sample)] = [f"{c.name}: {c.error}" for c in t.tool_calls if c.error][:5]
+    return out
+
+
+def run_trial(spec: TrialSpec) -> dict[str, Any]:
+    """Compile the genome, evaluate it (or reuse a finished evaluation) and return a JSON-able result."""
+    from search.evaluation.evaluate import evaluate_variant_async
+
+    variant = spec.variant()
+    key = spec.eval_key(variant.content_hash)
+    stored = Path(spec.study_dir) / "evals" / f"{key}.json"
+    if stored.exists():
+        return {**json.loads(stored.read_text(encoding="utf-8")), "reused": True}
+    workload = workload_factory(str(spec.workload["name"]))(**dict(spec.workload.get("options", {})))
+    tasks = [workload.task(t) for t in spec.task_ids]
+    report, trajectories = asyncio.run(
+        evaluate_variant_async(
+            variant, workload, spec.split, samples=spec.samples, concurrency=int(spec.workload.get("concurrency", 16)),
+            seed=spec.seed, tasks=tasks, cache=ResponseCache(spec.cache_dir) if spec.cache_dir else None, keep_trajectories=True,
+        )
+    )
+    failed = {(e.task_id, e.sample) for e in report.episodes if e.scored and not e.passed}
+    errors = _evidence(trajectories, failed)
+    result = {
+        "label": spec.label,
+        "variant_hash": variant.content_hash,
+        "split": spec.split,
+        "report": report.to_dict(),
+        "evidence": [
+            {"task_id": e.task_id, "sample": e.sample, "detail": e.detail, "tool_errors": errors.get((e.task_id, e.sample), [])}
+            for e in report.episodes if (e.task_id, e.sample) in failed
+        ],
+    }
+    if not report.metrics.get("skipped"):
+        # an evaluation with skipped episodes is not final: a resume retries them (the response
+        # cache replays every finished model call, so only the failed ones are paid again)
+        write_json_atomic(stored, result)
+    return {**result, "reused": False}

@@ -1,0 +1,24 @@
+"""What a run needs to be reproduced: versions, git revision, hashes of config and tasks."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compiler.provenance import git_revision, package_versions
+from compiler.runtime.workload import Task
+from compiler.variant import content_hash
+
+
+def tasks_hash(tasks: Sequence[Task]) -> str:
+    """Hash of the frozen task set: ids, turns and gold, so a changed split shows."""
+    return content_hash([[t.task_id, t.split, [list(map(dict, turn)) for turn in t.turns], [[[c.name, dict(c.arguments)] for c in turn] for turn in t.gold]] for t in tasks])
+
+
+def provenance(config: Mapping[str, Any], tasks: Sequence[Task]) -> dict[str, Any]:
+    return {
+        "config_hash": content_hash(dict(config)),
+        "tasks_hash": tasks_hash(tasks),
+        "task_count": len(tasks),
+        "git_revision": git_revision(),
+        "versions": package_versions(),
+    }

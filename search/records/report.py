@@ -1,0 +1,213 @@
+"""The search report: one self-contained HTML page (inline SVG + CSS) from runs/<study>/summary.json.
+
+Pure core (`render_report`, `scatter_svg`, formatters) under a thin I/O layer (`write_report`,
+`report_main`). Only the verdict ``win`` is ever worded as an improvement.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from compiler.atomic import write_text_atomic
+from search.records.report_svg import (  # noqa: F401  (re-exported: the report's public formatting API)
+    COMPARE,
+    COST,
+    KINDS,
+    LABELS,
+    LATENCY,
+    LEGEND,
+    RATES,
+    Point,
+    _num,
+    fmt_metric,
+    nice_ticks,
+    scatter_svg,
+)
+
+# ---------------------------------------------------------------- view model
+
+def _plain(metric: str) -> str:
+    return LABELS.get(metric, metric).split(" (")[0]
+
+
+def quality_metric(summary: Mapping[str, Any]) -> str:
+    objectives = summary.get("objectives") or []
+    return next((str(o["metric"]) for o in objectives if o.get("direction") == "maximize"), "pass_rate")
+
+
+def _value(item: Mapping[str, Any], metric: str, objectives: Sequence[str], split: str = "train") -> float | None:
+    metrics = item.get(split) or {}
+    if metric in metrics:
+        return _num(metrics[metric])
+    values = item.get("values") or []
+    return _num(values[objectives.index(metric)]) if metric in objectives and objectives.index(metric) < len(values) else None
+
+
+def _tip(item: Mapping[str, Any], label: str, metrics: Sequence[str], objectives: Sequence[str]) -> str:
+    authors = ", ".join(str(a) for a in item.get("authors") or []) or "–"
+    values = " · ".join(f"{m} {fmt_metric(_value(item, m, objectives), m)}" for m in metrics)
+    return f"{label}\nauthors: {authors}\n{values}"
+
+
+def chart_points(summary: Mapping[str, Any], x_metric: str, y_metric: str) -> list[Point]:
+    objectives = [str(o["metric"]) for o in summary.get("objectives") or []]
+    shown = list(dict.fromkeys([y_metric, *objectives, x_metric]))
+    pts: list[Point] = []
+
+    def add(item: Mapping[str, Any], kind: str, label: str) -> None:
+        pts.append(Point(_value(item, x_metric, objectives), _value(item, y_metric, objectives), kind, _tip(item, label, shown, objectives)))
+
+    for t in summary.get("trials") or []:
+        if t.get("values"):
+            feasible = t.get("feasible", True)
+            add(t, "trial" if feasible else "infeasible", f"trial {t.get('trial')} (round {t.get('round')})" + ("" if feasible else " – infeasible"))
+    for f in summary.get("front") or []:
+        add(f, "front", f"Pareto front: trial {f.get('trial')} (round {f.get('round')})")
+    if summary.get("baseline"):
+        add(summary["baseline"], "baseline", "baseline")
+    if summary.get("champion"):
+        add(summary["champion"], "champion", f"champion: trial {summary['champion'].get('trial')}")
+    return pts
+
+
+def diff_lines(diff: str) -> list[tuple[str, str]]:
+    def cls(line: str) -> str:
+        if line.startswith(("+++", "---")):
+            return "meta"
+        return {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
+    return [(cls(line), line) for line in (diff or "").splitlines()]
+
+
+def _banner(claim: Mapping[str, Any] | None, has_champion: bool) -> dict[str, str]:
+    if claim is None:
+        why = "no holdout claim was made" if has_champion else "the search selected no champion"
+        return {"cls": "none", "headline": "Holdout: no claim – no improvement claimed", "detail": f"{why.capitalize()}."}
+    ci = _ci_text(claim)
+    if claim.get("verdict") == "win":
+        return {"cls": "win", "headline": "Holdout: improvement confirmed (win)", "detail": ci}
+    verdict = str(claim.get("verdict"))
+    why = {"no_win": "the champion did not beat the baseline on the holdout",
+           "inconclusive": "the holdout confidence interval does not separate champion and baseline"}.get(verdict, "unknown verdict")
+    return {"cls": "nowin", "headline": f"Holdout: {verdict} – no improvement claimed", "detail": f"{why.capitalize()}. {ci}"}
+
+
+def _ci_text(claim: Mapping[str, Any]) -> str:
+    conf = _num(claim.get("confidence"))
+    metric = claim.get("metric", "score")
+    return (f"Mean {metric} difference (champion − baseline) {fmt_metric(claim.get('mean_diff'), 'diff', signed=True)}, "
+            f"{conf * 100 if conf is not None else 95:.0f}% CI [{fmt_metric(claim.get('low'), 'diff')}, {fmt_metric(claim.get('high'), 'diff')}], "
+            f"n = {fmt_metric(claim.get('n'), 'n')} tasks.")
+
+
+def _compare(summary: Mapping[str, Any], quality: str) -> list[dict[str, str]]:
+    base, champ = summary.get("baseline") or {}, summary.get("champion") or {}
+    rows = []
+    for m in (quality, *COMPARE):
+        row = {"label": LABELS.get(m, m)}
+        for split in ("dev", "holdout"):
+            b, c = _num((base.get(split) or {}).get(m)), _num((champ.get(split) or {}).get(m))
+            row |= {f"{split}_b": fmt_metric(b, m), f"{split}_c": fmt_metric(c, m),
+                    f"{split}_d": fmt_metric(c - b, m, signed=True) if b is not None and c is not None else "–"}
+        rows.append(row)
+    return rows
+
+
+def _date(text: Any) -> str:
+    try:
+        return datetime.fromisoformat(str(text)).strftime("%Y-%m-%d %H:%M %Z").strip()
+    except ValueError:
+        return str(text or "")
+
+
+def _meta(summary: Mapping[str, Any]) -> list[str]:
+    trials, objectives = summary.get("trials") or [], summary.get("objectives") or []
+    feasible = sum(1 for t in trials if t.get("values") and t.get("feasible", True))
+    parts = [_date(summary.get("created_at"))]
+    if objectives:
+        parts.append("objectives: " + ", ".join(f"{o.get('metric')} {'↑' if o.get('direction') == 'maximize' else '↓'}" for o in objectives))
+    rounds = len({t.get("round") for t in trials})
+    parts += [f"{len(trials)} trial{'s' * (len(trials) != 1)} ({feasible} feasible) over {rounds} round{'s' * (rounds != 1)}",
+              f"{len(summary.get('front') or [])} on the Pareto front"]
+    return [p for p in parts if p]
+
+
+def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
+    quality = quality_metric(summary)
+    trials, front, claim = summary.get("trials") or [], summary.get("front") or [], summary.get("claim")
+    champion = summary.get("champion")
+    axis = {m: LABELS.get(m, m) + " — lower is better" for m in (COST, LATENCY)} | {quality: LABELS.get(quality, quality) + " — higher is better"}
+    charts = [Markup(scatter_svg(chart_points(summary, x, quality), x, quality, title=f"{_plain(quality)} vs {_plain(x)} (train)",
+                                 x_title=axis[x], y_title=axis[quality])) for x in (COST, LATENCY)]
+    cols = (quality, COST, LATENCY)
+    rows = [{"trial": f.get("trial", "–"), "round": f.get("round", "–"), "authors": f.get("changes") or ", ".join(map(str, f.get("authors") or [])) or "–",
+             "champion": champion is not None and (bool(f.get("champion")) or f.get("trial") == champion.get("trial")),
+             "train": [fmt_metric((f.get("train") or {}).get(m), m) for m in cols],
+             "dev": [fmt_metric((f.get("dev") or {}).get(m), m) for m in cols],
+             "diff": diff_lines(str(f.get("diff") or ""))} for f in front]
+    claim_view = None
+    if claim:
+        conf = _num(claim.get("confidence"))
+        claim_view = {"verdict": claim.get("verdict", "–"), "metric": claim.get("metric", "score"),
+                      "mean_diff": fmt_metric(claim.get("mean_diff"), "diff", signed=True), "low": fmt_metric(claim.get("low"), "diff"),
+                      "high": fmt_metric(claim.get("high"), "diff"), "confidence": f"{conf * 100:.0f}%" if conf is not None else "–",
+                      "n": fmt_metric(claim.get("n"), "n"), "cost_delta": fmt_metric(claim.get("cost_delta"), COST, signed=True),
+                      "latency_delta": fmt_metric(claim.get("latency_delta"), LATENCY, signed=True),
+                      "hashes": list((claim.get("hashes") or {}).items())}
+    return {
+        "study": str(summary.get("study") or "(unnamed study)"), "meta": _meta(summary), "n_unplotted": sum(1 for t in trials if not t.get("values")),
+        "banner": _banner(claim, champion is not None), "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
+        "compare": _compare(summary, quality) if champion else None, "claim": claim_view, "storage": summary.get("storage"),
+        "paths": sorted((summary.get("paths") or {}).items()),
+    }
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("search.records", "templates"), autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def render_report(summary: Mapping[str, Any]) -> str:
+    """The whole report page as a string: self-contained, opens offline."""
+    return _env().get_template("report.html.j2").render(**report_context(summary))
+
+
+# ---------------------------------------------------------------- I/O
+
+def write_report(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Render and write atomically (temp file in the same folder, then os.replace)."""
+    # render first: a template error leaves the old report in place
+    return write_text_atomic(path, render_report(summary))
+
+
+def report_main(argv: Sequence[str] | None = None) -> int:
+    """`evoharness report <study> [--runs DIR]`: summary.json in, report.html out; prints its path."""
+    parser = argparse.ArgumentParser(prog="evoharness report", description="render the HTML report of a search study")
+    parser.add_argument("study")
+    parser.add_argument("--runs", default="runs", help="output root holding <study>/summary.json (default: runs)")
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # --help or a usage error: argparse already printed
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    source = Path(args.runs) / args.study / "summary.json"
+    if not source.is_file():
+        print(f"error: no search summary at {source}; run `evoharness search` with search.study={args.study} first", file=sys.stderr)
+        return 2
+    try:
+        summary = json.loads(source.read_text(encoding="utf-8"))
+        if not isinstance(summary, dict):
+            raise ValueError(f"expected a JSON object, got {type(summary).__name__}")
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read search summary at {source} ({exc}); rerun `evoharness search` with search.study={args.study}", file=sys.stderr)
+        return 2
+    print(write_report(summary, source.parent / "report.html"))
+    return 0

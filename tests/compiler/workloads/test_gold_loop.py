@@ -1,0 +1,89 @@
+"""Gold replay through OUR agent loop (litellm, the runtime, the BFCL environment and scorer),
+checked against bfcl-eval's own multi_turn_checker; a do-nothing model fails every task."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+from compiler.runtime.loop import run_episode
+from compiler.runtime.models import ModelClient
+from compiler.variant import RouteSettings, compile_agent
+from compiler.workloads.bfcl.tools import render_call
+from compiler.workloads.bfcl.workload import BfclWorkload
+from tests.compiler.runtime.scripted_model import USER_SCRIPTS, register_scripted_provider
+
+WORKLOAD = BfclWorkload()
+TASKS = {t.task_id: t for split in ("train", "dev", "holdout") for t in WORKLOAD.tasks(split)}
+
+
+def user_turn(m: dict[str, Any]) -> bool:
+    return m["role"] == "user" and not str(m.get("content", "")).startswith("<")
+
+
+def gold_player(messages: list[dict[str, Any]], tools: list[dict[str, Any]], user: str) -> dict[str, Any]:
+    """Plays the gold calls of the current turn one per model call, then answers."""
+    task = TASKS[dict(kv.split("=", 1) for kv in user.split(";"))["task_id"]]
+    turn = sum(map(user_turn, messages)) - 1
+    done = 0
+    for m in reversed(messages):
+        if user_turn(m):
+            break
+        done += len(m.get("tool_calls") or []) if m["role"] == "assistant" else 0
+    gold = task.gold[turn]
+    if done >= len(gold):
+        return {"content": "Done."}
+    return {"tool_calls": [{"name": gold[done].name, "arguments": json.dumps(dict(gold[done].arguments))}]}
+
+
+def variant(route: str) -> Any:
+    agent = {"name": "replay", "prompt_sections": {"role": "Replay."}, "tools": ["*"], "tool_format": "json", "max_turns": 40}
+    return compile_agent(agent, tool={"source": "bfcl"}, model={"route": route})
+
+
+def play(route: str) -> list[tuple[Any, Any, Any]]:
+    register_scripted_provider()
+    v = variant(route)
+    client = ModelClient(v.model, RouteSettings(retries=0, concurrency=64, input_cost_per_token=0.0, output_cost_per_token=0.0))
+
+    async def one(task: Any) -> tuple[Any, Any, Any]:
+        env = WORKLOAD.make_environment(task, seed=0)
+        traj = await run_episode(v, task, env, client=client)
+        return task, traj, WORKLOAD.score(task, traj, env)
+
+    async def everything() -> list[tuple[Any, Any, Any]]:
+        return list(await asyncio.gather(*(one(t) for t in TASKS.values())))
+
+    return asyncio.run(everything())
+
+
+@pytest.fixture(scope="module")
+def gold_runs() -> list[tuple[Any, Any, Any]]:
+    USER_SCRIPTS["goldplay"] = gold_player
+    return play("script/goldplay")
+
+
+def test_gold_replay_passes_all_200_base_tasks_through_the_loop(gold_runs: list[tuple[Any, Any, Any]]) -> None:
+    assert len(gold_runs) == 200
+    failed = [(t.task_id, s.detail) for t, _, s in gold_runs if not s.passed]
+    assert failed == []
+    assert all(traj.status == "completed" for _, traj, _ in gold_runs)
+
+
+@pytest.mark.parametrize("index", [0, 7, 33, 101, 128, 150, 177, 199])
+def test_loop_verdicts_equal_bfcl_checker(gold_runs: list[tuple[Any, Any, Any]], index: int) -> None:
+    task, traj, score = next(r for r in gold_runs if r[0].task_id == f"bfcl/multi_turn_base_{index}")
+    decoded = [[[render_call(c) for c in traj.tool_calls if c.turn == turn]] if traj.calls_in_turn(turn) else [[]] for turn in range(len(task.turns))]
+    entry = {"id": f"multi_turn_base_{index}", "initial_config": task.data["initial_config"], "involved_classes": task.data["involved_classes"]}
+    theirs = multi_turn_checker(decoded, [list(g) for g in task.data["ground_truth"]], entry, "multi_turn_base", f"loop_gold_{index}")
+    assert theirs["valid"] == score.passed is True
+
+
+def test_do_nothing_model_fails_every_task() -> None:
+    USER_SCRIPTS["nothing"] = lambda messages, tools, user: {"content": "I cannot help with that."}
+    runs = play("script/nothing")
+    assert sum(s.passed for _, _, s in runs) == 0
+    assert all(not s.delivered for t, _, s in runs if any(t.gold))

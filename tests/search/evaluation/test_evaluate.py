@@ -1,0 +1,114 @@
+"""evaluate_variant and `evoharness evaluate` on BFCL with the simulated model."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from compiler.sim import configure_sim, reset_sim
+from compiler.variant import compile_agent
+from compiler.workloads.bfcl.workload import BfclWorkload
+from search.evaluation.evaluate import evaluate_variant
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKLOAD = BfclWorkload()
+DEV = list(WORKLOAD.tasks("dev"))[:12]
+
+
+def agent() -> dict[str, Any]:
+    raw = OmegaConf.load(ROOT / "conf" / "agent" / "bfcl_agent.yaml")
+    raw.pop("defaults")
+    return OmegaConf.to_container(raw)  # type: ignore[return-value]
+
+
+def variant(route: str, **model: Any) -> Any:
+    return compile_agent(agent(), tool={"source": "bfcl"}, model={"route": route, "temperature": 0.0, "retries": 2, "backoff_s": 0.001, **model})
+
+
+@pytest.fixture(autouse=True)
+def fast_sim() -> Iterator[None]:
+    configure_sim(None, time_scale=0.01)
+    yield
+    reset_sim()
+
+
+def test_large_scores_higher_and_costs_more_than_small() -> None:
+    small = evaluate_variant(variant("sim/small"), WORKLOAD, "dev", tasks=DEV, samples=1)
+    large = evaluate_variant(variant("sim/large"), WORKLOAD, "dev", tasks=DEV, samples=1)
+    assert 0 < small.metrics["pass_rate"] < 1
+    assert large.metrics["pass_rate"] > small.metrics["pass_rate"]
+    assert large.metrics["cost_per_task"] > small.metrics["cost_per_task"] > 0
+    assert small.metrics["latency_p95"] > 0 and small.metrics["tokens_per_task"] > 0
+
+
+def test_same_seed_same_report() -> None:
+    def essentials(r: Any) -> Any:
+        return [(e.task_id, e.sample, e.passed, e.score, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.tool_calls) for e in r.episodes]
+
+    v = variant("sim/small", temperature=0.7)
+    a = evaluate_variant(v, WORKLOAD, "dev", tasks=DEV, samples=2, seed=3)
+    b = evaluate_variant(v, WORKLOAD, "dev", tasks=DEV, samples=2, seed=3)
+    c = evaluate_variant(v, WORKLOAD, "dev", tasks=DEV, samples=2, seed=4)
+    assert essentials(a) == essentials(b)
+    assert essentials(a) != essentials(c)
+    assert "determinism" in a.metrics and 0 <= a.metrics["determinism"] <= 1
+
+
+def test_infra_faults_are_retried_then_skipped_never_scored_zero() -> None:
+    clean = evaluate_variant(variant("sim/small"), WORKLOAD, "dev", tasks=DEV, samples=1)
+    configure_sim("sim/small", server_error_rate=0.2, rate_limit_rate=0.1)
+    flaky = evaluate_variant(variant("sim/small"), WORKLOAD, "dev", tasks=DEV, samples=1)
+    # retries absorb most faults: the episodes that finished score exactly as without faults
+    scored = {e.task_id: e.passed for e in flaky.episodes if e.scored}
+    assert scored and all(scored[t] == e.passed for e in clean.episodes for t in [e.task_id] if t in scored)
+    configure_sim("sim/small", server_error_rate=1.0, rate_limit_rate=0.0)
+    down = evaluate_variant(variant("sim/small"), WORKLOAD, "dev", tasks=DEV, samples=1)
+    assert down.metrics["skipped"] == len(DEV) and "pass_rate" not in down.metrics
+    assert all("InternalServerError" in (e.infra_error or "") for e in down.episodes)
+
+
+def cli(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", "evaluate", f"runs_dir={tmp}", "workload.limit=6", *args],
+        cwd=ROOT, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})}, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_cli_writes_eval_json_without_secrets(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "model.api_key_env=EVO_TEST_KEY", env={"EVO_TEST_KEY": "sk-evotest-1234567890"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pass_rate" in proc.stdout and "cost_per_task" in proc.stdout
+    [path] = list(tmp_path.glob("evaluate/*/eval.json"))
+    record = json.loads(path.read_text())
+    assert record["split"] == "dev" and len(record["tasks"]) == 6 and record["metrics"]["episodes"] == 6
+    assert record["provenance"]["versions"]["bfcl-eval"] == "2026.3.23" and len(record["provenance"]["tasks_hash"]) == 64
+    assert record["config"]["model"]["api_key_env"] == "EVO_TEST_KEY"
+    every_file = "".join(p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file())
+    assert "sk-evotest-1234567890" not in every_file + proc.stdout + proc.stderr
+
+
+def test_cli_model_ab_sweep_on_the_same_tasks(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "-m", "model=sim_small,sim_large")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("evaluate-multirun/*/*/eval.json"))]
+    assert [r["model"] for r in records] == ["sim/small", "sim/large"]
+    assert records[0]["provenance"]["tasks_hash"] == records[1]["provenance"]["tasks_hash"]
+
+
+def test_storage_password_never_reaches_a_record(tmp_path: Path) -> None:
+    literal = cli(tmp_path, "search.storage=postgresql://evo:hunter2pw@127.0.0.1/studies")
+    assert literal.returncode == 2 and "oc.env" in literal.stderr.strip().splitlines()[-1]
+    assert not tmp_path.exists() or not any(tmp_path.iterdir()), "refused input must write nothing"
+    proc = cli(tmp_path, "search.storage=${oc.env:EVO_TEST_STORAGE}", "workload.limit=2",
+               env={"EVO_TEST_STORAGE": "postgresql://evo:hunter2pw@127.0.0.1/studies"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [path] = list(tmp_path.glob("evaluate/*/eval.json"))
+    assert "evo:***@127.0.0.1" in path.read_text()
+    assert not any("hunter2pw" in p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file())

@@ -1,0 +1,434 @@
+"""Mutators: one contract suite run against every registered mutator, then per-mutator tests.
+
+LLM mutators go through litellm for real: a custom provider registered here answers with
+``compiler.sim.rewriter.rewrite_reply`` (what the sim provider will answer once hooked).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from compiler.catalog import build_catalog, select_tools
+from compiler.runtime.llm import litellm_module
+from compiler.sim.rewriter import rewrite_reply
+from compiler.variant import compile_agent
+from search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
+from search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
+from search.mutators.evidence import Failure, mask_values, parse_failures, section_text
+from search.mutators.llm import check_section, check_step, redact_call
+from tests.compiler.fixtures import configs
+
+ROOT = Path(__file__).resolve().parents[3]
+LLM_MUTATORS = ("llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter")
+# Values that appear only as task values in the evidence and the teacher's calls: no proposal may carry one.
+GOLD = ("archive_98765", "arch1ve", "secret_gold_file", "31337", "gold_value_4242", "temp_gold_777", "tmp_wrong", "gold_folder_555", "zz_gold")
+MODELS: dict[str, dict[str, Any]] = {"base": {"route": "sim/small", "temperature": 0.0}, "sim_medium": {"route": "sim/medium"}, "sim_large": {"route": "sim/large"}}
+REQUESTS: list[dict[str, Any]] = []
+
+
+# -- a litellm provider answering like the simulator will ----------------------------------
+
+def _user(kwargs: Mapping[str, Any]) -> str:
+    details = getattr(kwargs.get("logging_obj"), "model_call_details", None) or {}
+    for found in ((kwargs.get("optional_params") or {}).get("user"), (kwargs.get("litellm_params") or {}).get("user"), details.get("user")):
+        if found:
+            return str(found)
+    raise AssertionError("the request carried no user field")
+
+
+def _register(provider: str, reply: Callable[[str, list[dict[str, Any]]], str | None]) -> None:
+    lm: Any = litellm_module()
+    from litellm import CustomLLM
+
+    class Handler(CustomLLM):
+        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            user = _user(kwargs)
+            task_id = dict(p.partition("=")[::2] for p in user.split(";"))["task_id"]
+            REQUESTS.append({"model": model, "user": user, "messages": copy.deepcopy(messages)})
+            text = reply(task_id, messages)
+            if text is None:
+                raise lm.BadRequestError(message=f"not a rewrite request: {task_id}", model=model, llm_provider=provider)
+            return lm.ModelResponse(model=model, choices=[lm.Choices(index=0, finish_reason="stop", message=lm.Message(role="assistant", content=text))],
+                                    usage=lm.Usage(prompt_tokens=10, completion_tokens=10, total_tokens=20))
+
+        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            return self.completion(model, messages, *args, **kwargs)
+
+    lm.custom_provider_map = [e for e in lm.custom_provider_map if e.get("provider") != provider] + [{"provider": provider, "custom_handler": Handler()}]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def providers() -> None:
+    _register("rewritetest", rewrite_reply)
+    _register("guttest", lambda task, msgs: '<step>{"name": "act"}</step>' if "workflow" in task else "<section>Be careful.</section>")
+
+
+# -- contexts -------------------------------------------------------------------------------
+
+def _teacher(task_ids: Sequence[str]) -> dict[str, list[str]]:
+    return {t: ["mv(source='report.pdf', destination='archive_98765')", "tail(file_name='secret_gold_file.txt', lines=31337)"] for t in task_ids}
+
+
+def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
+    agent, tool, _ = configs()
+    tools = {s.name: s for s in select_tools(agent["tools"], build_catalog(tool))}
+    pools = initial_pools(agent, models=["sim_medium"], temperatures=[0.0, 0.7], base_model="base", base_temperature=0.0)
+    pools = replace(
+        pools,
+        sections={**pools.sections, "policy": pools.sections["policy"] + (PoolEntry("Use only the tools offered. Ask when a value is missing.", "test"),)},
+        tools={"mv": (PoolEntry({}, "baseline"), PoolEntry({"rules": ["move one file per call"]}, "test"))},
+        toolsets=pools.toolsets + (PoolEntry(["ls", "mv"], "test"),),
+    )
+    evidence = (
+        Evidence("files/1", "turn 0: multi_turn:instance_state_mismatch: mv.destination: model='arch1ve' gold='archive_98765'; state differs in GorillaFileSystem.root",
+                 ("mv: No such directory: 'gold_value_4242'",)),
+        Evidence("files/2", "turn 1: multi_turn:instance_state_mismatch: mv.destination: model='x' gold='archive_98765'; state differs in GorillaFileSystem.root"),
+        Evidence("files/3", "turn 1: multi_turn:instance_state_mismatch: missing call tail(file_name='secret_gold_file.txt',lines=31337); state differs in GorillaFileSystem.root"),
+        Evidence("files/4", "turn 0: multi_turn:execution_response_mismatch: unexpected call ls(a=True); missing gold result(s) '31337'"),
+    )
+    front = (Genome(sections={"policy": 1}, tools={"mv": 1}, toolset=1), Genome())
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1, run_teacher=_teacher)
+    return ctx, tool
+
+
+def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
+    raw = OmegaConf.to_container(OmegaConf.load(ROOT / "conf/agent/bfcl_agent.yaml"), resolve=True)
+    assert isinstance(raw, dict)
+    agent = {str(k): v for k, v in raw.items() if k != "defaults"}
+    tool: dict[str, Any] = {"source": "bfcl"}
+    tools = {s.name: s for s in select_tools(agent["tools"], build_catalog(tool))}
+    pools = initial_pools(agent, models=["sim_medium"], temperatures=[0.7], base_model="base", base_temperature=0.7)
+    evidence = (
+        Evidence("bfcl/multi_turn_base_0", "turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='<missing>' gold='temp_gold_777' "
+                 "(call failed: unexpected argument(s) ['name']); state differs in GorillaFileSystem.root", ("mkdir: unexpected argument(s) ['name']",)),
+        Evidence("bfcl/multi_turn_base_1", "turn 2: multi_turn:empty_turn_model_response: no tool call; gold: cd(folder='gold_folder_555'), ls()"),
+        Evidence("bfcl/multi_turn_base_2", "turn 1: multi_turn:instance_state_mismatch: unexpected call rm(file_name='zz_gold'); state differs in GorillaFileSystem.root"),
+        Evidence("bfcl/multi_turn_base_3", "turn 1: multi_turn:irrelevance_error: gold expects no call (a needed tool or argument is missing; ask the user) "
+                 "but the model made 1, first touch(file_name='tmp_wrong')"),
+    )
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1, run_teacher=_teacher)
+    return ctx, tool
+
+
+CONTEXTS = {"fixture": fixture_ctx, "bfcl": bfcl_ctx}
+SILENT = {  # mutators with nothing honest to propose in a context (each documents why)
+    "fixture": {"tool_format"},
+    "bfcl": {"tool_format", "tool_attach"},  # bfcl offers every tool ("*"): nothing to attach
+}
+
+
+def make(name: str, **params: Any) -> Any:
+    if name in LLM_MUTATORS:
+        params.setdefault("route", "rewritetest/medium")
+    return make_mutator(name, **params)
+
+
+def run(name: str, ctx: MutationContext, seed: int = 11, **params: Any) -> list[Proposal | Control]:
+    return list(make(name, **params).propose(ctx, rng=random.Random(seed)))
+
+
+def proposals(name: str, ctx: MutationContext, **params: Any) -> list[Proposal]:
+    out = run(name, ctx, **params)
+    assert all(isinstance(p, Proposal) for p in out)
+    return [p for p in out if isinstance(p, Proposal)]
+
+
+def variant_hash(ctx: MutationContext, tool: Mapping[str, Any], genome: Genome, pools: Pools) -> str:
+    agent, tool_cfg, model = genome_to_config(genome, pools, agent=ctx.agent, tool=tool, models=MODELS)
+    return compile_agent(agent, tool=tool_cfg, model=model).content_hash
+
+
+def using(genome: Genome, p: Proposal, pools: Pools, agent: Mapping[str, Any]) -> Genome:
+    """The genome with the slot of ``p`` set to its new entry (the last of its pool)."""
+    data = genome.to_dict()
+    key = p.key or ""
+    if p.kind == "section":
+        data["sections"][key] = len(pools.sections[key]) - 1
+    elif p.kind == "tool":
+        data["tools"][key] = len(pools.tools[key]) - 1
+    elif p.kind == "step":  # an appended step is switched on, a required step made switchable is switched off
+        data["steps"][key] = key not in {s["name"] for s in agent.get("workflow", [])}
+    else:
+        data[p.kind] = len(getattr(pools, {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}[p.kind])) - 1
+    return Genome.from_dict(data)
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]
+
+
+# -- the contract suite ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("context", sorted(CONTEXTS))
+@pytest.mark.parametrize("name", known_mutators())
+def test_mutator_contract(name: str, context: str) -> None:
+    ctx, tool = CONTEXTS[context]()
+    before = (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence, ctx.front)
+    out = run(name, ctx)
+    assert out == run(name, ctx), "same seed, different proposals"
+    assert (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence, ctx.front) == before
+    if name not in SILENT[context]:
+        assert out, f"{name} proposed nothing in the {context} context"
+    anchor = ctx.front[0]
+    for p in out:
+        assert isinstance(p, Proposal | Control)
+        if isinstance(p, Control):
+            assert p.author == name == "identity"
+            continue
+        assert p.entry.author == name and p.kind in SLOT_KINDS
+        assert (p.key is None) == (p.kind in ("toolset", "model", "temperature"))
+        text = repr(p.entry.value) + p.entry.note
+        assert not [g for g in GOLD if g in text], f"{name} leaked a task value: {text}"
+        if p.kind == "section":
+            assert p.key is not None and p.key in ctx.pools.sections
+            original = section_text(ctx, p.key)
+            assert p.entry.value.strip() and len(p.entry.value) >= len(original)
+            assert all(s in " ".join(p.entry.value.split()) for s in sentences(original))
+    pools, added, _ = grow_pools(ctx.pools, out)
+    assert ctx.pools.to_dict() == before[1]
+    base_hash = variant_hash(ctx, tool, anchor, pools)
+    for p in added:
+        assert variant_hash(ctx, tool, using(anchor, p, pools, ctx.agent), pools) != base_hash, f"{name}: {p.kind} {p.key} compiles to the anchor's variant"
+
+
+def test_every_builtin_is_registered() -> None:
+    assert set(known_mutators()) >= {
+        "identity", "prompt_prefix", "prompt_suffix", "section_rewriter", "temperature", "tool_description_append", "tool_rule_add",
+        "tool_format", "workflow_step_append", "workflow_step_remove", "tool_attach", "tool_detach", "model_swap", "rule_miner", *LLM_MUTATORS,
+    }
+
+
+# -- evidence parsing and the rule miner --------------------------------------------------
+
+@pytest.mark.parametrize("detail, errors, expected", [
+    ("turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='tmp' gold='temp'; state differs in GorillaFileSystem.root", (),
+     [Failure("wrong_value", "mkdir", "dir_name")]),
+    ("turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='<missing>' gold='temp' (call failed: unexpected argument(s) ['name'])", (),
+     [Failure("absent_arg", "mkdir", "dir_name")]),
+    ("turn 3: multi_turn:x: cd.path: model=3 gold='<missing>'", (), [Failure("extra_arg", "cd", "path")]),
+    ("turn 2: multi_turn:execution_response_mismatch: tail(file_name='file3.txt') failed: \"tool 'tail' is not offered\"", (),
+     [Failure("failed", "tail", None, "'…'")]),
+    ("turn 1: multi_turn:instance_state_mismatch: missing call diff(file_name1='a.pdf',file_name2='b'); state differs in X.y", (),
+     [Failure("missing_call", "diff")]),
+    ("turn 1: multi_turn:irrelevance_error: gold expects no call (ask the user) but the model made 2, first cd(folder='x')", (),
+     [Failure("irrelevant", "cd")]),
+    ("turn 0: multi_turn:empty_turn_model_response: no tool call; gold: ls(a=True), cd(folder='f(x)')", (),
+     [Failure("missing_call", "ls"), Failure("missing_call", "cd")]),
+    ("", ("post: not allowed for message 12",), [Failure("failed", "post", None, "not allowed for message N")]),
+    ("", ("cd: tool 'cd' is not offered at this point",), [Failure("not_offered", "cd")]),
+    ("turn 4: multi_turn:force_terminated: the episode ended before this turn was played", (), []),
+])
+def test_parse_failures(detail: str, errors: tuple[str, ...], expected: list[Failure]) -> None:
+    assert list(parse_failures(Evidence("t/1", detail, errors))) == expected
+
+
+@pytest.mark.parametrize("error, masked", [
+    ("No such file or directory: 'report.pdf'", "No such file or directory: '…'"),
+    ("cannot move archive/report.pdf to 2024.backup", "cannot move … to …"),
+    ("insufficient funds: balance 12.5 < 150", "insufficient funds: balance N < N"),
+])
+def test_mask_values(error: str, masked: str) -> None:
+    assert mask_values(error) == masked
+
+
+def test_rule_miner_names_tool_and_argument_without_values() -> None:
+    ctx, _ = fixture_ctx()
+    out = proposals("rule_miner", ctx)
+    tool = next(p for p in out if p.kind == "tool")
+    section = next(p for p in out if p.kind == "section")
+    assert tool.key == "mv" and tool.entry.value["rules"][0] == "move one file per call"  # stacked on the anchor's edit
+    rule = tool.entry.value["rules"][1]
+    assert "`mv`" in rule and "`destination`" in rule and rule in section.entry.value
+    assert section.key == "policy" and section.entry.value.startswith("Use only the tools offered. Ask when")
+    assert "`tail`" in section.entry.value  # the missing call is a tool-level rule
+    assert not [g for g in GOLD if g in repr([p.entry for p in out])]
+
+
+def test_rule_miner_top_k_and_min_count() -> None:
+    ctx, _ = fixture_ctx()
+    details = [f"turn 0: multi_turn:instance_state_mismatch: mv.{a}: model=1 gold=2" for a in ("source", "destination", "destination", "mode", "mode", "mode")]
+    ctx = replace(ctx, evidence=tuple(Evidence(f"t/{i}", d) for i, d in enumerate(details)))
+    [tool, section] = proposals("rule_miner", ctx, top_k=2)
+    added = tool.entry.value["rules"][1:]
+    assert [re.findall(r"`(\w+)`", r)[1] for r in added] == ["mode", "destination"]
+    assert section.entry.value.count("\n- ") == 2
+    [tool] = proposals("rule_miner", ctx, min_count=3, targets="tool")
+    assert len(tool.entry.value["rules"]) == 2 and "`mode`" in tool.entry.value["rules"][1]
+    assert run("rule_miner", ctx, min_count=7) == []
+
+
+@pytest.mark.parametrize("name, params", [("rule_miner", {"top_k": 0}), ("rule_miner", {"targets": "all"}), ("identity", {"count": -1}),
+                                          ("llm_prompt_rewriter", {"route": "gpt4"}), ("tool_detach", {"count": 1.5})])
+def test_bad_params_name_the_value(name: str, params: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=re.escape(repr(next(iter(params.values()))))):
+        make_mutator(name, **params)
+
+
+def test_an_explicit_missing_section_is_an_error() -> None:
+    ctx, _ = fixture_ctx()
+    with pytest.raises(ValueError, match="'rules'.*one of"):
+        run("prompt_prefix", ctx, section="rules")
+
+
+# -- structural and numeric mutators --------------------------------------------------------
+
+def test_identity_returns_controls_of_the_best_front_genomes() -> None:
+    ctx, _ = fixture_ctx()
+    assert run("identity", ctx) == [Control(ctx.front[0], "identity"), Control(ctx.front[1], "identity")]
+    assert run("identity", ctx, count=1) == [Control(ctx.front[0], "identity")]
+    assert run("identity", replace(ctx, front=())) == [Control(Genome(), "identity")]
+
+
+def test_temperature_fills_zero_then_the_widest_gap() -> None:
+    ctx, _ = fixture_ctx()
+    assert [p.entry.value for p in proposals("temperature", ctx)] == [0.35]
+    only_hot = replace(ctx.pools, temperatures=(PoolEntry(0.7, "baseline"),))
+    assert [p.entry.value for p in proposals("temperature", replace(ctx, pools=only_hot))] == [0.0]
+    dense = replace(ctx.pools, temperatures=tuple(PoolEntry(t / 20, "x") for t in range(21)))
+    assert run("temperature", replace(ctx, pools=dense)) == []
+
+
+def test_tool_detach_never_removes_a_tool_the_evidence_needs() -> None:
+    ctx, _ = fixture_ctx()
+    [p] = run("tool_detach", ctx)
+    assert isinstance(p, Proposal) and p.entry.value == ["mv"]  # ls was only called wrongly
+    needed = replace(ctx, evidence=ctx.evidence + (Evidence("files/5", "turn 0: multi_turn:instance_state_mismatch: missing call ls(a=True)"),))
+    assert run("tool_detach", needed) == []
+    rows = ctx.evidence + (Evidence("files/6", "turn 0: multi_turn:execution_response_mismatch: unexpected call tail(file_name='a')"),)
+    attached = replace(ctx, evidence=rows, front=(Genome(),))  # baseline offers ls, mv, tail; tail is also a missing call in files/3
+    [p] = run("tool_detach", attached, count=3)
+    assert isinstance(p, Proposal) and p.entry.value == ["mv", "tail"]
+
+
+def test_tool_attach_adds_back_the_missing_tool() -> None:
+    ctx, _ = fixture_ctx()
+    [p] = run("tool_attach", ctx)
+    assert isinstance(p, Proposal) and p.entry.value == ["ls", "mv", "tail"]
+
+
+def test_workflow_steps_are_new_names_or_made_switchable() -> None:
+    ctx, _ = fixture_ctx()
+    [append] = run("workflow_step_append", ctx)
+    assert isinstance(append, Proposal) and append.key == "plan_calls"  # the agent has a verify step already
+    assert append.entry.value["after"] == ["report"] and append.entry.value["optional"] is True
+    [remove] = run("workflow_step_remove", ctx)
+    assert isinstance(remove, Proposal) and remove.key == "report" and remove.entry.value["optional"] is True
+    assert run("workflow_step_append", replace(ctx, pools=grow_pools(ctx.pools, [append])[0])) != [append]
+
+
+def test_model_swap_proposes_only_unpooled_models() -> None:
+    ctx, _ = fixture_ctx()
+    assert [p.entry.value for p in proposals("model_swap", ctx)] == ["sim_large"]
+    assert run("model_swap", replace(ctx, models=("base", "sim_medium"))) == []
+
+
+def test_tool_description_append_uses_the_parameter_schema() -> None:
+    ctx, _ = fixture_ctx()
+    [p] = run("tool_description_append", ctx)
+    assert isinstance(p, Proposal) and p.key == "mv"
+    assert p.entry.value["description_append"].startswith("Argument `destination` is required: Target directory.")
+
+
+# -- LLM mutators through litellm -----------------------------------------------------------
+
+def test_llm_prompt_rewriter_round_trip_through_litellm() -> None:
+    ctx, _ = fixture_ctx()
+    REQUESTS.clear()
+    [p] = run("llm_prompt_rewriter", ctx)
+    [request] = REQUESTS
+    assert request["user"].startswith("task_id=mutator/llm_prompt_rewriter;sample=0;seed=")
+    prompt = request["messages"][-1]["content"]
+    assert "<current>\nUse only the tools offered. Ask when a value is missing.\n</current>" in prompt
+    assert "`mv.destination`" in prompt and not [g for g in GOLD if g in prompt]
+    assert isinstance(p, Proposal) and p.key == "policy"
+    assert "When calling `mv`, double-check `destination`" in p.entry.value and "Call `tail` whenever" in p.entry.value
+    assert "Call `ls` only when the request asks" in p.entry.value  # ls was only called wrongly
+
+
+def test_llm_workflow_editor_adds_a_unique_verify_step() -> None:
+    ctx, _ = fixture_ctx()
+    [p] = run("llm_workflow_editor", ctx)
+    assert isinstance(p, Proposal) and p.key == "verify_calls" and p.entry.value["trigger"] == "before_final"
+    assert p.entry.value["after"] == ["report"] and "`mv.destination`" in p.entry.value["instructions"]
+    taken = grow_pools(ctx.pools, [p])[0]
+    [q] = run("llm_workflow_editor", replace(ctx, pools=taken))
+    assert isinstance(q, Proposal) and q.key == "verify_calls_2"
+
+
+def test_teacher_gap_rewriter_needs_a_teacher_and_redacts_its_values() -> None:
+    ctx, _ = fixture_ctx()
+    assert run("teacher_gap_rewriter", replace(ctx, run_teacher=None)) == []
+    REQUESTS.clear()
+    [p] = run("teacher_gap_rewriter", ctx)
+    prompt = REQUESTS[-1]["messages"][-1]["content"]
+    assert "`mv`(source, destination)" in prompt and not [g for g in GOLD if g in prompt]
+    assert isinstance(p, Proposal) and "When the request needs `mv`, call it as a careful expert does, with `source` and `destination` taken" in p.entry.value
+
+
+def test_llm_output_that_guts_the_section_is_rejected(caplog: pytest.LogCaptureFixture) -> None:
+    ctx, _ = fixture_ctx()
+    with caplog.at_level(logging.WARNING):
+        assert run("llm_prompt_rewriter", ctx, route="guttest/x") == []
+        assert run("llm_workflow_editor", ctx, route="guttest/x") == []
+    assert "guts the original" in caplog.text and "'act' is taken" in caplog.text
+
+
+def test_a_route_failure_raises() -> None:
+    ctx, _ = fixture_ctx()
+    _register("failtest", lambda task, msgs: None)  # the handler answers None with a 400
+    from compiler.runtime.models import RouteConfigError
+
+    # through the model client a 400 is a route error: every call would repeat it
+    with pytest.raises(RouteConfigError, match="BadRequestError"):
+        run("llm_prompt_rewriter", ctx, route="failtest/x")
+
+
+@pytest.mark.parametrize("original, new, ok", [
+    ("Be brief. Use tools.", "Be brief. Use tools. Check `ls`.", True),
+    ("Be brief. Use tools.", "", False),
+    ("Be brief. Use tools.", "Be brief. Use tools.", False),
+    ("Use only the tools offered. Never guess a value.", "Use tools.", False),
+    ("Use only the tools offered. Never guess a value.", "- Use only the tools offered.\n- Never guess a value.", True),
+    ("Be brief.", "Be brief. {{ secret }}", False),
+    ("You are {{ agent_name }}.", "You are {{ agent_name }}. Be exact.", True),
+])
+def test_check_section(original: str, new: str, ok: bool) -> None:
+    assert (check_section(original, new) is None) == ok
+
+
+@pytest.mark.parametrize("reply, taken, ok", [
+    ('<step>{"name": "check_ids", "instructions": "Check ids.", "trigger": "prompt"}</step>', ["act"], True),
+    ('<step>{"name": "act", "instructions": "Act.", "trigger": "prompt"}</step>', ["act"], False),
+    ('<step>{"name": "x", "instructions": "X.", "trigger": "always"}</step>', [], False),
+    ('<step>{"name": "Bad Name", "instructions": "X."}</step>', [], False),
+    ("<step>__import__('os')</step>", [], False),
+    ("no step here", [], False),
+])
+def test_check_step(reply: str, taken: list[str], ok: bool) -> None:
+    assert isinstance(check_step(reply, taken), dict) == ok
+
+
+def test_redact_call_keeps_names_only() -> None:
+    assert redact_call("mv(source='a.txt', destination='gold')") == "`mv`(source, destination)"
+    assert redact_call("mv --source a.txt --destination gold") == "`mv`(source, destination)"
+    assert redact_call("cd(folder='trunc...") == "`cd`(folder)"
+
+
+# -- the simulator's side --------------------------------------------------------------------
+
+def test_rewrite_reply_ignores_other_tasks_and_is_deterministic() -> None:
+    msgs = [{"role": "user", "content": "<task>rewrite_section</task>\n<current>\nBe brief.\n</current>\n<evidence>\n- wrong value for `cd.folder`\n</evidence>"}]
+    assert rewrite_reply("bfcl/multi_turn_base_0", msgs) is None
+    a = rewrite_reply("mutator/llm_prompt_rewriter", msgs)
+    assert a == rewrite_reply("mutator/llm_prompt_rewriter", copy.deepcopy(msgs))
+    assert a == "<section>\nBe brief.\n- When calling `cd`, double-check `folder` against the user's request and the latest tool result.\n</section>"
+    assert rewrite_reply("mutator/unknown", [{"role": "user", "content": "hello"}]) is None

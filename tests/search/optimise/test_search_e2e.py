@@ -1,0 +1,169 @@
+"""`evoharness search` end to end through Hydra, the nsga2 sweeper and a real launcher, on a tiny budget."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from search.optimise.study import distinct_evaluations
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = ["search.train_limit=6", "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
+
+
+def search(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp}", *TINY, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def round_study(tmp: Path, study: str, k: int) -> optuna.Study:
+    return optuna.load_study(study_name=f"{study}/r{k}", storage=f"sqlite:///{tmp / study / 'study.db'}")
+
+
+def trials(tmp: Path, study: str, k: int) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in round_study(tmp, study, k).trials if t.state.is_finished()]
+
+
+def evaluations(tmp: Path, study: str, k: int) -> int:
+    """The budget counts distinct evaluations: a genome proposed again is answered from storage."""
+    return distinct_evaluations(round_study(tmp, study, k))
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    tmp = tmp_path_factory.mktemp("search")
+    proc = search(tmp, "search.study=e2e", "search.rounds=2", "search.trials_per_round=4", "mutators.enabled=[{name: identity}, {name: rule_miner}]")
+    return tmp, proc
+
+
+def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, proc = first_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Pareto front of study e2e" in proc.stdout and "Holdout verdict:" in proc.stdout and "Report:" in proc.stdout
+    assert evaluations(tmp, "e2e", 0) == 4 and evaluations(tmp, "e2e", 1) == 4
+    results = yaml.safe_load((tmp / "e2e" / "optimization_results.yaml").read_text())
+    assert results["solutions"] and all(len(s["values"]) == len(results["objectives"]) for s in results["solutions"])
+    claim = json.loads((tmp / "e2e" / "claim.json").read_text())
+    assert claim["verdict"] in ("win", "no_win", "inconclusive") and claim["n"] == 40
+    assert set(claim["hashes"]) == {"config", "workload", "splits", "scorer"}
+    assert claim["low"] <= claim["mean_diff"] <= claim["high"]
+    ledger = [json.loads(line) for line in (tmp / "e2e" / "ledger.jsonl").read_text().splitlines()]
+    assert len(ledger) == len(trials(tmp, "e2e", 0)) + len(trials(tmp, "e2e", 1)) and {"genome", "authors", "diff", "decision", "train", "eval_cost_usd"} <= set(ledger[0])
+    assert sum(r["decision"] == "champion" for r in ledger) >= 1
+    assert (tmp / "e2e" / "report.html").stat().st_size > 1000
+    pools = json.loads((tmp / "e2e" / "pools" / "r1.json").read_text())
+    assert any(a["author"] == "rule_miner" for a in pools["added"]), "round 1 should search over mined rules"
+    assert any(c["author"] == "identity" for c in pools["controls"])
+    assert any(r["origin"] == "control" and r["control"] == "identity" and r["round"] == 1 for r in ledger), "the identity control must be evaluated, not skipped"
+    summary = json.loads((tmp / "e2e" / "summary.json").read_text())
+    if summary["snapshots"]["champion_path"]:
+        snap = Path(summary["snapshots"]["champion_path"])
+        assert json.loads(snap.read_text())["content_hash"] == summary["snapshots"]["champion"]
+    trial_hashes = {r["variant_hash"] for r in ledger}
+    assert all(m["variant_hash"] in trial_hashes for m in summary["front"]), "the front must be the variants the trials evaluated"
+
+
+def test_rerun_resumes_keeps_trials_and_does_not_repay(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, proc = first_run
+    assert proc.returncode == 0
+    before = {t.number: t.datetime_start for t in trials(tmp, "e2e", 0)}
+    evals = {p.name: p.stat().st_mtime_ns for p in (tmp / "e2e" / "evals").iterdir()}
+    again = search(tmp, "search.study=e2e", "search.rounds=2", "search.trials_per_round=5", "mutators.enabled=[{name: identity}, {name: rule_miner}]")
+    assert again.returncode == 0, again.stderr[-3000:]
+    after = {t.number: t.datetime_start for t in trials(tmp, "e2e", 0)}
+    assert evaluations(tmp, "e2e", 0) == 5 and all(after[n] == start for n, start in before.items())
+    assert evaluations(tmp, "e2e", 1) == 5
+    still = {p.name: p.stat().st_mtime_ns for p in (tmp / "e2e" / "evals").iterdir()}
+    assert all(still[name] == mtime for name, mtime in evals.items()), "a finished evaluation was run again"
+    ledger = (tmp / "e2e" / "ledger.jsonl").read_text().splitlines()
+    assert len(ledger) == len(trials(tmp, "e2e", 0)) + len(trials(tmp, "e2e", 1))
+
+
+def test_changed_config_refuses_to_resume(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, _ = first_run
+    proc = search(tmp, "search.study=e2e", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "agent.max_turns=5")
+    assert proc.returncode == 2
+    assert "was started with a different config_hash" in proc.stderr.splitlines()[-1]
+
+
+def test_joblib_launcher(tmp_path: Path) -> None:
+    proc = search(tmp_path, "search.study=jl", "search.rounds=1", "search.trials_per_round=2", "mutators.enabled=[]", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert evaluations(tmp_path, "jl", 0) == 2
+
+
+def test_promote_champion_then_compile_ships_it(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, proc = first_run
+    assert proc.returncode == 0
+    champion = tmp / "e2e" / "champion.json"
+    summary = json.loads((tmp / "e2e" / "summary.json").read_text())
+    if summary["champion"]["variant_hash"] == summary["baseline"]["variant_hash"]:
+        assert not champion.exists()  # the baseline is already what ships
+        return
+    snap = json.loads(champion.read_text())
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cli = [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))"]
+    promote = subprocess.run([*cli, "promote", str(champion), "--registry", str(tmp / "registry")], cwd=ROOT, env=env, capture_output=True, text=True)
+    if snap["provenance"]["claim"]["verdict"] != "win":
+        assert promote.returncode == 2 and "not an improvement" in promote.stderr
+        promote = subprocess.run([*cli, "promote", str(champion), "--force", "--registry", str(tmp / "registry")], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert promote.returncode == 0, promote.stderr
+    compiled = subprocess.run([*cli, "compile", f"runs_dir={tmp}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    assert compiled.stdout.split()[0] == snap["provenance"]["variant_hash"]
+
+
+def test_interrupted_search_resumes_without_redoing_trials(tmp_path: Path) -> None:
+    """Kill the search mid-round (SIGKILL: no cleanup), re-run it: finished trials are kept as they
+    were, a trial left running is closed and re-run, and the budget is met exactly."""
+    import signal
+    import time
+
+    args = ["search.study=cut", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]"]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *TINY, *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    db = tmp_path / "cut" / "study.db"
+    deadline = time.time() + 300
+    done: list[optuna.trial.FrozenTrial] = []
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        jobs = tmp_path / "cut" / "jobs"
+        # a trial file exists only once the search has created its study: reading the database
+        # earlier would race the search's own schema creation
+        if jobs.exists() and any(jobs.iterdir()):
+            try:
+                done = [t for t in optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}").trials if t.state.name == "COMPLETE"]
+            except Exception:  # the study is being written: look again
+                continue
+            if len(done) >= 2:
+                break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(done) >= 2, "the search did not get far enough to be interrupted"
+    kept = {t.number: t.datetime_complete for t in done}
+    again = search(tmp_path, *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    study = optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}")
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert all(next(t for t in complete if t.number == n).datetime_complete == when for n, when in kept.items())
+    assert distinct_evaluations(study) == 6, "interrupted trials must not use up the budget"
+    cut = [t for t in study.trials if t.user_attrs.get("interrupted")]
+    assert all(t.state.name == "FAIL" for t in cut) and not any(t.state.name == "RUNNING" for t in study.trials)
+    assert all(any(c.params == t.params and c.user_attrs.get("rerun") for c in complete) for t in cut), "an interrupted trial is re-run"
+
+
+def test_search_aborts_when_too_many_trials_fail(tmp_path: Path) -> None:
+    # every model call is a 500: every episode is skipped, so no trial has a score
+    proc = search(tmp_path, "search.study=down", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]",
+                  "model.retries=0", "+model.extra.sim_faults.server_error_rate=1.0", "search.models=[]")
+    assert proc.returncode == 2
+    assert "error: 2 of 2 trials failed in round 0 (search.max_failure_rate=0.5); first error: no scored episode" in proc.stderr.splitlines()[-1]
+    study = optuna.load_study(study_name="down/r0", storage=f"sqlite:///{tmp_path / 'down' / 'study.db'}")
+    assert all(t.state.name == "FAIL" and "skipped" in t.user_attrs["error"] for t in study.trials if t.state.is_finished())

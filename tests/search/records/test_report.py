@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+import copy
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from search.records.report import Point, fmt_metric, nice_ticks, render_report, report_main, scatter_svg, write_report
+
+OBJECTIVES = [
+    {"metric": "pass_rate", "direction": "maximize"},
+    {"metric": "cost_per_task", "direction": "minimize"},
+    {"metric": "latency_p95", "direction": "minimize"},
+]
+VOID = {"meta", "br", "hr", "img", "input", "link", "area", "base", "col", "embed", "source", "track", "wbr"}
+DIFF = "--- baseline\n+++ candidate\n@@ -1,2 +1,2 @@\n context\n-old rule\n+new rule <script>alert(1)</script>\n"
+
+
+def _metrics(q: float, c: float, lat: float) -> dict[str, float]:
+    return {"pass_rate": q, "score_mean": q, "cost_per_task": c, "latency_p95": lat, "latency_p50": lat / 2,
+            "tokens_per_task": 1800 * c * 1000, "tool_failure_rate": 0.05}
+
+
+def make_summary(verdict: str | None = "win") -> dict[str, Any]:
+    trials = []
+    for i in range(18):
+        q, c, lat = 0.4 + 0.02 * (i % 9), 0.0008 + 0.0001 * (i % 7), 1.2 + 0.1 * (i % 5)
+        trials.append({"trial": i, "round": i // 6, "variant_hash": f"h{i}", "genome": {"tool_format": "json"},
+                       "authors": ["rule_miner"] if i % 2 else ["temperature", "<img src=x>"], "values": [q, c, lat],
+                       "feasible": i % 5 != 4, "state": "COMPLETE"})
+    trials.append({"trial": 18, "round": 2, "variant_hash": "h18", "genome": {}, "authors": [], "values": None,
+                   "feasible": False, "state": "FAIL"})
+    front = []
+    for k, i in enumerate((8, 15, 6, 1)):
+        t = trials[i]
+        q, c, lat = t["values"]
+        front.append({"trial": i, "round": t["round"], "variant_hash": t["variant_hash"], "genome": t["genome"], "authors": t["authors"],
+                      "train": _metrics(q, c, lat), "dev": _metrics(q - 0.02, c, lat), "diff": DIFF if k != 3 else "",
+                      "champion": k == 0})
+    champion = dict(front[0], holdout=_metrics(0.55, 0.0009, 1.4))
+    claim = None if verdict is None else {
+        "verdict": verdict, "mean_diff": 0.06 if verdict == "win" else 0.01, "low": 0.02 if verdict == "win" else -0.03, "high": 0.1,
+        "n": 120, "confidence": 0.95, "metric": "score", "cost_delta": 0.0001, "latency_delta": -0.2,
+        "hashes": {"config": "c" * 12, "workload": "w" * 12, "splits": "s" * 12, "scorer": "k" * 12}}
+    return {
+        "study": "demo<study>", "created_at": "2024-05-01T12:30:00+00:00", "storage": "sqlite:///runs/demo/study.db",
+        "objectives": OBJECTIVES,
+        "baseline": {"variant_hash": "base", "genome": {}, "authors": [], "train": _metrics(0.45, 0.001, 1.5),
+                     "dev": _metrics(0.44, 0.001, 1.5), "holdout": _metrics(0.46, 0.0008, 1.6)},
+        "trials": trials, "front": front, "champion": champion, "claim": claim,
+        "paths": {"ledger": "runs/demo/ledger.jsonl", "claim": "runs/demo/claim.json", "optimization_results": "runs/demo/optimization_results.yaml"},
+    }
+
+
+class Checker(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.starts: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.starts.append((tag, dict(attrs)))
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.starts.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"unexpected </{tag}> with open {self.stack[-3:]}")
+        else:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    def count(self, tag: str, cls: str) -> int:
+        return sum(1 for t, a in self.starts if t == tag and cls in (a.get("class") or "").split())
+
+
+def parse(html: str) -> Checker:
+    checker = Checker()
+    checker.feed(html)
+    checker.close()
+    assert checker.errors == [] and checker.stack == [], (checker.errors, checker.stack)
+    return checker
+
+
+def visible_text(html: str) -> str:
+    return " ".join(parse(html).text)
+
+
+def test_full_report_is_well_formed_and_complete() -> None:
+    summary = make_summary("win")
+    html = render_report(summary)
+    doc = parse(html)
+    plotted = [t for t in summary["trials"] if t["values"]]
+    assert sum(1 for t, _ in doc.starts if t == "svg") == 2
+    for cls, expected in (("trial", sum(t["feasible"] for t in plotted)), ("infeasible", sum(not t["feasible"] for t in plotted)), ("front", 4)):
+        assert doc.count("circle", cls) == 2 * expected + 2  # two charts, plus one legend swatch each
+    assert doc.count("polygon", "champion") == 2 * 2 and doc.count("rect", "baseline") == 2 * 2
+    assert doc.count("path", "front-line") == 2
+    assert sum(1 for t, _ in doc.starts if t == "title") >= 2 * len(plotted)
+    assert sum(1 for t, _ in doc.starts if t == "details") == 3  # three non-empty diffs
+    assert doc.count("span", "add") == 3 and doc.count("span", "del") == 3
+    text = visible_text(html)
+    assert "Holdout: improvement confirmed (win)" in text and "95% CI [0.020, 0.100]" in text
+    assert "optuna-dashboard sqlite:///runs/demo/study.db" in text and "runs/demo/ledger.jsonl" in text
+    assert "c" * 12 in text and "$0.0009" in text and "1.40s" in text
+    assert text.count("★") == 1  # champion marker in the front table
+    assert not re.search(r"<(script|link|img)\b", html) and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_untrusted_text_is_escaped() -> None:
+    html = render_report(make_summary("win"))
+    assert "<script" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img" not in html and "demo&lt;study&gt;" in html
+
+
+@pytest.mark.parametrize("verdict", ["no_win", "inconclusive", None])
+def test_non_win_never_claims_improvement(verdict: str | None) -> None:
+    text = visible_text(render_report(make_summary(verdict))).lower()
+    assert "confirmed" not in text and "(win)" not in text
+    hits = [m.start() for m in re.finditer("improv", text)]
+    assert hits, "the banner must say that no improvement is claimed"
+    assert all(text[max(0, h - 3):h] == "no " and text[h:].startswith("improvement claimed") for h in hits)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda s: s.update(trials=[], front=[], champion=None, claim=None),
+    lambda s: s.update(champion=None, claim=None),
+    lambda s: s.update(claim=None),
+    lambda s: s.update(trials=s["trials"][:1], front=s["front"][:1], baseline=None),
+    lambda s: s.update(objectives=[], baseline={"train": {}, "dev": None, "holdout": None}, trials=[{"trial": 0, "values": [0.5]}]),
+    lambda s: [t.update(values=[0.5, 0.001, 1.0]) for t in s["trials"] if t["values"]],  # all points equal
+    lambda s: s["front"][0].update(train={}, dev=None, diff=None, authors=None),
+    lambda s: s["claim"].update(confidence=None, mean_diff=float("nan"), hashes=None),
+    lambda s: s.update(created_at="not a date", storage=None, paths=None, study=None),
+])
+def test_degenerate_inputs_render(mutate: Any) -> None:
+    summary = make_summary("inconclusive")
+    mutate(summary)
+    parse(render_report(summary))
+
+
+def test_minimal_summary_renders() -> None:
+    text = visible_text(render_report({}))
+    assert "no improvement claimed" in text and "no data" in text
+
+
+def test_scatter_svg_degenerate_ranges() -> None:
+    for pts in ([], [Point(1.0, 1.0, "trial", "t")], [Point(0.0, 0.0, "front", "a"), Point(0.0, 0.0, "front", "b")],
+                [Point(None, 0.5, "trial", "x"), Point(0.2, None, "champion", "y")], [Point(float("nan"), float("inf"), "baseline", "z")]):
+        svg = scatter_svg(pts, "cost_per_task", "pass_rate")
+        assert not re.search(r"\b(nan|inf)\b", svg.lower())
+        parse(svg)
+
+
+def test_ticks_and_formatting() -> None:
+    lo, hi, ticks = nice_ticks(0.00081, 0.00143)
+    assert lo <= 0.00081 and hi >= 0.00143 and 3 <= len(ticks) <= 8
+    assert fmt_metric(0.00123, "cost_per_task") == "$0.00123" and fmt_metric(1.5, "cost_per_task") == "$1.50"
+    assert fmt_metric(-0.0001, "cost_per_task", signed=True) == "-$0.000100"
+    assert fmt_metric(1.234, "latency_p95") == "1.23s" and fmt_metric(None, "pass_rate") == "–"
+    assert fmt_metric(0.05, "diff", signed=True) == "+0.050"
+
+
+def test_write_report_is_atomic(tmp_path: Path) -> None:
+    target = write_report(make_summary("win"), tmp_path / "sub" / "report.html")
+    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert [p.name for p in target.parent.iterdir()] == ["report.html"]
+    bad = copy.deepcopy(make_summary("win"))
+    bad["trials"] = 5  # not iterable: rendering fails before anything is replaced
+    with pytest.raises(TypeError):
+        write_report(bad, target)
+    assert [p.name for p in target.parent.iterdir()] == ["report.html"] and "<svg" in target.read_text(encoding="utf-8")
+
+
+def test_report_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert report_main(["demo", "--runs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: no search summary at {tmp_path / 'demo' / 'summary.json'}; run `evoharness search` with search.study=demo first"
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "summary.json").write_text("{broken", encoding="utf-8")
+    assert report_main(["demo", "--runs", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    (tmp_path / "demo" / "summary.json").write_text(json.dumps(make_summary("no_win")), encoding="utf-8")
+    assert report_main(["demo", "--runs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == str(tmp_path / "demo" / "report.html") and Path(out).is_file()
+    assert report_main([]) == 2
