@@ -1,20 +1,34 @@
-"""Extension points registered by name. Built-ins are import paths, so looking one up never
-imports the others (bfcl-eval, say, is imported only when the bfcl workload is used)."""
+"""Extension points registered by name: workloads, tool catalogs, mutators, model providers.
+
+An entry comes from one of three places, looked up in this order:
+
+1. a ``register(name)`` decorator (how a user adds one in their own code);
+2. a built-in, given as an import path so that looking one up never imports the others
+   (bfcl-eval, say, is imported only when the bfcl workload is used). ``"module:attribute"``
+   is the entry itself; a bare ``"module"`` is a module whose import registers the entry with
+   the decorator, for modules that hold many entries (the mutators);
+3. an entry point of an installed distribution, in the group ``evoharness.<kind>s`` (for
+   ``[project.entry-points."evoharness.mutators"] my_mutator = "my_pkg.mutators"``), read only
+   when the name is in neither of the above. Its value is an import path as in 2.
+"""
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Generic, TypeVar
+from importlib import metadata
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 
 class NamedRegistry(Generic[T]):
-    def __init__(self, kind: str, *, builtins: Mapping[str, str], decorator: str) -> None:
+    def __init__(self, kind: str, *, builtins: Mapping[str, str], decorator: str, group: str | None = None) -> None:
         self.kind = kind  # e.g. "workload", for messages
-        self.builtins = dict(builtins)  # name -> "module:attribute"
+        self.builtins = dict(builtins)  # name -> "module:attribute" or "module" (which registers name on import)
         self.decorator = decorator  # how a user registers one, for messages
+        self.group = group or f"evoharness.{kind.replace(' ', '_')}s"
         self._entries: dict[str, T] = {}
+        self._plugins: dict[str, str] | None = None  # entry-point name -> import path, read once
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorate(entry: T) -> T:
@@ -23,13 +37,46 @@ class NamedRegistry(Generic[T]):
 
         return decorate
 
+    def plugins(self) -> dict[str, str]:
+        """Entry points of installed distributions in this registry's group, not imported."""
+        # Cached: scanning every distribution's metadata costs milliseconds, and ensure_providers
+        # asks for every model call; installed distributions do not change during a run.
+        if self._plugins is None:
+            found: dict[str, str] = {}
+            for ep in metadata.entry_points(group=self.group):
+                found.setdefault(ep.name, f"{ep.module}:{ep.attr}" if ep.attr else ep.module)
+            self._plugins = found
+        return self._plugins
+
     def names(self) -> list[str]:
-        return sorted(set(self._entries) | set(self.builtins))
+        return sorted(set(self._entries) | set(self.builtins) | set(self.plugins()))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self._entries or name in self.builtins or name in self.plugins())
 
     def get(self, name: str) -> T:
-        if name not in self._entries and name in self.builtins:
-            module, _, attr = self.builtins[name].partition(":")
-            self._entries[name] = getattr(importlib.import_module(module), attr)
         if name not in self._entries:
-            raise KeyError(f"unknown {self.kind} {name!r}; known: {self.names()}; register one with {self.decorator}")
+            target = self.builtins.get(name) or self.plugins().get(name)
+            if target is None:
+                raise KeyError(
+                    f"unknown {self.kind} {name!r}; known: {self.names()}; "
+                    f"register one with {self.decorator} or an entry point in group {self.group!r}"
+                )
+            self._load(name, target)
         return self._entries[name]
+
+    def _load(self, name: str, target: str) -> None:
+        module, _, attr = target.partition(":")
+        if attr:
+            entry: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                entry = getattr(entry, part)
+            self._entries[name] = entry
+            return
+        before = dict(self._entries)
+        importlib.import_module(module)
+        # A name a user registered before this import keeps the user's entry: which built-in
+        # module happens to be imported first must not decide whose entry wins.
+        self._entries.update(before)
+        if name not in self._entries:
+            raise ImportError(f"{self.kind} {name!r}: importing {module} did not register it with {self.decorator}")

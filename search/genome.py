@@ -10,11 +10,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from compiler.schema import TOOL_FORMATS
 
-SLOT_KINDS = ("section", "tool", "step", "toolset", "model", "temperature")
+SlotKind = Literal["section", "tool", "step", "toolset", "model", "temperature"]
+SLOT_KINDS: tuple[SlotKind, ...] = get_args(SlotKind)
+# the slots that hold one list-valued pool (no key), by the Pools attribute that holds it
+_LIST_SLOTS: dict[str, str] = {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}
 
 
 @dataclass(frozen=True)
@@ -250,7 +253,7 @@ def genome_to_params(genome: Genome, pools: Pools, *, base_format: str, base_ste
     return params
 
 
-def with_pool_entry(pools: Pools, kind: str, key: str | None, entry: PoolEntry) -> tuple[Pools, bool]:
+def with_pool_entry(pools: Pools, kind: SlotKind, key: str | None, entry: PoolEntry) -> tuple[Pools, bool]:
     """Append ``entry`` unless an equal value is already pooled. Returns (pools, added)."""
     if kind == "section":
         assert key is not None
@@ -269,7 +272,7 @@ def with_pool_entry(pools: Pools, kind: str, key: str | None, entry: PoolEntry) 
         if key in pools.steps:  # a step's meaning never changes once pooled
             return pools, False
         return replace(pools, steps={**pools.steps, key: entry}), True
-    attr = {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}.get(kind)
+    attr = _LIST_SLOTS.get(kind)
     if attr is None:
         raise ValueError(f"unknown pool kind {kind!r}; use one of {SLOT_KINDS}")
     current_t: tuple[PoolEntry, ...] = getattr(pools, attr)
@@ -277,6 +280,37 @@ def with_pool_entry(pools: Pools, kind: str, key: str | None, entry: PoolEntry) 
         return pools, False
     grown: Any = current_t + (entry,)
     return replace(pools, **{attr: grown}), True
+
+
+def pool_len(pools: Pools, kind: SlotKind, key: str | None) -> int:
+    """Entries in a slot's pool (a tool without edits counts its implicit baseline entry; steps
+    are switches, never counted toward ``mutators.pool_size``)."""
+    if kind == "section":
+        return len(pools.sections.get(key or "", ()))
+    if kind == "tool":
+        return len(pools.tools.get(key or "", ())) or 1
+    if kind == "step":
+        return 0
+    return len(getattr(pools, _LIST_SLOTS[kind]))
+
+
+def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None, base_steps: Sequence[str] = ()) -> Genome:
+    """``genome`` with the slot's newest pool entry chosen. A new step is tried on; a required step
+    of the base workflow (named in ``base_steps``) made switchable is tried off."""
+    if kind == "section":
+        assert key is not None
+        return replace(genome, sections={**genome.sections, key: len(pools.sections[key]) - 1})
+    if kind == "tool":
+        assert key is not None
+        return replace(genome, tools={**genome.tools, key: len(pools.tools[key]) - 1})
+    if kind == "step":
+        assert key is not None
+        return replace(genome, steps={**genome.steps, key: key not in base_steps})
+    if kind == "toolset":
+        return replace(genome, toolset=len(pools.toolsets) - 1)
+    if kind == "model":
+        return replace(genome, model=len(pools.models) - 1)
+    return replace(genome, temperature=len(pools.temperatures) - 1)
 
 
 def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:

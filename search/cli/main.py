@@ -84,9 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return int(serve_main(rest) or 0)
     if command in ("promote", "versions", "rollback"):
-        from search import registry_cli
+        from search.cli import registry
 
-        return int(getattr(registry_cli, f"{command}_main")(rest))
+        return int(getattr(registry, f"{command}_main")(rest))
     commands = _hydra_commands()
     if command in commands:
         from compiler.hydra_app import run_hydra

@@ -292,6 +292,16 @@ def objectives(criteria: Sequence[OptimisationCriterion]) -> tuple[Objective, ..
     return tuple(chosen.values()) or DEFAULT_OBJECTIVES
 
 
+def quality_objective(chosen: Sequence[Objective | Mapping[str, Any]]) -> str:
+    """The quality metric every reader of a front ranks by: the first maximised objective
+    (objectives as built here, or as recorded in a summary); ``score_mean`` when none is."""
+    for o in chosen:
+        metric, direction = (o.metric, o.direction) if isinstance(o, Objective) else (o.get("metric"), o.get("direction"))
+        if direction == "maximize":
+            return str(metric)
+    return "score_mean"
+
+
 def constraint_values(verdict: CriteriaVerdict) -> tuple[float, ...]:
     """One value per hard criterion, Optuna convention (<= 0 feasible): the normalised
     shortfall ``-margin``; 0.0 for a boundary hit, 1.0 for an unmeasured metric."""

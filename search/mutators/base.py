@@ -8,14 +8,14 @@ skipped as a duplicate.
 """
 from __future__ import annotations
 
-import importlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from compiler.plugins import NamedRegistry
 from compiler.toolspec import ToolSpec
-from search.genome import Genome, PoolEntry, Pools, with_pool_entry
+from search.genome import Genome, PoolEntry, Pools, SlotKind, with_pool_entry
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class MutationContext:
 
 @dataclass(frozen=True)
 class Proposal:
-    kind: str  # section | tool | step | toolset | model | temperature
+    kind: SlotKind
     key: str | None  # section / tool / step name; None for the list-valued slots
     entry: PoolEntry
 
@@ -64,37 +64,28 @@ class Mutator(Protocol):
 
 
 MutatorFactory = Callable[..., Mutator]
-_REGISTRY: dict[str, MutatorFactory] = {}
-_BUILTIN_MODULES = ("search.mutators.edits", "search.mutators.structure", "search.mutators.evidence", "search.mutators.llm")
+# Each built-in names the module whose import registers it, so that making one mutator imports
+# only its module (the LLM mutators pull in the model client and jinja2).
+_BUILTINS = {
+    **dict.fromkeys(("identity", "prompt_prefix", "prompt_suffix", "section_rewriter", "temperature", "tool_description_append",
+                     "tool_rule_add", "tool_format"), "search.mutators.edits"),
+    **dict.fromkeys(("workflow_step_append", "workflow_step_remove", "tool_detach", "tool_attach", "model_swap"), "search.mutators.structure"),
+    "rule_miner": "search.mutators.evidence",
+    **dict.fromkeys(("llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter"), "search.mutators.llm"),
+}
+MUTATORS: NamedRegistry[MutatorFactory] = NamedRegistry("mutator", builtins=_BUILTINS, decorator="@register_mutator")
 
 
 def register_mutator(name: str) -> Callable[[MutatorFactory], MutatorFactory]:
-    def decorate(factory: MutatorFactory) -> MutatorFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorate
-
-
-def _load_builtins() -> None:
-    for module in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+    return MUTATORS.register(name)
 
 
 def make_mutator(name: str, **params: Any) -> Mutator:
-    _load_builtins()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown mutator {name!r}; known: {sorted(_REGISTRY)}; register one with @register_mutator")
-    return _REGISTRY[name](**params)
+    return MUTATORS.get(name)(**params)
 
 
 def known_mutators() -> tuple[str, ...]:
-    _load_builtins()
-    return tuple(sorted(_REGISTRY))
+    return tuple(MUTATORS.names())
 
 
 def grow_pools(

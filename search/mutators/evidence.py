@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.toolspec import ToolSpec
-from search.genome import Genome, PoolEntry
+from search.genome import Genome, PoolEntry, SlotKind
 from search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, register_mutator
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -202,7 +202,7 @@ def pick_section(ctx: MutationContext, mutator: str, section: str | None, defaul
     return default if default in ctx.pools.sections else None
 
 
-def proposal(kind: str, key: str | None, value: Any, author: str, note: str) -> Proposal:
+def proposal(kind: SlotKind, key: str | None, value: Any, author: str, note: str) -> Proposal:
     return Proposal(kind, key, PoolEntry(value, author, note))
 
 

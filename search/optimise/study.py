@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -21,10 +22,54 @@ from optuna.samplers.nsgaii import (
 from optuna.trial import FrozenTrial, TrialState
 
 from search.evaluation.criteria import Objective
+from search.genome import Genome
 
 CROSSOVERS: dict[str, type[UniformCrossover] | type[BLXAlphaCrossover] | type[SBXCrossover] | type[VSBXCrossover] | type[UNDXCrossover] | type[SPXCrossover]] = {"uniform": UniformCrossover, "blxalpha": BLXAlphaCrossover, "sbx": SBXCrossover, "vsbx": VSBXCrossover, "undx": UNDXCrossover, "spx": SPXCrossover}
 
 optuna.logging.set_verbosity(logging.WARNING)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as the search's policy and records read it (built from the study, never a live trial)."""
+
+    number: int  # the trial's number in its round's study
+    round: int
+    state: str  # COMPLETE | FAIL | RUNNING | ...
+    genome: Genome | None  # None for a trial that failed before its genome was recorded
+    variant_hash: str = ""
+    values: tuple[float, ...] | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    train: Mapping[str, float] = field(default_factory=dict)
+    feasible: bool = False
+    origin: str = "sampler"  # baseline | one_change | control | front | new:<author> | sampler
+    control: str | None = None  # the mutator that asked for this control re-evaluation
+    authors: tuple[str, ...] = ()
+    error: str | None = None
+    eval_key: str | None = None
+
+    @classmethod
+    def of(cls, t: FrozenTrial, round_index: int) -> TrialRecord:
+        a = t.user_attrs
+        return cls(
+            number=int(a.get("round_trial", t.number)), round=int(a.get("round", round_index)), state=t.state.name,
+            genome=Genome.from_dict(a["genome"]) if a.get("genome") else None, variant_hash=str(a.get("variant_hash", "")),
+            values=tuple(t.values) if t.values else None, params=dict(a.get("params", t.params)), train=dict(a.get("train") or {}),
+            feasible=bool(a.get("feasible", False)), origin=str(a.get("origin", "sampler")), control=a.get("control"),
+            authors=tuple(a.get("authors", ())), error=a.get("error"), eval_key=a.get("eval_key"),
+        )
+
+    def quality(self, metric: str) -> float:
+        return float(self.train.get(metric, 0.0))
+
+
+def records(study: optuna.Study, round_index: int) -> list[TrialRecord]:
+    return [TrialRecord.of(t, round_index) for t in study.get_trials(deepcopy=False)]
+
+
+def best_records(study: optuna.Study, round_index: int) -> list[TrialRecord]:
+    """The round's constraint-aware Pareto front (Optuna's best_trials)."""
+    return [TrialRecord.of(t, round_index) for t in study.best_trials]
 
 
 def make_sampler(*, population_size: int, seed: int, crossover: str) -> NSGAIISampler:
@@ -73,7 +118,7 @@ def fail_stale(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]
     return [(dict(t.params), {k: v for k, v in t.user_attrs.items() if k in ("origin", "control")}) for t in stale]
 
 
-def front_over(rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) -> list[FrozenTrial]:
+def front_over(rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) -> list[TrialRecord]:
     """Constraint-aware Pareto front over all rounds' completed trials (Optuna's own best_trials).
 
     The trials are copied, without their params (each round has its own categorical choices,
@@ -85,4 +130,4 @@ def front_over(rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) 
         for t in s.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             attrs = {**t.user_attrs, "round": k, "round_trial": t.number, "params": dict(t.params)}
             combined.add_trial(optuna.trial.create_trial(values=t.values, user_attrs=attrs, system_attrs=t.system_attrs))
-    return list(combined.best_trials)
+    return [TrialRecord.of(t, 0) for t in combined.best_trials]

@@ -16,7 +16,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from compiler.atomic import write_json_atomic
-from search.optimise.trial import TrialSpec
+from search.optimise.trial import TrialResult, TrialSpec
 
 
 class NSGA2SweeperImpl:
@@ -25,14 +25,15 @@ class NSGA2SweeperImpl:
         self.launcher: Launcher | None = None
         self.job_idx = 0
         self.arguments: list[str] = []
+        self.job_dir: Path | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context, task_function=task_function, config=config)
 
-    def launch(self, specs: Sequence[TrialSpec]) -> list[dict[str, Any] | BaseException]:
-        assert self.launcher is not None and self.config is not None
-        job_dir = Path(self.config.runs_dir).resolve() / str(self.config.search.study) / "jobs"
+    def launch(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
+        assert self.launcher is not None and self.job_dir is not None
+        job_dir = self.job_dir
         job_dir.mkdir(parents=True, exist_ok=True)
         files = []
         for spec in specs:
@@ -42,10 +43,11 @@ class NSGA2SweeperImpl:
         overrides = [[*self.arguments, f"+trial={f}"] for f in files]
         returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         self.job_idx += len(returns)
-        out: list[dict[str, Any] | BaseException] = []
+        out: list[TrialResult | BaseException] = []
         for r in returns:
             if r.status == JobStatus.COMPLETED:
-                out.append(r.return_value)
+                value = r.return_value
+                out.append(value if isinstance(value, TrialResult) else TypeError(f"a search job returned {type(value).__name__}, not a TrialResult"))
             else:
                 err = r._return_value  # Hydra keeps the job's exception here
                 out.append(err if isinstance(err, BaseException) else RuntimeError(str(err)))
@@ -56,6 +58,7 @@ class NSGA2SweeperImpl:
         from compiler.release.merge import apply_promoted
         from conf import CONF_DIR
         from search.optimise.run import SearchAborted, SearchRun
+        from search.optimise.settings import RunSettings, StudyPaths
         from search.records.summary import print_summary
 
         assert self.config is not None
@@ -64,7 +67,9 @@ class NSGA2SweeperImpl:
         user = OmegaConf.masked_copy(self.config, [str(k) for k in self.config.keys() if k != "hydra"])
         cfg = apply_promoted(user, self.arguments)
         try:
-            summary = SearchRun(cfg, launch=self.launch, conf_dir=CONF_DIR).execute()
+            settings = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+            self.job_dir = StudyPaths.of(settings).jobs
+            summary = SearchRun(settings, launch=self.launch).execute()
         except (SearchAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
             print(f"error: {exc}", file=sys.stderr)

@@ -19,7 +19,9 @@ from compiler.runtime.cache import ResponseCache
 from compiler.runtime.trajectory import Trajectory
 from compiler.runtime.workload import workload_factory
 from compiler.variant import HarnessVariant, compile_agent, content_hash
+from search.evaluation.metrics import EvalReport
 from search.genome import Genome, Pools, genome_to_config
+from search.records.versions import checked, versioned
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,59 @@ class TrialSpec:
         return content_hash([variant_hash, self.split, self.samples, self.seed, list(self.task_ids), dict(self.workload.get("options", {}))])
 
 
-def _evidence(trajectories: list[Trajectory], failed: set[tuple[str, int]]) -> dict[tuple[str, int], list[str]]:
+@dataclass(frozen=True)
+class FailedEpisode:
+    """A scored episode that failed: what evidence-driven mutators read."""
+
+    task_id: str
+    sample: int
+    detail: str  # the scorer's first failure reason
+    tool_errors: tuple[str, ...] = ()  # "tool: error" for calls that raised
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "sample": self.sample, "detail": self.detail, "tool_errors": list(self.tool_errors)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FailedEpisode:
+        return cls(task_id=str(d["task_id"]), sample=int(d["sample"]), detail=str(d["detail"]), tool_errors=tuple(d.get("tool_errors", ())))
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """A finished evaluation of one variant, with the variant itself (so nothing downstream recompiles)."""
+
+    label: str
+    split: str
+    variant: HarnessVariant
+    report: EvalReport
+    evidence: tuple[FailedEpisode, ...] = ()
+    reused: bool = False  # read from the study's store, not paid for again
+
+    @property
+    def variant_hash(self) -> str:
+        return self.variant.content_hash
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (runs/<study>/evals/<key>.json); the variant is rebuilt from the spec."""
+        return versioned("trial_result", {"label": self.label, "variant_hash": self.variant_hash, "split": self.split,
+                                          "report": self.report.to_dict(), "evidence": [e.to_dict() for e in self.evidence]})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], variant: HarnessVariant, *, source: str | Path, reused: bool = False) -> TrialResult:
+        d = checked("trial_result", d, source)
+        if d["variant_hash"] != variant.content_hash:
+            raise ValueError(f"{source} holds the evaluation of {d['variant_hash'][:12]}, not of {variant.content_hash[:12]}")
+        return cls(label=str(d["label"]), split=str(d["split"]), variant=variant, report=EvalReport.from_dict(d["report"]),
+                   evidence=tuple(FailedEpisode.from_dict(e) for e in d.get("evidence", ())), reused=reused)
+
+
+def stored_result(path: Path, variant: HarnessVariant) -> TrialResult | None:
+    if not path.exists():
+        return None
+    return TrialResult.from_dict(json.loads(path.read_text(encoding="utf-8")), variant, source=path, reused=True)
+
+
+def _tool_errors(trajectories: list[Trajectory], failed: set[tuple[str, int]]) -> dict[tuple[str, int], list[str]]:
     out: dict[tuple[str, int], list[str]] = {}
     for t in trajectories:
         if (t.task_id, t.sample) in failed:
@@ -71,15 +125,15 @@ def _evidence(trajectories: list[Trajectory], failed: set[tuple[str, int]]) -> d
     return out
 
 
-def run_trial(spec: TrialSpec) -> dict[str, Any]:
-    """Compile the genome, evaluate it (or reuse a finished evaluation) and return a JSON-able result."""
+def run_trial(spec: TrialSpec) -> TrialResult:
+    """Compile the genome and evaluate it, or read the finished evaluation from the study's store."""
     from search.evaluation.evaluate import evaluate_variant_async
 
     variant = spec.variant()
-    key = spec.eval_key(variant.content_hash)
-    stored = Path(spec.study_dir) / "evals" / f"{key}.json"
-    if stored.exists():
-        return {**json.loads(stored.read_text(encoding="utf-8")), "reused": True}
+    stored = Path(spec.study_dir) / "evals" / f"{spec.eval_key(variant.content_hash)}.json"
+    reused = stored_result(stored, variant)
+    if reused is not None:
+        return reused
     workload = workload_factory(str(spec.workload["name"]))(**dict(spec.workload.get("options", {})))
     tasks = [workload.task(t) for t in spec.task_ids]
     report, trajectories = asyncio.run(
@@ -89,19 +143,14 @@ def run_trial(spec: TrialSpec) -> dict[str, Any]:
         )
     )
     failed = {(e.task_id, e.sample) for e in report.episodes if e.scored and not e.passed}
-    errors = _evidence(trajectories, failed)
-    result = {
-        "label": spec.label,
-        "variant_hash": variant.content_hash,
-        "split": spec.split,
-        "report": report.to_dict(),
-        "evidence": [
-            {"task_id": e.task_id, "sample": e.sample, "detail": e.detail, "tool_errors": errors.get((e.task_id, e.sample), [])}
-            for e in report.episodes if (e.task_id, e.sample) in failed
-        ],
-    }
+    errors = _tool_errors(trajectories, failed)
+    result = TrialResult(
+        label=spec.label, split=spec.split, variant=variant, report=report,
+        evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])))
+                       for e in report.episodes if (e.task_id, e.sample) in failed),
+    )
     if not report.metrics.get("skipped"):
         # an evaluation with skipped episodes is not final: a resume retries them (the response
         # cache replays every finished model call, so only the failed ones are paid again)
-        write_json_atomic(stored, result)
-    return {**result, "reused": False}
+        write_json_atomic(stored, result.to_dict())
+    return result

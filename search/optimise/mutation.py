@@ -1,0 +1,108 @@
+"""Between rounds: the mutators grow the pools from the front's failed train episodes.
+
+Each round's pools are stored (``runs/<study>/pools/r<k>.json``), so a resumed round searches the
+same pools and never pays an LLM mutator twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from compiler.atomic import write_json_atomic
+from compiler.catalog import build_catalog, select_tools
+from compiler.runtime.cache import ResponseCache
+from compiler.runtime.workload import Workload
+from compiler.variant import compile_agent, content_hash
+from search.genome import Pools, initial_pools, pool_len
+from search.mutators.base import Evidence, MutationContext, Mutator, TeacherRunner, grow_pools
+from search.optimise.seeding import ControlRequest, NewEntry
+from search.optimise.settings import RunSettings, StudyPaths
+from search.optimise.study import TrialRecord
+
+
+@dataclass(frozen=True)
+class RoundPools:
+    pools: Pools
+    added: tuple[NewEntry, ...] = ()
+    controls: tuple[ControlRequest, ...] = ()
+
+
+def first_pools(settings: RunSettings) -> Pools:
+    """Round 0: the baseline of every slot, the search's models, temperatures and formats."""
+    pools = initial_pools(settings.agent, models=list(settings.models)[1:], temperatures=list(settings.search.temperatures),
+                          base_model="base", base_temperature=float(settings.models["base"].get("temperature", 0.0)))
+    return replace(pools, formats=tuple(dict.fromkeys([settings.base_format, *settings.search.formats])))
+
+
+def stored_round(paths: StudyPaths, k: int) -> RoundPools | None:
+    path = paths.pools(k)
+    if not path.exists():
+        return None
+    d = json.loads(path.read_text(encoding="utf-8"))
+    return RoundPools(Pools.from_dict(d["pools"]), tuple(NewEntry.from_dict(a) for a in d.get("added", [])),
+                      tuple(ControlRequest.from_dict(c) for c in d.get("controls", [])))
+
+
+def store_round(paths: StudyPaths, k: int, rp: RoundPools) -> None:
+    write_json_atomic(paths.pools(k), {"pools": rp.pools.to_dict(), "added": [a.to_dict() for a in rp.added],
+                                       "controls": [c.to_dict() for c in rp.controls]})
+
+
+def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[Evidence]:
+    """The failed train episodes of the front members, from their stored evaluations."""
+    out: list[Evidence] = []
+    for t in front:
+        stored = paths.evals / f"{t.eval_key}.json"
+        if t.genome is None or not stored.exists():
+            continue
+        data = json.loads(stored.read_text(encoding="utf-8"))
+        out += [Evidence(e["task_id"], e["detail"], tuple(e.get("tool_errors", [])), t.genome) for e in data.get("evidence", [])]
+    return out
+
+
+def teacher_runner(settings: RunSettings, workload: Workload) -> TeacherRunner | None:
+    """Runs search.teacher (a stronger model) with the baseline harness on failing train tasks."""
+    if settings.teacher is None:
+        return None
+    teacher = settings.teacher
+
+    def run(task_ids: Sequence[str]) -> dict[str, list[str]]:
+        from search.evaluation.evaluate import evaluate_variant_async
+
+        variant = compile_agent(settings.agent, tool=settings.tool, model=teacher)
+        tasks = [workload.task(t) for t in task_ids]
+        cache = ResponseCache(settings.cache_dir) if settings.cache_dir else None  # a resumed round does not pay twice
+        _, trajectories = asyncio.run(evaluate_variant_async(variant, workload, "train", tasks=tasks, seed=settings.seed, cache=cache,
+                                                             keep_trajectories=True))
+        return {t.task_id: [f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in t.tool_calls if c.error is None]
+                for t in trajectories}
+
+    return run
+
+
+def mutate(
+    settings: RunSettings, k: int, pools: Pools, front: Sequence[TrialRecord], evidence: Sequence[Evidence], *,
+    mutators: Sequence[tuple[Mutator, float]], run_teacher: TeacherRunner | None, echo: Callable[[str], None],
+) -> RoundPools:
+    """Every mutator (a weight below 1 is the chance it runs this round) proposes; proposals grow
+    the pools up to ``mutators.pool_size`` per slot."""
+    ctx = MutationContext(agent=settings.agent, tools={s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))},
+                          pools=pools, front=tuple(t.genome for t in front if t.genome is not None), evidence=tuple(evidence),
+                          models=tuple(settings.models), round=k, run_teacher=run_teacher, cache_dir=settings.cache_dir)
+    proposals: list[object] = []
+    for m, weight in mutators:
+        rng = random.Random(content_hash([settings.search.seed, k, m.name]))
+        if weight < 1.0 and rng.random() >= weight:
+            continue
+        try:
+            proposals += list(m.propose(ctx, rng=rng))
+        except Exception as exc:  # one broken mutator (e.g. its LLM route is down) must not end the search
+            echo(f"warning: mutator {m.name} failed in round {k}: {type(exc).__name__}: {exc}")
+    cap = settings.pool_size
+    grown, added, controls = grow_pools(pools, proposals, cap=lambda ps, kind, key: pool_len(ps, kind, key) < cap)  # type: ignore[arg-type]
+    return RoundPools(grown, tuple(NewEntry(p.kind, p.key, p.entry.author, p.entry.note) for p in added),
+                      tuple(ControlRequest(c.genome, c.author) for c in controls))
+

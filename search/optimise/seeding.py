@@ -1,0 +1,104 @@
+"""What a round evaluates before NSGA-II samples: the enqueued trials, in priority order. Pure.
+
+Priority within the round's budget: the baseline; in the first round every gene's main effect
+(one change at a time); the identity controls (fresh samples of known genomes: the noise
+yardstick); the previous front; then each new pool entry tried on the front's anchors.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from search.genome import BASELINE, Genome, Pools, SlotKind, genome_to_params, param_space, with_new_entry
+from search.optimise.study import TrialRecord
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """A pool entry a mutator added between rounds."""
+
+    kind: SlotKind
+    key: str | None
+    author: str
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "key": self.key, "author": self.author, "note": self.note}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NewEntry:
+        return cls(kind=d["kind"], key=d.get("key"), author=str(d["author"]), note=str(d.get("note", "")))
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    """A known genome a mutator asked to re-evaluate with fresh samples."""
+
+    genome: Genome
+    author: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"genome": self.genome.to_dict(), "author": self.author}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ControlRequest:
+        return cls(genome=Genome.from_dict(d["genome"]), author=str(d["author"]))
+
+
+@dataclass(frozen=True)
+class Queued:
+    params: dict[str, Any]  # every Optuna parameter of the round fixed
+    attrs: dict[str, Any]  # user attributes: origin, and control for a control
+
+
+def anchors(front: Sequence[TrialRecord], quality: str) -> list[Genome]:
+    """The front members new entries are tried on: the best quality, and the cheapest member that
+    already beats the baseline (else the cheapest), so an edit that lifts a cheap configuration
+    gets its chance as well as one that polishes the best. The baseline when there is no front."""
+    members = [t for t in front if t.genome is not None]
+    if not members:
+        return [BASELINE]
+    by_quality = max(members, key=lambda t: t.quality(quality))
+    base_q = next((t.quality(quality) for t in members if t.origin == "baseline"), 0.0)
+    better = [t for t in members if t.quality(quality) > base_q] or members
+    by_cost = min(better, key=lambda t: float(t.train.get("cost_per_task", 0.0)))
+    chosen = [by_quality] if by_quality.number == by_cost.number else [by_quality, by_cost]
+    return [t.genome for t in chosen if t.genome is not None]
+
+
+def round_queue(
+    round_index: int,
+    pools: Pools,
+    front: Sequence[TrialRecord],
+    added: Sequence[NewEntry],
+    controls: Sequence[ControlRequest],
+    *,
+    quality: str,
+    budget: int,
+    base_format: str,
+    base_steps: Mapping[str, bool],
+) -> list[Queued]:
+    """The trials to enqueue, at most ``budget``, first come first served, without repeats (a
+    control is never merged with the same genome's ordinary evaluation: it draws fresh samples)."""
+
+    def params(g: Genome) -> dict[str, Any]:
+        return genome_to_params(g, pools, base_format=base_format, base_steps=base_steps)
+
+    queue = [Queued(params(BASELINE), {"origin": "baseline"})]
+    if round_index == 0:
+        base_params = params(BASELINE)
+        for name, choices in param_space(pools).items():
+            queue += [Queued({**base_params, name: c}, {"origin": "one_change"}) for c in choices if c != base_params[name]]
+    queue += [Queued(params(c.genome), {"origin": "control", "control": c.author}) for c in controls]
+    queue += [Queued(params(t.genome), {"origin": "front"}) for t in front if t.genome is not None]
+    step_names, tried_on = list(base_steps), anchors(front, quality)
+    for a in added:
+        for anchor in tried_on:
+            g = with_new_entry(anchor, pools, a.kind, a.key, step_names)
+            queue.append(Queued(params(g), {"origin": f"new:{a.author}"}))
+    unique: dict[str, Queued] = {}
+    for q in queue:
+        unique.setdefault(json.dumps(q.params, sort_keys=True) + str(q.attrs.get("control")), q)
+    return list(unique.values())[:budget]

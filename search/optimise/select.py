@@ -1,0 +1,56 @@
+"""Which front members get a dev run, which one is the champion, each round's winner and the
+ledger's decision on every trial. Pure: records in, choices out."""
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Literal
+
+from search.optimise.study import TrialRecord
+
+Decision = Literal["champion", "front", "dominated", "infeasible", "failed"]
+
+
+def distinct_front(front: Sequence[TrialRecord], quality: str) -> list[TrialRecord]:
+    """One member per variant (controls and re-enqueues evaluate the same variant again), best
+    train quality first; among equal variants the best-scoring evaluation is kept."""
+    unique: dict[str, TrialRecord] = {}
+    for t in sorted(front, key=lambda t: -t.quality(quality)):
+        unique.setdefault(t.variant_hash, t)
+    return list(unique.values())
+
+
+def dev_picks(count: int, cap: int) -> list[int]:
+    """Indices of the members re-evaluated on dev, out of ``count`` ordered from best quality to
+    cheapest: all when they fit, else ``cap`` evenly spaced ones so dev sees the whole front."""
+    cap = max(1, cap)
+    if count <= cap:
+        return list(range(count))
+    if cap == 1:
+        return [0]
+    return sorted({round(i * (count - 1) / (cap - 1)) for i in range(cap)})
+
+
+def champion_index(rank_keys: Sequence[tuple[float, ...]]) -> int:
+    """The member with the largest rank key (criteria.rank_key); the first of equals wins, so the
+    order of the candidates (best train quality first) breaks exact ties."""
+    if not rank_keys:
+        raise ValueError("no ranked candidate to choose a champion from")
+    return max(range(len(rank_keys)), key=lambda i: rank_keys[i])
+
+
+def round_winner(best: Sequence[TrialRecord], quality: str) -> TrialRecord | None:
+    """A round's winner: the best train quality on its front (the first of equals)."""
+    members = [t for t in best if t.genome is not None]
+    return max(members, key=lambda t: t.quality(quality)) if members else None
+
+
+def ledger_decision(record: TrialRecord, *, front: Collection[str], champion: str) -> Decision:
+    """What the search decided about one trial, by variant: the champion's, on the front,
+    dominated (feasible but beaten), infeasible (a hard criterion failed), or failed."""
+    if record.state != "COMPLETE":
+        return "failed"
+    if record.variant_hash == champion:
+        return "champion"
+    if record.variant_hash in front:
+        return "front"
+    return "dominated" if record.feasible else "infeasible"

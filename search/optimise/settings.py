@@ -1,0 +1,195 @@
+"""The search's settings, typed and frozen, built once from the composed config.
+
+Nothing after the entry point reads a DictConfig: the sweeper builds a ``RunSettings`` and every
+other module of the search takes it (or the part it needs).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from compiler.config_compile import to_plain
+from compiler.schema import SearchConfig
+from compiler.secrets import public_url
+from search.optimise.models_conf import load_model_config
+
+# search settings that change what a resumed study means (budget keys may change on resume)
+FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "crossover", "population_size",
+                      "teacher", "confidence", "min_effect", "resamples", "max_front_dev")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """``cfg.search`` (compiler.schema.SearchConfig, where every field is documented), frozen."""
+
+    study: str
+    storage: str | None
+    rounds: int
+    trials_per_round: int
+    population_size: int
+    crossover: str
+    seed: int
+    models: tuple[str, ...]
+    temperatures: tuple[float, ...]
+    formats: tuple[str, ...]
+    samples: int
+    train_limit: int | None
+    max_front_dev: int
+    confidence: float
+    min_effect: float
+    resamples: int
+    max_failure_rate: float
+    teacher: str | None
+
+    @classmethod
+    def from_config(cls, node: DictConfig) -> SearchSettings:
+        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SearchConfig), node))
+        assert isinstance(typed, SearchConfig)
+        values: dict[str, Any] = {f.name: getattr(typed, f.name) for f in dataclasses.fields(cls)}
+        frozen: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        return cls(**frozen)
+
+    def frozen_part(self) -> dict[str, Any]:
+        """The settings a resumed study must keep (JSON-able, for the freeze hash)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in FROZEN_SEARCH_KEYS)}
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    name: str
+    options: Mapping[str, Any]
+    concurrency: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "options": dict(self.options), "concurrency": self.concurrency}
+
+
+@dataclass(frozen=True)
+class MutatorSetting:
+    name: str
+    weight: float
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything a search run reads from the config, as plain typed data."""
+
+    search: SearchSettings
+    agent: Mapping[str, Any]  # the incumbent agent (promoted snapshot merged in)
+    tool: Mapping[str, Any]
+    models: Mapping[str, Mapping[str, Any]]  # "base" = the incumbent's model, then search.models by name
+    teacher: Mapping[str, Any] | None  # search.teacher's model config
+    workload: WorkloadSettings
+    criteria: Mapping[str, Any]  # the criteria group as plain data (compiled by build_criteria)
+    mutators: tuple[MutatorSetting, ...]
+    pool_size: int
+    seed: int
+    runs_dir: Path
+    registry_dir: str
+    cache_dir: str | None  # absolute, or None when the response cache is off
+    resolved: Mapping[str, Any]  # the whole resolved config, storage URL masked (for freeze.json)
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig, *, conf_dir: str) -> RunSettings:
+        search = SearchSettings.from_config(cfg.search)
+        base_model: dict[str, Any] = to_plain(cfg.model)
+        models: dict[str, Mapping[str, Any]] = {"base": base_model}
+        for name in search.models:
+            m = load_model_config(name, conf_dir)
+            if m["route"] != base_model["route"]:
+                models[name] = m
+        teacher = load_model_config(search.teacher, conf_dir, path="search.teacher") if search.teacher else None
+        resolved: dict[str, Any] = to_plain(cfg)
+        if resolved["search"].get("storage"):
+            resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))
+        return cls(
+            search=search,
+            agent=to_plain(cfg.agent),
+            tool=to_plain(cfg.tool),
+            models=models,
+            teacher=teacher,
+            workload=WorkloadSettings(name=str(cfg.workload.name), options=to_plain(cfg.workload.options) or {},
+                                      concurrency=int(cfg.workload.concurrency)),
+            criteria=to_plain(cfg.criteria),
+            mutators=tuple(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {})
+                           for m in cfg.mutators.enabled),
+            pool_size=int(cfg.mutators.pool_size),
+            seed=int(cfg.seed),
+            runs_dir=Path(str(cfg.runs_dir)).resolve(),
+            registry_dir=str(cfg.registry_dir),
+            cache_dir=str(Path(str(cfg.cache_dir)).resolve()) if cfg.cache_dir else None,
+            resolved=resolved,
+        )
+
+    @property
+    def base_format(self) -> str:
+        return str(self.agent.get("tool_format", "json"))
+
+    @property
+    def base_steps(self) -> dict[str, bool]:
+        """Every base workflow step and whether it is on (a pooled required step is on by default)."""
+        return {s["name"]: bool(s.get("enabled", True)) for s in self.agent.get("workflow", [])}
+
+    @property
+    def step_names(self) -> list[str]:
+        return [s["name"] for s in self.agent.get("workflow", [])]
+
+
+@dataclass(frozen=True)
+class StudyPaths:
+    """Where a study's files live (``runs/<study>/``) and its storage URL."""
+
+    dir: Path
+    storage: str
+    storage_public: str  # what records and reports may show: any password masked
+
+    @classmethod
+    def of(cls, settings: RunSettings) -> StudyPaths:
+        d = settings.runs_dir / settings.search.study
+        storage = settings.search.storage or f"sqlite:///{d / 'study.db'}"
+        return cls(dir=d, storage=storage, storage_public=public_url(storage))
+
+    @property
+    def freeze(self) -> Path:
+        return self.dir / "freeze.json"
+
+    @property
+    def evals(self) -> Path:
+        return self.dir / "evals"
+
+    @property
+    def jobs(self) -> Path:
+        return self.dir / "jobs"
+
+    def pools(self, k: int) -> Path:
+        return self.dir / "pools" / f"r{k}.json"
+
+    @property
+    def claim(self) -> Path:
+        return self.dir / "claim.json"
+
+    @property
+    def ledger(self) -> Path:
+        return self.dir / "ledger.jsonl"
+
+    @property
+    def results(self) -> Path:
+        return self.dir / "optimization_results.yaml"
+
+    @property
+    def summary(self) -> Path:
+        return self.dir / "summary.json"
+
+    @property
+    def report(self) -> Path:
+        return self.dir / "report.html"
+
+    @property
+    def champion(self) -> Path:
+        return self.dir / "champion.json"

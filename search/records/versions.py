@@ -1,0 +1,31 @@
+"""Schema versions of the JSON records a run writes, and the check every reader makes.
+
+A record written before versioning has no ``schema_version``: it is version 1, the layout it has.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from compiler.errors import ConfigError
+
+# record kind -> the version this code writes and reads
+VERSIONS = {"summary": 1, "claim": 1, "freeze": 1, "eval": 1, "trial_result": 1}
+
+
+def versioned(kind: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` with its kind's schema_version first."""
+    return {"schema_version": VERSIONS[kind], **{k: v for k, v in record.items() if k != "schema_version"}}
+
+
+def checked(kind: str, record: Any, source: str | Path) -> dict[str, Any]:
+    """``record`` if this code can read it; else a one-line ConfigError naming the file and the fix."""
+    if not isinstance(record, Mapping):
+        raise ConfigError(str(source), f"is not a {kind} record (a JSON object expected, got {type(record).__name__})",
+                          "point at the file the search wrote, or re-run it")
+    found = record.get("schema_version", 1)
+    if found != VERSIONS[kind]:
+        raise ConfigError(f"{source}: schema_version", f"{kind} record version {found!r} is not the version {VERSIONS[kind]} this evoharness reads",
+                          "use the evoharness version that wrote it, or re-run to rewrite the record")
+    return dict(record)
