@@ -26,10 +26,7 @@ def register_tool_catalog(name: str) -> Callable[[CatalogLoader], CatalogLoader]
 
 
 def _loader(name: str) -> CatalogLoader:
-    try:
-        return CATALOGS.get(name)
-    except KeyError as exc:
-        raise ConfigError("tool.source", str(exc.args[0]), f"use one of {CATALOGS.names()}") from None
+    return CATALOGS.lookup(name, path="tool.source")
 
 
 def validate_parameters(path: str, schema: Any) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
+from compiler.errors import ConfigError
+
 T = TypeVar("T")
 
 
@@ -64,6 +66,13 @@ class NamedRegistry(Generic[T]):
                 )
             self._load(name, target)
         return self._entries[name]
+
+    def lookup(self, name: str, *, path: str) -> T:
+        """``get`` for a name found at config ``path``: an unknown name is a one-line ConfigError there."""
+        if name not in self:
+            raise ConfigError(path, f"unknown {self.kind} {name!r}",
+                              f"use one of {self.names()}, or register one with {self.decorator} or an entry point in group {self.group!r}")
+        return self.get(name)
 
     def _load(self, name: str, target: str) -> None:
         module, _, attr = target.partition(":")

@@ -12,16 +12,13 @@ from omegaconf import DictConfig, OmegaConf
 from compiler.atomic import write_text_atomic
 from compiler.config_compile import compile_config, to_plain
 from compiler.errors import ConfigError
-from compiler.runtime.workload import Task, Workload, workload_factory
+from compiler.runtime.workload import WORKLOADS, Task, Workload
 
 SPLITS = ("train", "dev", "holdout")
 
 
 def make_workload(cfg: DictConfig) -> Workload:
-    try:
-        factory = workload_factory(str(cfg.workload.name))
-    except KeyError as exc:
-        raise ConfigError("workload.name", str(exc.args[0]), "pick a registered workload, e.g. workload=bfcl") from None
+    factory = WORKLOADS.lookup(str(cfg.workload.name), path="workload.name")
     try:
         return factory(**(to_plain(cfg.workload.options) or {}))
     except (TypeError, ValueError) as exc:
@@ -62,6 +59,7 @@ def evaluate_task(cfg: DictConfig) -> None:
     from search.evaluation.evaluate import evaluate_variant
     from search.records.provenance import provenance
     from search.records.tables import metrics_table
+    from search.records.versions import versioned
 
     cfg = released(cfg)
     variant = compile_config(cfg)
@@ -83,7 +81,7 @@ def evaluate_task(cfg: DictConfig) -> None:
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     if resolved.get("search", {}).get("storage"):
         resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))  # never a database password
-    record = {
+    record = versioned("eval", {
         "variant_hash": variant.content_hash,
         "split": str(cfg.workload.split),
         "model": variant.model.route,
@@ -92,7 +90,7 @@ def evaluate_task(cfg: DictConfig) -> None:
         "episodes": report.to_dict()["episodes"],
         "config": resolved,
         "provenance": provenance(resolved, tasks),
-    }
+    })
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     print(metrics_table([(label, report)]))
@@ -112,21 +110,21 @@ def search_task(cfg: DictConfig) -> Any:
 def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     from conf import CONF_DIR
     from search.evaluation.criteria import build_criteria
-    from search.mutators.base import make_mutator
+    from search.mutators.base import MUTATORS
     from search.optimise.models_conf import load_model_config
 
     variant = evaluate_validate(cfg, overrides)
     for name in cfg.search.models:
         load_model_config(str(name), CONF_DIR)
-    try:
-        build_criteria(cfg.criteria)
-    except ValueError as exc:
-        raise ConfigError("criteria", str(exc), "see conf/criteria/default.yaml") from None
+    build_criteria(cfg.criteria)
     for i, m in enumerate(cfg.mutators.enabled):
+        factory = MUTATORS.lookup(str(m.name), path=f"mutators.enabled[{i}].name")
         try:
-            make_mutator(str(m.name), **(to_plain(m.params) or {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"mutators.enabled[{i}]", str(exc).strip("'\""), "use a registered mutator name and its parameters") from None
+            factory(**(to_plain(m.params) or {}))
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"mutators.enabled[{i}].params", str(exc).strip("'\""), f"give {m.name} the parameters it takes") from None
     s = cfg.search
     if s.teacher:
         load_model_config(str(s.teacher), CONF_DIR, path="search.teacher")

@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "report":
-        from search.records.report import report_main
+        from search.cli.report import report_main
 
         return report_main(rest)
     if command == "serve-sim":

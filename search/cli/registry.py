@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from omegaconf import DictConfig
 
 from compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot
+from search.records.format import fmt_metric
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,9 +80,8 @@ def _rollback(argv: list[str]) -> int:
     return 0
 
 
-def _metric(metrics: Mapping[str, Any], split: str, key: str, fmt: str) -> str:
-    value = (metrics.get(split) or {}).get(key)
-    return format(value, fmt) if isinstance(value, (int, float)) else "-"
+def _metric(metrics: Mapping[str, Any], split: str, key: str) -> str:
+    return fmt_metric((metrics.get(split) or {}).get(key), key, missing="-")
 
 
 def versions_table(snapshots: Sequence[Snapshot], current: Mapping[tuple[str, str], str]) -> str:
@@ -96,8 +96,8 @@ def versions_table(snapshots: Sequence[Snapshot], current: Mapping[tuple[str, st
                 s.component,
                 s.author,
                 s.created_at,
-                _metric(s.metrics, "dev", "pass_rate", ".3f"),
-                _metric(s.metrics, "dev", "cost_per_task", ".6f"),
+                _metric(s.metrics, "dev", "pass_rate"),
+                _metric(s.metrics, "dev", "cost_per_task"),
                 f"* {slots}" if slots else "",
             )
         )

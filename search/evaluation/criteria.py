@@ -27,6 +27,7 @@ from typing import Any, Literal
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from compiler.errors import ConfigError
 from compiler.schema import CriteriaConfig, CriterionConfig
 from search.evaluation.metrics import EvalReport, quantile_key, score_quantile
 
@@ -114,8 +115,8 @@ class CriteriaVerdict:
         return asdict(self)
 
 
-def _fail(path: str, problem: str, fix: str) -> ValueError:
-    return ValueError(f"{path}: {problem}; {fix}")
+def _fail(path: str, problem: str, fix: str) -> ConfigError:
+    return ConfigError(path, problem, fix)
 
 
 def _structured(schema: type, data: Any, path: str) -> Any:
@@ -123,7 +124,7 @@ def _structured(schema: type, data: Any, path: str) -> Any:
         return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), data))
     except OmegaConfBaseException as exc:
         first = str(exc).splitlines()[0]
-        raise ValueError(f"{path}: {first}; the fields are those of {schema.__name__}") from exc
+        raise ConfigError(path, first, f"use the fields of {schema.__name__} in compiler/schema.py") from None
 
 
 def _as_config(cfg: CriteriaConfig | DictConfig | Mapping[str, Any], path: str) -> CriteriaConfig:

@@ -1,14 +1,11 @@
 """The search report: one self-contained HTML page (inline SVG + CSS) from runs/<study>/summary.json.
 
-Pure core (`render_report`, `scatter_svg`, formatters) under a thin I/O layer (`write_report`,
-`report_main`). Only the verdict ``win`` is ever worded as an improvement.
+Pure core (`render_report`, `scatter_svg`, formatters) under a thin I/O layer (`write_report`;
+the command is search/cli/report.py). Only the verdict ``win`` is ever worded as an improvement.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -19,20 +16,10 @@ import jinja2
 from markupsafe import Markup
 
 from compiler.atomic import write_text_atomic
-from search.records.report_svg import (  # noqa: F401  (re-exported: the report's public formatting API)
-    COMPARE,
-    COST,
-    KINDS,
-    LABELS,
-    LATENCY,
-    LEGEND,
-    RATES,
-    Point,
-    _num,
-    fmt_metric,
-    nice_ticks,
-    scatter_svg,
-)
+from search.evaluation.criteria import quality_objective
+from search.records.format import fmt_metric
+from search.records.format import number as _num
+from search.records.report_svg import COMPARE, COST, LABELS, LATENCY, Point, scatter_svg
 
 # ---------------------------------------------------------------- view model
 
@@ -40,9 +27,6 @@ def _plain(metric: str) -> str:
     return LABELS.get(metric, metric).split(" (")[0]
 
 
-def quality_metric(summary: Mapping[str, Any]) -> str:
-    objectives = summary.get("objectives") or []
-    return next((str(o["metric"]) for o in objectives if o.get("direction") == "maximize"), "pass_rate")
 
 
 def _value(item: Mapping[str, Any], metric: str, objectives: Sequence[str], split: str = "train") -> float | None:
@@ -142,7 +126,7 @@ def _meta(summary: Mapping[str, Any]) -> list[str]:
 
 
 def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
-    quality = quality_metric(summary)
+    quality = quality_objective(summary.get("objectives") or [])
     trials, front, claim = summary.get("trials") or [], summary.get("front") or [], summary.get("claim")
     champion = summary.get("champion")
     axis = {m: LABELS.get(m, m) + " — lower is better" for m in (COST, LATENCY)} | {quality: LABELS.get(quality, quality) + " — higher is better"}
@@ -187,27 +171,3 @@ def write_report(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Pa
     """Render and write atomically (temp file in the same folder, then os.replace)."""
     # render first: a template error leaves the old report in place
     return write_text_atomic(path, render_report(summary))
-
-
-def report_main(argv: Sequence[str] | None = None) -> int:
-    """`evoharness report <study> [--runs DIR]`: summary.json in, report.html out; prints its path."""
-    parser = argparse.ArgumentParser(prog="evoharness report", description="render the HTML report of a search study")
-    parser.add_argument("study")
-    parser.add_argument("--runs", default="runs", help="output root holding <study>/summary.json (default: runs)")
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exc:  # --help or a usage error: argparse already printed
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
-    source = Path(args.runs) / args.study / "summary.json"
-    if not source.is_file():
-        print(f"error: no search summary at {source}; run `evoharness search` with search.study={args.study} first", file=sys.stderr)
-        return 2
-    try:
-        summary = json.loads(source.read_text(encoding="utf-8"))
-        if not isinstance(summary, dict):
-            raise ValueError(f"expected a JSON object, got {type(summary).__name__}")
-    except (OSError, ValueError) as exc:
-        print(f"error: cannot read search summary at {source} ({exc}); rerun `evoharness search` with search.study={args.study}", file=sys.stderr)
-        return 2
-    print(write_report(summary, source.parent / "report.html"))
-    return 0

@@ -5,7 +5,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Any
 
 COST, LATENCY = "cost_per_task", "latency_p95"
 
@@ -15,31 +14,6 @@ LABELS = {"pass_rate": "pass rate", "score_mean": "mean score", "cost_per_task":
           "latency_p95": "latency p95 (s)", "tokens_per_task": "tokens per task", "tool_failure_rate": "tool failure rate"}
 KINDS = ("trial", "infeasible", "front", "baseline", "champion")
 LEGEND = {"trial": "trial", "infeasible": "infeasible trial", "front": "Pareto front", "baseline": "baseline", "champion": "champion"}
-
-
-# ---------------------------------------------------------------- formatting
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def fmt_metric(value: Any, metric: str, *, signed: bool = False) -> str:
-    """Human formatting by metric family: $ with significant precision, seconds, rates, counts."""
-    v = _num(value)
-    if v is None:
-        return "–"
-    sign = ("+" if v > 0 else "-" if v < 0 else "") if signed else ("-" if v < 0 else "")
-    a = abs(v)
-    if metric.startswith("cost"):
-        digits = 2 if a == 0 else min(8, max(2, 2 - math.floor(math.log10(a))))
-        return f"{sign}${a:.{digits}f}"
-    if metric.startswith("latency"):
-        return f"{sign}{a:.{0 if a >= 100 else 2}f}s"
-    if metric in ("tokens_per_task", "skipped", "n"):
-        return f"{sign}{a:,.0f}"
-    return f"{sign}{a:.3f}"
 
 
 def nice_ticks(lo: float, hi: float, target: int = 5) -> tuple[float, float, list[float]]:

@@ -4,12 +4,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from search.records.format import fmt_metric
+
 
 def _fmt(metrics: Mapping[str, Any] | None, key: str) -> str:
-    if not metrics or metrics.get(key) is None:
-        return "-"
-    v = float(metrics[key])
-    return f"${v:.5f}" if key.startswith("cost") else (f"{v:.2f}s" if key.startswith("latency") else f"{v:.3f}")
+    return fmt_metric((metrics or {}).get(key), key, missing="-")
 
 
 def _short(text: str, width: int = 100) -> str:

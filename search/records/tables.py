@@ -4,20 +4,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from search.evaluation.metrics import EvalReport
+from search.records.format import fmt_metric
 
 HEADLINE = ("pass_rate", "score_mean", "score_std", "latency_p50", "latency_p95", "cost_per_task", "tokens_per_task", "tool_failure_rate", "determinism", "skipped", "undelivered", "safety_violations")
-
-
-def _fmt(value: float | None, key: str) -> str:
-    if value is None:
-        return "-"
-    if key.startswith("cost"):
-        return f"${value:.6f}"
-    if key.startswith("latency"):
-        return f"{value:.3f}s"
-    if key in ("skipped", "undelivered", "safety_violations", "tokens_per_task", "episodes", "scored"):
-        return f"{value:.0f}"
-    return f"{value:.3f}"
 
 
 def metrics_table(rows: Sequence[tuple[str, EvalReport]], keys: Sequence[str] = HEADLINE) -> str:
@@ -28,5 +17,5 @@ def metrics_table(rows: Sequence[tuple[str, EvalReport]], keys: Sequence[str] = 
     lines = [" " * width + "  " + "  ".join(label.rjust(c) for label, c in zip(labels, cols))]
     for key in keys:
         values: list[Mapping[str, float]] = [r.metrics for _, r in rows]
-        lines.append(key.ljust(width) + "  " + "  ".join(_fmt(v.get(key), key).rjust(c) for v, c in zip(values, cols)))
+        lines.append(key.ljust(width) + "  " + "  ".join(fmt_metric(v.get(key), key, missing="-").rjust(c) for v, c in zip(values, cols)))
     return "\n".join(lines)

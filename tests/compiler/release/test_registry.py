@@ -308,7 +308,7 @@ def test_cli_promote_versions_rollback(tmp_path: Path, capsys: pytest.CaptureFix
     assert table[0].split() == ["hash", "component", "author", "created_at", "dev_pass", "dev_cost", "promoted"]
     row_a = next(r for r in table if r.startswith(a[:12]))
     row_b = next(r for r in table if r.startswith(b[:12]))
-    assert "0.625" in row_a and "0.001200" in row_a and "*" not in row_a
+    assert "0.625" in row_a and "$0.00120" in row_a and "*" not in row_a
     assert "rule_miner" in row_b and row_b.endswith("* default,fast")
     assert rollback_main(["files_agent", "--registry", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == f"files_agent  default  {a}  (was {b[:12]})"

@@ -199,8 +199,8 @@ def test_bad_aggregation_is_named() -> None:
 
 
 def test_error_path_prefix_is_configurable() -> None:
-    with pytest.raises(ValueError, match=r"^search.evaluation.criteria.criteria\[0\].kind"):
-        build_criteria({"criteria": [{"kind": "nope", "threshold": 1}]}, path="search.evaluation.criteria")
+    with pytest.raises(ValueError, match=r"^search.criteria.criteria\[0\].kind"):
+        build_criteria({"criteria": [{"kind": "nope", "threshold": 1}]}, path="search.criteria")
 
 
 def test_default_names_are_derived_and_dataclass_config_accepted() -> None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -9,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from search.records.report import Point, fmt_metric, nice_ticks, render_report, report_main, scatter_svg, write_report
+from search.records.format import fmt_metric
+from search.records.report import render_report, write_report
+from search.records.report_svg import Point, nice_ticks, scatter_svg
 
 OBJECTIVES = [
     {"metric": "pass_rate", "direction": "maximize"},
@@ -181,18 +182,3 @@ def test_write_report_is_atomic(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         write_report(bad, target)
     assert [p.name for p in target.parent.iterdir()] == ["report.html"] and "<svg" in target.read_text(encoding="utf-8")
-
-
-def test_report_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert report_main(["demo", "--runs", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == f"error: no search summary at {tmp_path / 'demo' / 'summary.json'}; run `evoharness search` with search.study=demo first"
-    (tmp_path / "demo").mkdir()
-    (tmp_path / "demo" / "summary.json").write_text("{broken", encoding="utf-8")
-    assert report_main(["demo", "--runs", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.startswith("error: ")
-    (tmp_path / "demo" / "summary.json").write_text(json.dumps(make_summary("no_win")), encoding="utf-8")
-    assert report_main(["demo", "--runs", str(tmp_path)]) == 0
-    out = capsys.readouterr().out.strip()
-    assert out == str(tmp_path / "demo" / "report.html") and Path(out).is_file()
-    assert report_main([]) == 2

@@ -1,0 +1,36 @@
+"""`evoharness report <study> [--runs DIR]`: summary.json in, report.html out; prints its path."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from compiler.errors import ConfigError
+from search.records.report import write_report
+from search.records.versions import checked
+
+
+def report_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="evoharness report", description="render the HTML report of a search study")
+    parser.add_argument("study")
+    parser.add_argument("--runs", default="runs", help="output root holding <study>/summary.json (default: runs)")
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # --help or a usage error: argparse already printed
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    source = Path(args.runs) / args.study / "summary.json"
+    if not source.is_file():
+        print(f"error: no search summary at {source}; run `evoharness search` with search.study={args.study} first", file=sys.stderr)
+        return 2
+    try:
+        summary = checked("summary", json.loads(source.read_text(encoding="utf-8")), source)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read search summary at {source} ({exc}); rerun `evoharness search` with search.study={args.study}", file=sys.stderr)
+        return 2
+    print(write_report(summary, source.parent / "report.html"))
+    return 0

@@ -1,0 +1,30 @@
+"""How a metric value is shown, in the terminal and in the report alike (pure)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+COUNTS = ("tokens_per_task", "skipped", "undelivered", "safety_violations", "episodes", "scored", "n")
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def fmt_metric(value: Any, metric: str, *, signed: bool = False, missing: str = "–") -> str:
+    """Human formatting by metric family: $ with significant precision, seconds, rates, counts."""
+    v = number(value)
+    if v is None:
+        return missing
+    sign = ("+" if v > 0 else "-" if v < 0 else "") if signed else ("-" if v < 0 else "")
+    a = abs(v)
+    if metric.startswith("cost"):
+        digits = 2 if a == 0 else min(8, max(2, 2 - math.floor(math.log10(a))))
+        return f"{sign}${a:.{digits}f}"
+    if metric.startswith("latency"):
+        return f"{sign}{a:.{0 if a >= 100 else 2}f}s"
+    if metric in COUNTS:
+        return f"{sign}{a:,.0f}"
+    return f"{sign}{a:.3f}"

@@ -1,0 +1,160 @@
+"""Table tests of the search policy: the round queue, the anchors, dev picks, the champion, the
+round winner, the ledger decision and the quality objective. No study, no evaluation."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from search.evaluation.criteria import Objective, quality_objective
+from search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools
+from search.optimise.seeding import ControlRequest, NewEntry, anchors, round_queue
+from search.optimise.select import champion_index, dev_picks, distinct_front, ledger_decision, round_winner
+from search.optimise.study import TrialRecord
+
+AGENT = {
+    "name": "a",
+    "prompt_sections": {"role": "You help."},
+    "tools": ["ls", "cd"],
+    "tool_format": "json",
+    "workflow": [{"name": "plan", "instructions": "plan"}, {"name": "verify", "instructions": "check", "optional": True, "enabled": False}],
+}
+BASE_STEPS = {"plan": True, "verify": False}
+
+
+def pools() -> Pools:
+    return initial_pools(AGENT, models=["sim_large"], temperatures=[0.0, 0.7], base_model="base", base_temperature=0.0)
+
+
+def grown() -> Pools:
+    p = pools()
+    return Pools(sections={"role": (*p.sections["role"], PoolEntry("You help. Check paths.", "prompt_suffix"))},
+                 tools={"ls": (PoolEntry({}, "baseline"), PoolEntry({"rules": ["list first"]}, "tool_rule_add"))},
+                 steps=p.steps, toolsets=p.toolsets, models=p.models, temperatures=p.temperatures, formats=("json", "bash"))
+
+
+def rec(number: int, genome: Genome, q: float, cost: float, *, origin: str = "sampler", vh: str | None = None, **kw: Any) -> TrialRecord:
+    return TrialRecord(number=number, round=kw.pop("round", 0), state=kw.pop("state", "COMPLETE"), genome=genome,
+                       variant_hash=vh or f"v{number}", train={"pass_rate": q, "cost_per_task": cost}, origin=origin, **kw)
+
+
+def queue(k: int, p: Pools, front: list[TrialRecord] = [], added: list[NewEntry] = [], controls: list[ControlRequest] = [],  # noqa: B006
+          budget: int = 50) -> list[tuple[str, dict[str, Any]]]:
+    return [(q.attrs["origin"], q.params) for q in round_queue(k, p, front, added, controls, quality="pass_rate", budget=budget,
+                                                                  base_format="json", base_steps=BASE_STEPS)]
+
+
+BASE_PARAMS = {"step.verify": False, "tool_format": "json", "model": 0, "temperature": 0}
+
+
+def test_first_round_is_the_baseline_then_one_change_at_a_time_in_parameter_order() -> None:
+    q = queue(0, pools())
+    assert q == [
+        ("baseline", BASE_PARAMS),
+        ("one_change", {**BASE_PARAMS, "step.verify": True}),
+        ("one_change", {**BASE_PARAMS, "tool_format": "bash"}),
+        ("one_change", {**BASE_PARAMS, "tool_format": "both"}),
+        ("one_change", {**BASE_PARAMS, "model": 1}),
+        ("one_change", {**BASE_PARAMS, "temperature": 1}),
+    ]
+
+
+@pytest.mark.parametrize("budget, expected", [(1, ["baseline"]), (3, ["baseline", "one_change", "one_change"]), (0, [])])
+def test_the_budget_cuts_the_queue_from_the_end(budget: int, expected: list[str]) -> None:
+    assert [origin for origin, _ in queue(0, pools(), budget=budget)] == expected
+
+
+def test_later_rounds_queue_baseline_controls_front_then_new_entries_on_each_anchor() -> None:
+    p = grown()
+    best = rec(1, Genome(model=1, steps={"verify": True}), 0.9, 0.10)
+    cheap = rec(2, Genome(steps={"verify": True}), 0.7, 0.01)
+    base = rec(0, BASELINE, 0.5, 0.005, origin="baseline")
+    front = [base, best, cheap]
+    q = queue(1, p, front, added=[NewEntry("tool", "ls", "tool_rule_add")], controls=[ControlRequest(BASELINE, "identity")])
+    full = {"section.role": 0, "tool.ls": 0, "step.verify": False, "tool_format": "json", "model": 0, "temperature": 0}
+    assert q == [
+        ("baseline", full),
+        ("control", full),  # the same genome as the baseline, kept: a control draws fresh samples
+        ("front", {**full, "step.verify": True, "model": 1}),
+        ("front", {**full, "step.verify": True}),
+        ("new:tool_rule_add", {**full, "step.verify": True, "model": 1, "tool.ls": 1}),  # on the best quality
+        ("new:tool_rule_add", {**full, "step.verify": True, "tool.ls": 1}),  # on the cheapest that beats the baseline
+    ]
+    # the baseline re-enqueued as a front member is a repeat of the first entry, so it is not queued twice
+    assert [o for o, _ in q].count("baseline") == 1 and "front" in [o for o, _ in q]
+
+
+@pytest.mark.parametrize(
+    "front, expected",
+    [
+        ([], [BASELINE]),
+        # best quality and cheapest-beating-baseline differ: both
+        ([rec(0, BASELINE, 0.5, 1.0, origin="baseline"), rec(1, Genome(model=1), 0.9, 10.0), rec(2, Genome(temperature=1), 0.6, 2.0),
+          rec(3, Genome(tool_format="bash"), 0.4, 0.5)], [Genome(model=1), Genome(temperature=1)]),
+        # the best is also the cheapest that beats the baseline: one anchor
+        ([rec(0, BASELINE, 0.5, 1.0, origin="baseline"), rec(1, Genome(model=1), 0.9, 0.8)], [Genome(model=1)]),
+        # nothing beats the baseline: the cheapest of all
+        ([rec(0, BASELINE, 0.5, 1.0, origin="baseline"), rec(3, Genome(tool_format="bash"), 0.4, 0.5)], [BASELINE, Genome(tool_format="bash")]),
+    ],
+)
+def test_anchors(front: list[TrialRecord], expected: list[Genome]) -> None:
+    assert anchors(front, "pass_rate") == expected
+
+
+@pytest.mark.parametrize(
+    "count, cap, expected",
+    [(0, 6, []), (3, 6, [0, 1, 2]), (6, 6, [0, 1, 2, 3, 4, 5]), (10, 6, [0, 2, 4, 5, 7, 9]), (10, 2, [0, 9]), (10, 1, [0]), (10, 0, [0])],
+)
+def test_dev_picks_span_the_front_from_best_to_cheapest(count: int, cap: int, expected: list[int]) -> None:
+    assert dev_picks(count, cap) == expected
+
+
+def test_distinct_front_keeps_one_member_per_variant_best_quality_first() -> None:
+    a1, a2 = rec(1, Genome(model=1), 0.8, 1.0, vh="A"), rec(5, Genome(model=1), 0.9, 1.0, vh="A")
+    b = rec(2, BASELINE, 0.5, 0.1, vh="B")
+    assert [(r.variant_hash, r.number) for r in distinct_front([b, a1, a2], "pass_rate")] == [("A", 5), ("B", 2)]
+
+
+@pytest.mark.parametrize(
+    "keys, expected",
+    [([(1.0, 1.0, 0.2)], 0), ([(0.0, 1.0, 0.9), (1.0, 0.0, 0.1)], 1), ([(1.0, 1.0, 0.5), (1.0, 1.0, 0.5)], 0), ([(1.0, 0.0, 0.1), (1.0, 1.0, -0.5)], 1)],
+)
+def test_champion_is_the_largest_rank_key_and_the_first_of_equals(keys: list[tuple[float, ...]], expected: int) -> None:
+    assert champion_index(keys) == expected
+
+
+def test_champion_of_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no ranked candidate"):
+        champion_index([])
+
+
+def test_round_winner_is_the_best_train_quality() -> None:
+    best = [rec(1, Genome(model=1), 0.7, 1.0), rec(2, Genome(model=2), 0.9, 9.0), rec(3, Genome(model=3), 0.9, 0.1)]
+    winner = round_winner(best, "pass_rate")
+    assert winner is not None and winner.number == 2
+    assert round_winner([], "pass_rate") is None
+    assert round_winner([TrialRecord(number=1, round=0, state="FAIL", genome=None)], "pass_rate") is None
+
+
+@pytest.mark.parametrize(
+    "state, vh, feasible, expected",
+    [("FAIL", "C", True, "failed"), ("COMPLETE", "C", True, "champion"), ("COMPLETE", "F", True, "front"),
+     ("COMPLETE", "X", True, "dominated"), ("COMPLETE", "X", False, "infeasible"), ("RUNNING", "F", True, "failed")],
+)
+def test_ledger_decision(state: str, vh: str, feasible: bool, expected: str) -> None:
+    r = TrialRecord(number=0, round=0, state=state, genome=BASELINE, variant_hash=vh, feasible=feasible)
+    assert ledger_decision(r, front={"C", "F"}, champion="C") == expected
+
+
+@pytest.mark.parametrize(
+    "objectives, expected",
+    [
+        ((Objective("pass_rate", "maximize"), Objective("cost_per_task", "minimize")), "pass_rate"),
+        ((Objective("cost_per_task", "minimize"), Objective("score_mean", "maximize"), Objective("pass_rate", "maximize")), "score_mean"),
+        (({"metric": "cost_per_task", "direction": "minimize"}, {"metric": "pass_rate", "direction": "maximize"}), "pass_rate"),
+        ((Objective("cost_per_task", "minimize"),), "score_mean"),
+        ((), "score_mean"),
+    ],
+)
+def test_quality_objective(objectives: tuple[Any, ...], expected: str) -> None:
+    assert quality_objective(objectives) == expected

@@ -1,0 +1,72 @@
+"""The search's settings are built once, typed and frozen; records carry a schema version."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.errors import ConfigError
+from compiler.schema import register_configs
+from conf import CONF_DIR
+from search.optimise.settings import RunSettings, SearchSettings, StudyPaths
+from search.records.versions import VERSIONS, checked, versioned
+
+
+@pytest.fixture()
+def compose(tmp_path: Path) -> Iterator[Any]:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        yield lambda *overrides: hydra_compose(config_name="config", overrides=[f"runs_dir={tmp_path}", *overrides])
+    GlobalHydra.instance().clear()
+
+
+def test_search_settings_are_typed_tuples_and_frozen(compose: Any) -> None:
+    s = SearchSettings.from_config(compose("search.rounds=3", "search.temperatures=[0,0.5]", "search.train_limit=null").search)
+    assert (s.rounds, s.temperatures, s.train_limit, s.models) == (3, (0.0, 0.5), None, ("sim_small", "sim_medium", "sim_large"))
+    assert all(isinstance(t, float) for t in s.temperatures)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.rounds = 4  # type: ignore[misc]
+    # the resume check hashes plain JSON values, and only the keys that change a study's meaning
+    part = s.frozen_part()
+    assert part["temperatures"] == [0.0, 0.5] and "rounds" not in part and "trials_per_round" not in part
+
+
+def test_run_settings_hold_plain_data_and_skip_the_incumbents_own_model(compose: Any, tmp_path: Path) -> None:
+    st = RunSettings.from_config(compose("model=sim_medium", "search.storage='sqlite:///x.db'"), conf_dir=CONF_DIR)
+    # sim_medium is the incumbent ("base"), so it is not offered a second time under its own name
+    assert list(st.models) == ["base", "sim_small", "sim_large"] and st.models["base"]["route"] == "sim/medium"
+    assert st.teacher is not None and st.teacher["route"] == "sim/large"
+    assert isinstance(st.agent, dict) and isinstance(st.criteria["criteria"], list)
+    assert st.runs_dir == tmp_path.resolve() and st.cache_dir == str((tmp_path / "cache").resolve())
+    assert [m.name for m in st.mutators][:1] == ["identity"] and st.pool_size >= 1
+    assert st.base_format == "json" and st.base_steps == {s["name"]: bool(s.get("enabled", True)) for s in st.agent["workflow"]}
+    paths = StudyPaths.of(st)
+    assert paths.dir == tmp_path.resolve() / "bfcl_sim" and paths.storage == "sqlite:///x.db"
+    assert paths.pools(2) == paths.dir / "pools" / "r2.json"
+
+
+def test_storage_password_is_masked_in_the_resolved_config(compose: Any) -> None:
+    st = RunSettings.from_config(compose("search.storage='postgresql://u:hunter2@db:5432/evo'"), conf_dir=CONF_DIR)
+    assert "hunter2" not in str(st.resolved) and "hunter2" not in StudyPaths.of(st).storage_public
+
+
+@pytest.mark.parametrize("kind", sorted(VERSIONS))
+def test_records_carry_their_version_and_readers_refuse_another(kind: str) -> None:
+    record = versioned(kind, {"a": 1, "schema_version": 99})
+    assert next(iter(record)) == "schema_version" and record["schema_version"] == VERSIONS[kind]
+    assert checked(kind, record, "x.json") == record
+    assert checked(kind, {"a": 1}, "x.json") == {"a": 1}  # written before versioning: version 1
+    for bad in (VERSIONS[kind] + 1, "1", None):
+        with pytest.raises(ConfigError) as err:
+            checked(kind, {**record, "schema_version": bad}, "runs/s/x.json")
+        assert "\n" not in str(err.value) and repr(bad) in str(err.value) and "runs/s/x.json" in str(err.value)
+    with pytest.raises(ConfigError, match="a JSON object expected"):
+        checked(kind, [1, 2], "x.json")
