@@ -16,7 +16,7 @@ from compiler.toolspec import JSON_TYPES, ToolSpec
 CatalogLoader = Callable[[], Sequence[ToolSpec]]
 
 CATALOGS: NamedRegistry[CatalogLoader] = NamedRegistry(
-    "tool catalog", builtins={"bfcl": "compiler.workloads.bfcl.workload:load_bfcl_tool_specs"}, decorator="@register_tool_catalog"
+    "tool catalog", builtins={"bfcl": "compiler.workloads.bfcl.tools:load_bfcl_tool_specs"}, decorator="@register_tool_catalog"
 )
 
 

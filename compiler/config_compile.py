@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from compiler.variant import HarnessVariant, compile_agent
 
 
 def to_plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    """A config node as plain dicts and lists, interpolations resolved; anything else as it is."""
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
 
 
 def compile_config(cfg: DictConfig) -> HarnessVariant:

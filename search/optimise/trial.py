@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +39,13 @@ class TrialSpec:
     samples: int
     seed: int
     cache_dir: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "study_dir": self.study_dir, "label": self.label, "split": self.split, "genome": self.genome.to_dict(),
             "pools": self.pools.to_dict(), "agent": dict(self.agent), "tool": dict(self.tool), "models": {k: dict(v) for k, v in self.models.items()},
             "workload": dict(self.workload), "task_ids": list(self.task_ids), "samples": self.samples, "seed": self.seed,
-            "cache_dir": self.cache_dir, "extra": dict(self.extra),
+            "cache_dir": self.cache_dir,
         }
 
     @classmethod
@@ -54,7 +53,7 @@ class TrialSpec:
         return cls(
             study_dir=d["study_dir"], label=d["label"], split=d["split"], genome=Genome.from_dict(d["genome"]), pools=Pools.from_dict(d["pools"]),
             agent=d["agent"], tool=d["tool"], models=d["models"], workload=d["workload"], task_ids=tuple(d["task_ids"]),
-            samples=int(d["samples"]), seed=int(d["seed"]), cache_dir=d.get("cache_dir"), extra=d.get("extra", {}),
+            samples=int(d["samples"]), seed=int(d["seed"]), cache_dir=d.get("cache_dir"),
         )
 
     def variant(self) -> HarnessVariant:

@@ -35,5 +35,3 @@ def write_ledger(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     """Rewritten whole (atomically) from the study's records, so a resumed run never duplicates lines."""
     return write_text_atomic(path, "".join(json.dumps(dict(r), sort_keys=True, default=str) + "\n" for r in rows))
 
-
-__all__ = ["unified_diff", "variant_text", "write_ledger"]

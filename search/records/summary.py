@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from search.evaluation.criteria import quality_objective
 from search.records.format import fmt_metric
 
 
@@ -17,24 +18,25 @@ def _short(text: str, width: int = 100) -> str:
 
 def summary_text(summary: Mapping[str, Any]) -> str:
     objectives = [o["metric"] for o in summary["objectives"]]
-    head = ["", "trial", "round", *[f"train {m}" for m in objectives], "dev pass_rate", "changes (authors)"]
+    q = quality_objective(summary["objectives"])
+    head = ["", "trial", "round", *[f"train {m}" for m in objectives], f"dev {q}", "changes (authors)"]
     rows = [head]
     base = summary["baseline"]
-    rows.append(["", "base", "-", *[_fmt(base.get("train"), m) for m in objectives], _fmt(base.get("dev"), "pass_rate"), "baseline"])
+    rows.append(["", "base", "-", *[_fmt(base.get("train"), m) for m in objectives], _fmt(base.get("dev"), q), "baseline"])
     for m in summary["front"]:
         rows.append(["*" if m.get("champion") else "", str(m["trial"]), str(m["round"]), *[_fmt(m.get("train"), k) for k in objectives],
-                     _fmt(m.get("dev"), "pass_rate"), _short(m.get("changes") or ", ".join(m.get("authors") or []) or "-")])
+                     _fmt(m.get("dev"), q), _short(m.get("changes") or ", ".join(m.get("authors") or []) or "-")])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [f"Pareto front of study {summary['study']} ({len(summary['front'])} members; * = champion):"]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    base_dev = (base.get("dev") or {}).get("pass_rate")
-    cheaper = [m for m in summary["front"] if m.get("dev") and base_dev is not None and m["dev"].get("pass_rate", 0) > base_dev]
+    base_dev = (base.get("dev") or {}).get(q)
+    cheaper = [m for m in summary["front"] if m.get("dev") and base_dev is not None and m["dev"].get(q, 0) > base_dev]
     if cheaper:
         m = min(cheaper, key=lambda m: m["dev"].get("cost_per_task", float("inf")))
         lines.append(
             f"Cheapest member beating the baseline on dev: trial {m['trial']} (round {m['round']}: {_short(m.get('changes') or '-', 60)}), "
-            f"dev pass rate {_fmt(m['dev'], 'pass_rate')} at {_fmt(m['dev'], 'cost_per_task')}/task "
-            f"(baseline {_fmt(base.get('dev'), 'pass_rate')} at {_fmt(base.get('dev'), 'cost_per_task')})"
+            f"dev {q} {_fmt(m['dev'], q)} at {_fmt(m['dev'], 'cost_per_task')}/task "
+            f"(baseline {_fmt(base.get('dev'), q)} at {_fmt(base.get('dev'), 'cost_per_task')})"
         )
     claim = summary.get("claim") or {}
     verdict = claim.get("verdict", "none")

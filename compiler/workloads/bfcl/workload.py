@@ -24,22 +24,10 @@ from compiler.toolspec import ToolSpec
 from compiler.workloads.bfcl.env import BfclEnvironment
 from compiler.workloads.bfcl.scoring import score_episode
 from compiler.workloads.bfcl.tools import (
-    bfcl_tool_catalog,
     load_bfcl_tool_specs,
     parse_call,
     tools_of_class,
 )
-
-__all__ = [
-    "CATEGORIES",
-    "SPLITS",
-    "BfclWorkload",
-    "bfcl_tool_catalog",
-    "category_tasks",
-    "load_bfcl_tool_specs",
-    "normalize_category",
-    "split_of",
-]
 
 WORKLOAD_NAME = "bfcl"
 CATEGORIES: tuple[str, ...] = tuple(MULTI_TURN_CATEGORY)
