@@ -85,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                      f"{attempts} ({attempts_mib:.1f} MiB)", f"{batch / seconds:.1f}", pass_rate])
     print(f"{total} BFCL episodes, bfcl_agent on sim/small, {len(scenarios)} scenarios cycled, concurrency 16, time_scale 0 "
           f"(RSS before the first batch, after importing litellm and compiling: {start_rss:.1f} MiB)")
-    print(table(["batch", "episodes", "RSS MiB", "delta MiB", "gc objects", "token-count LRU (max 8192)", "sim attempt counter", "episodes/s", "pass_rate"], rows))
+    print(table(["batch", "episodes", "RSS MiB", "delta MiB", "gc objects", "token-count LRU (max 8192)", "sim attempt counter",
+                 "episodes/s", "pass_rate"], rows))
     growth = rss[-1] - rss[1]
     later = done - 2 * batch
     print(f"\nHeadline: RSS grew {growth:+.1f} MiB ({100 * growth / rss[1]:+.1f}%) from batch 2 to batch {len(rss)} "

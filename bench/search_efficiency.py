@@ -216,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def describe(k: Key) -> list[Any]:
         d = dict(k)
-        return [labels["models"][d["model"]], d["tool_format"], "on" if d["step.verify"] else "off", labels["temperatures"][d["temperature"]]]
+        return [labels["models"][d["model"]], d["tool_format"], "on" if d["step.verify"] else "off",
+                labels["temperatures"][d["temperature"]]]
 
     print(f"Enumerated surface: {len(surface)} variants x {n_tasks} BFCL train tasks, samples=1, seed 0 "
           f"({enum_s:.1f} s at time_scale 0)")

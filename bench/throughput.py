@@ -117,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     evaluate(local)  # warm-up: BFCL data, tokenizer, provider
     with BackgroundServer() as thread_srv, ServerProcess() as proc_srv:
         def http(api_base: str) -> Any:
-            return compile_agent(agent, tool=TOOL, model={**small, "route": "openai/sim/small", "api_base": api_base, "api_key_env": KEY_ENV})
+            return compile_agent(agent, tool=TOOL, model={**small, "route": "openai/sim/small", "api_base": api_base,
+                                                          "api_key_env": KEY_ENV})
 
         thread_v, proc_v = http(thread_srv.api_base), http(proc_srv.api_base)
         evaluate(thread_v), evaluate(proc_v)  # warm-up: HTTP client, the child's BFCL data
@@ -130,7 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows_a.append([name, f"{s:.2f}", f"{n / s:.1f}", f"{base_s / s:.2f}", m["pass_rate"], f"{m['cost_per_task']:.6f}",
                        _differs(m, base_m)])
     print(f"(a) evaluate_variant, bfcl_agent on sim/small, {n} dev tasks, concurrency 16, time_scale 0, best of {repeats}")
-    print(table(["route", "wall s", "episodes/s", "x in-process", "pass_rate", "cost/task $", "metrics vs in-process (wall time aside)"], rows_a))
+    print(table(["route", "wall s", "episodes/s", "x in-process", "pass_rate", "cost/task $",
+                 "metrics vs in-process (wall time aside)"], rows_a))
     identical = all(m["pass_rate"] == base_m["pass_rate"] for _, m in a.values())
     print(f"pass rates identical across routes: {identical}\n")
 

@@ -32,13 +32,15 @@ def _loader(name: str) -> CatalogLoader:
 def validate_parameters(path: str, schema: Any) -> None:
     """Reject a parameter schema a provider would refuse, naming the first bad node."""
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
-        raise ConfigError(path, f"parameters must be a JSON schema with type 'object', got {schema!r}", "write {type: object, properties: {...}}")
+        raise ConfigError(path, f"parameters must be a JSON schema with type 'object', got {schema!r}",
+                          "write {type: object, properties: {...}}")
     props = schema.get("properties", {})
     if not isinstance(props, Mapping):
         raise ConfigError(f"{path}.properties", f"must be a mapping, got {props!r}", "map each argument name to its schema")
     for arg, sub in props.items():
         if not isinstance(sub, Mapping):
-            raise ConfigError(f"{path}.properties.{arg}", f"must be a schema mapping, got {sub!r}", "give the argument a {type: ..., description: ...} mapping")
+            raise ConfigError(f"{path}.properties.{arg}", f"must be a schema mapping, got {sub!r}",
+                              "give the argument a {type: ..., description: ...} mapping")
         types = sub.get("type")
         for t in types if isinstance(types, list) else ([types] if types is not None else []):
             if t not in JSON_TYPES:
@@ -46,7 +48,8 @@ def validate_parameters(path: str, schema: Any) -> None:
     required = schema.get("required", [])
     missing = [r for r in required if r not in props]
     if missing:
-        raise ConfigError(f"{path}.required", f"names arguments that are not in properties: {missing}", "remove them or add them to properties")
+        raise ConfigError(f"{path}.required", f"names arguments that are not in properties: {missing}",
+                          "remove them or add them to properties")
 
 
 def _checked(schema: type, data: Any, path: str) -> dict[str, Any]:
@@ -88,7 +91,8 @@ def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
     for name, raw in (tool_cfg.get("overrides") or {}).items():
         o = _checked(ToolOverrideConfig, raw, f"tool.overrides.{name}")
         if name not in catalog:
-            raise ConfigError(f"tool.overrides.{name}", "overrides a tool that is not in the catalog", f"fix the name; catalog has e.g. {sorted(catalog)[:5]}")
+            raise ConfigError(f"tool.overrides.{name}", "overrides a tool that is not in the catalog",
+                              f"fix the name; catalog has e.g. {sorted(catalog)[:5]}")
         spec = catalog[name]
         description = str(o["description"]) if o.get("description") is not None else spec.description
         if o.get("description_append"):
@@ -108,7 +112,8 @@ def select_tools(patterns: Iterable[str], catalog: Mapping[str, ToolSpec]) -> tu
     """Resolve names/globs in order, without duplicates; a pattern that matches nothing is an error."""
     chosen: dict[str, ToolSpec] = {}
     for i, pattern in enumerate(patterns):
-        matches = [n for n in catalog if fnmatch.fnmatchcase(n, pattern)] if any(c in pattern for c in "*?[") else ([pattern] if pattern in catalog else [])
+        matches = ([n for n in catalog if fnmatch.fnmatchcase(n, pattern)] if any(c in pattern for c in "*?[")
+                   else ([pattern] if pattern in catalog else []))
         if not matches:
             close = sorted(n for n in catalog if pattern.lower() in n.lower() or n.lower() in pattern.lower())[:5]
             hint = f"did you mean {close}?" if close else "define it under tool.definitions or pick a catalog tool"

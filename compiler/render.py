@@ -26,9 +26,11 @@ def render_text(path: str, text: str, context: Mapping[str, Any]) -> str:
     try:
         return _env().from_string(text).render(**context).strip()
     except jinja2.UndefinedError as exc:
-        raise ConfigError(path, f"template uses an undefined variable ({exc.message})", f"define it under agent.vars or remove it; available: {sorted(context)}") from None
+        raise ConfigError(path, f"template uses an undefined variable ({exc.message})",
+                          f"define it under agent.vars or remove it; available: {sorted(context)}") from None
     except jinja2.TemplateSyntaxError as exc:
-        raise ConfigError(path, f"bad template syntax ({exc.message}, line {exc.lineno})", "fix the Jinja2 markup or escape braces with {% raw %}") from None
+        raise ConfigError(path, f"bad template syntax ({exc.message}, line {exc.lineno})",
+                          "fix the Jinja2 markup or escape braces with {% raw %}") from None
 
 
 def section_title(name: str) -> str:
@@ -52,11 +54,13 @@ def render_system_prompt(
     try:
         tpl = _env().get_template(template)
     except jinja2.TemplateNotFound:
-        raise ConfigError("agent.template", f"no template named {template!r}", "use system_prompt.md.j2 or add the file under compiler/templates/") from None
+        raise ConfigError("agent.template", f"no template named {template!r}",
+                          "use system_prompt.md.j2 or add the file under compiler/templates/") from None
     try:
         text = tpl.render(sections=rendered_sections, steps=rendered_steps, rules=rules, **context)
     except jinja2.UndefinedError as exc:
-        raise ConfigError("agent.template", f"template {template!r} uses an undefined variable ({exc.message})", f"pass it under agent.vars; available: {sorted(context)}") from None
+        raise ConfigError("agent.template", f"template {template!r} uses an undefined variable ({exc.message})",
+                          f"pass it under agent.vars; available: {sorted(context)}") from None
     return text.strip() + "\n"
 
 

@@ -155,7 +155,8 @@ class HarnessVariant:
             prompt_body=data["prompt_body"],
             tool_format=data["tool_format"],
             specs=specs,
-            workflow=tuple(WorkflowStep(s["name"], s["instructions"], tuple(s["after"]), s["optional"], s["trigger"]) for s in data["workflow"]),
+            workflow=tuple(WorkflowStep(s["name"], s["instructions"], tuple(s["after"]), s["optional"], s["trigger"])
+                           for s in data["workflow"]),
             model=ModelParams(**data["model"]),
             max_turns=int(data["max_turns"]),
             route=RouteSettings(**data.get("route", {})),
@@ -225,14 +226,16 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
                           "put the NAME of an environment variable in model.api_key_env instead")
     route = model.get("route")
     if not route or "/" not in str(route):
-        raise ConfigError("model.route", f"not a litellm model string: {route!r}", "use provider/model, e.g. openai/gpt-4o-mini or sim/small")
+        raise ConfigError("model.route", f"not a litellm model string: {route!r}",
+                          "use provider/model, e.g. openai/gpt-4o-mini or sim/small")
     return _assemble(
         agent=str(agent["name"]),
         prompt_body=body,
         tool_format=tool_format,
         specs=specs,
         workflow=workflow,
-        model=ModelParams(route=str(route), temperature=temperature, max_tokens=model.get("max_tokens"), extra=dict(model.get("extra") or {})),
+        model=ModelParams(route=str(route), temperature=temperature, max_tokens=model.get("max_tokens"),
+                          extra=dict(model.get("extra") or {})),
         max_turns=max_turns,
         route=RouteSettings(
             api_base=model.get("api_base"),

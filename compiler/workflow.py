@@ -20,7 +20,8 @@ class WorkflowStep:
     trigger: str = "prompt"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "instructions": self.instructions, "after": list(self.after), "optional": self.optional, "trigger": self.trigger}
+        return {"name": self.name, "instructions": self.instructions, "after": list(self.after), "optional": self.optional,
+                "trigger": self.trigger}
 
 
 def build_workflow(steps: Sequence[Mapping[str, Any]]) -> tuple[WorkflowStep, ...]:
@@ -39,13 +40,15 @@ def build_workflow(steps: Sequence[Mapping[str, Any]]) -> tuple[WorkflowStep, ..
         if trigger not in STEP_TRIGGERS:
             raise ConfigError(f"agent.workflow[{i}].trigger", f"unknown trigger {trigger!r}", f"use one of {list(STEP_TRIGGERS)}")
         if not step.get("enabled", True) and not step.get("optional", False):
-            raise ConfigError(f"agent.workflow[{i}].enabled", f"step {name!r} is disabled but not optional", "mark it optional: true or remove it")
+            raise ConfigError(f"agent.workflow[{i}].enabled", f"step {name!r} is disabled but not optional",
+                              "mark it optional: true or remove it")
         by_name[name] = step
         graph.add_node(name, index=i)
     for i, step in enumerate(steps):
         for dep in step.get("after", ()) or ():
             if dep not in by_name:
-                raise ConfigError(f"agent.workflow[{i}].after", f"step {step['name']!r} comes after unknown step {dep!r}", f"use one of {sorted(by_name)}")
+                raise ConfigError(f"agent.workflow[{i}].after", f"step {step['name']!r} comes after unknown step {dep!r}",
+                                  f"use one of {sorted(by_name)}")
             graph.add_edge(dep, step["name"])
     if not nx.is_directed_acyclic_graph(graph):
         cycle = " -> ".join(u for u, _ in nx.find_cycle(graph))

@@ -31,8 +31,10 @@ def write_variant(variant: HarnessVariant, root: str | Path) -> Path:
     try:
         _dump(tmp / VARIANT_FILE, variant.to_dict())
         (tmp / "system_prompt.md").write_text(variant.system_prompt, encoding="utf-8")
-        _dump(tmp / "tools.json", {"tool_format": variant.tool_format, "native": variant.native_tools_for(None), "bash_usage": {t.name: t.usage for t in variant.tools}})
-        _dump(tmp / "workflow.json", {"steps": [s.to_dict() for s in variant.workflow], "edges": [[a, s.name] for s in variant.workflow for a in s.after]})
+        _dump(tmp / "tools.json", {"tool_format": variant.tool_format, "native": variant.native_tools_for(None),
+                                   "bash_usage": {t.name: t.usage for t in variant.tools}})
+        _dump(tmp / "workflow.json", {"steps": [s.to_dict() for s in variant.workflow],
+                                      "edges": [[a, s.name] for s in variant.workflow for a in s.after]})
         try:
             os.rename(tmp, final)
         except OSError:

@@ -104,7 +104,8 @@ class Genome:
 BASELINE = Genome()
 
 
-def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatures: Sequence[float], base_model: str, base_temperature: float) -> Pools:
+def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatures: Sequence[float], base_model: str,
+                  base_temperature: float) -> Pools:
     """Pools holding only the baseline: every section's text, the agent's optional steps, its
     tool list, the configured model names (the base model first) and temperatures (base first)."""
     steps = {s["name"]: PoolEntry(dict(s), "baseline") for s in agent.get("workflow", []) if s.get("optional")}

@@ -24,7 +24,8 @@ def promoted_for(cfg: DictConfig) -> Snapshot | None:
     try:
         return Registry(str(cfg.get("registry_dir", DEFAULT_ROOT))).promoted(str(cfg.agent.name), str(slot))
     except RegistryError as exc:
-        raise ConfigError(f"release_slot={slot}", str(exc), "fix the registry as above, or build the base config with release_slot=null") from None
+        raise ConfigError(f"release_slot={slot}", str(exc),
+                          "fix the registry as above, or build the base config with release_slot=null") from None
 
 
 def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig:
@@ -48,7 +49,8 @@ def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig
             _replace(out, "model", definition["model"])
     except Exception as exc:  # OmegaConf validation: the definition does not fit this schema
         first = str(exc).strip().splitlines()[0]
-        raise ConfigError(where, f"promoted snapshot {snapshot.content_hash[:12]} does not fit the config schema: {first}", "roll it back or set release_slot=null") from None
+        raise ConfigError(where, f"promoted snapshot {snapshot.content_hash[:12]} does not fit the config schema: {first}",
+                          "roll it back or set release_slot=null") from None
     for o in parsed:
         if not (o.key_or_group.startswith(_RELEASED) or o.key_or_group == "tool.overrides"):
             continue
@@ -63,7 +65,8 @@ def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig
                 OmegaConf.update(out, o.key_or_group, o.value(), merge=True, force_add=True)
         except Exception as exc:
             first = str(exc).strip().splitlines()[0]
-            raise ConfigError(o.input_line, f"cannot apply on top of the promoted snapshot: {first}", "drop the override or set release_slot=null") from None
+            raise ConfigError(o.input_line, f"cannot apply on top of the promoted snapshot: {first}",
+                              "drop the override or set release_slot=null") from None
     return out
 
 

@@ -103,7 +103,8 @@ def make_snapshot(
     try:
         plain = json.loads(json.dumps({"d": definition, "m": metrics or {}, "p": provenance or {}}, allow_nan=False))
     except (TypeError, ValueError) as exc:
-        raise RegistryError(f"snapshot of {component!r} is not plain JSON data ({exc}). Fix: pass dicts, lists, strings and numbers") from None
+        raise RegistryError(f"snapshot of {component!r} is not plain JSON data ({exc}). "
+                            "Fix: pass dicts, lists, strings and numbers") from None
     snapshot = Snapshot(
         component=component,
         kind=kind,
@@ -126,17 +127,20 @@ def check_snapshot(snapshot: Snapshot) -> None:
     if not snapshot.author:
         raise RegistryError("snapshot author is empty. Fix: name the mutator, or use baseline / manual")
     if snapshot.parent_hash is not None and not _HASH.fullmatch(snapshot.parent_hash):
-        raise RegistryError(f"snapshot parent_hash {snapshot.parent_hash!r} is not a sha256 hex digest. Fix: pass the parent's content_hash or None")
+        raise RegistryError(f"snapshot parent_hash {snapshot.parent_hash!r} is not a sha256 hex digest. "
+                            "Fix: pass the parent's content_hash or None")
     if snapshot.kind == "agent":
         missing = [k for k in DEFINITION_KEYS if not isinstance(snapshot.definition.get(k), Mapping)]
         if missing:
             raise RegistryError(f"agent snapshot definition lacks mapping(s) {missing}. Fix: give {{agent, tool_overrides, model}}")
         name = snapshot.definition["agent"].get("name")
         if name != snapshot.component:
-            raise RegistryError(f"definition.agent.name {name!r} differs from component {snapshot.component!r}. Fix: make them the same agent name")
+            raise RegistryError(f"definition.agent.name {name!r} differs from component {snapshot.component!r}. "
+                                "Fix: make them the same agent name")
     expected = definition_hash(snapshot.component, snapshot.kind, snapshot.definition, snapshot.schema_version)
     if snapshot.content_hash != expected:
-        raise RegistryError(f"snapshot content_hash {snapshot.content_hash!r} does not match its definition ({expected}). Fix: build it with make_snapshot")
+        raise RegistryError(f"snapshot content_hash {snapshot.content_hash!r} does not match its definition ({expected}). "
+                            "Fix: build it with make_snapshot")
     for part in ("definition", "metrics", "provenance"):
         where = find_secret(getattr(snapshot, part), part)
         if where:
@@ -157,7 +161,8 @@ def read_snapshot(path: Path) -> Snapshot:
     if not isinstance(data, dict):
         raise RegistryError(f"snapshot {path.stem} is not a JSON object; restore it or delete it")
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise RegistryError(f"snapshot {path.stem} has schema_version {data.get('schema_version')!r}; this evoharness reads {SCHEMA_VERSION}. Fix: upgrade evoharness")
+        raise RegistryError(f"snapshot {path.stem} has schema_version {data.get('schema_version')!r}; "
+                            f"this evoharness reads {SCHEMA_VERSION}. Fix: upgrade evoharness")
     try:
         snapshot = Snapshot.from_dict(data)
         actual = definition_hash(snapshot.component, snapshot.kind, snapshot.definition)
@@ -165,7 +170,8 @@ def read_snapshot(path: Path) -> Snapshot:
         raise RegistryError(f"snapshot {path.stem} is malformed ({exc}); restore it or delete it") from None
     named = path.stem if _HASH.fullmatch(path.stem) else None
     if actual != snapshot.content_hash or (named is not None and named != actual):
-        raise RegistryError(f"snapshot {named or snapshot.content_hash} was modified after it was written (content hashes to {actual}); restore it or delete it")
+        raise RegistryError(f"snapshot {named or snapshot.content_hash} was modified after it was written (content hashes to {actual}); "
+                            "restore it or delete it")
     return snapshot
 
 
@@ -224,12 +230,16 @@ class Registry:
             return Path(text)
         digest = text.lower()
         if not _HEX.fullmatch(digest):
-            raise RegistryError(f"{text!r} is neither a snapshot hash nor a .json path. Fix: give a full hash, a unique prefix of >= {MIN_PREFIX} hex chars, or a path")
+            raise RegistryError(f"{text!r} is neither a snapshot hash nor a .json path. "
+                                f"Fix: give a full hash, a unique prefix of >= {MIN_PREFIX} hex chars, or a path")
         if len(digest) < MIN_PREFIX:
-            raise RegistryError(f"hash prefix {text!r} is shorter than {MIN_PREFIX} characters. Fix: give at least {MIN_PREFIX} hex characters")
-        matches = sorted(p for p in self.snapshot_dir.glob(f"{digest}*.json") if _HASH.fullmatch(p.stem)) if self.snapshot_dir.is_dir() else []
+            raise RegistryError(f"hash prefix {text!r} is shorter than {MIN_PREFIX} characters. "
+                                f"Fix: give at least {MIN_PREFIX} hex characters")
+        matches = (sorted(p for p in self.snapshot_dir.glob(f"{digest}*.json") if _HASH.fullmatch(p.stem))
+                   if self.snapshot_dir.is_dir() else [])
         if not matches:
-            raise RegistryError(f"no snapshot {text!r} in registry {self.root}. Fix: list them with `evoharness versions --registry {self.root}`")
+            raise RegistryError(f"no snapshot {text!r} in registry {self.root}. "
+                                f"Fix: list them with `evoharness versions --registry {self.root}`")
         if len(matches) > 1:
             shown = ", ".join(p.stem[:12] for p in matches[:5])
             raise RegistryError(f"hash prefix {text!r} is ambiguous: {len(matches)} snapshots match ({shown}). Fix: give more characters")
@@ -253,11 +263,13 @@ class Registry:
         except FileNotFoundError:
             return {}
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RegistryError(f"{self.promotions_path} is not valid JSON ({exc}). Fix: restore it, or delete it to forget all promotions") from None
+            raise RegistryError(f"{self.promotions_path} is not valid JSON ({exc}). "
+                                "Fix: restore it, or delete it to forget all promotions") from None
         try:
             return {c: {s: tuple(Promotion(**e) for e in entries) for s, entries in slots.items()} for c, slots in raw.items()}
         except (AttributeError, TypeError) as exc:
-            raise RegistryError(f"{self.promotions_path} is malformed ({exc}). Fix: restore it, or delete it to forget all promotions") from None
+            raise RegistryError(f"{self.promotions_path} is malformed ({exc}). "
+                                "Fix: restore it, or delete it to forget all promotions") from None
 
     def _append(self, component: str, slot: str, entry: Promotion) -> None:
         data = self.promotions()  # caller holds the lock: read-modify-write is serialized
@@ -291,10 +303,12 @@ class Registry:
     def _current(self, component: str, slot: str, digest: str) -> Snapshot:
         path = self.path_of(digest)
         if not path.exists():
-            raise RegistryError(f"{component}/{slot}: promoted snapshot {digest} is missing from {self.snapshot_dir}. Fix: restore it or `evoharness rollback {component}`")
+            raise RegistryError(f"{component}/{slot}: promoted snapshot {digest} is missing from {self.snapshot_dir}. "
+                                f"Fix: restore it or `evoharness rollback {component}`")
         snapshot = read_snapshot(path)
         if snapshot.component != component:
-            raise RegistryError(f"{component}/{slot}: promoted snapshot {digest[:12]} belongs to {snapshot.component!r}. Fix: restore {self.promotions_path}")
+            raise RegistryError(f"{component}/{slot}: promoted snapshot {digest[:12]} belongs to {snapshot.component!r}. "
+                                f"Fix: restore {self.promotions_path}")
         return snapshot
 
     def rollback(self, component: str, slot: str = DEFAULT_SLOT, *, by: str = "manual") -> Snapshot:
@@ -303,12 +317,14 @@ class Registry:
         with self._locked():
             stack = _effective(self.history(component, slot))
             if not stack:
-                raise RegistryError(f"{component} has nothing promoted in slot {slot!r}. Fix: promote a snapshot first (evoharness promote HASH)")
+                raise RegistryError(f"{component} has nothing promoted in slot {slot!r}. "
+                                    "Fix: promote a snapshot first (evoharness promote HASH)")
             current = stack[-1]
             while stack and stack[-1] == current:
                 stack.pop()
             if not stack:
-                raise RegistryError(f"{component}/{slot}: no earlier version to roll back to (current {current[:12]} is the first). Fix: promote another snapshot instead")
+                raise RegistryError(f"{component}/{slot}: no earlier version to roll back to (current {current[:12]} is the first). "
+                                    "Fix: promote another snapshot instead")
             snapshot = self._current(component, slot, stack[-1])  # verified before the slot moves onto it
             self._append(component, slot, Promotion(stack[-1], utc_now(), by or "manual", "rollback"))
         return snapshot

@@ -73,17 +73,20 @@ class _Episode:
         tools = self.v.native_tools_for(self.offered)
         reply = await self.client.complete(self.messages, tools=tools, user=episode_user(self.task, self.sample, self.seed))
         native = self._decode_native(reply) if self.v.tool_format != "bash" else []
-        text = decode_text_calls(reply.content, {n: self.specs[n] for n in self.offered}) if self.v.tool_format != "json" and not native else None
+        text = (decode_text_calls(reply.content, {n: self.specs[n] for n in self.offered})
+                if self.v.tool_format != "json" and not native else None)
         parse_errors = [e for _, _, e in native if e] + (list(text.errors) if text else [])
         self.model_calls.append(
             ModelCallRecord(
                 turn=turn, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
-                latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None, cached=reply.cached,
+                latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None,
+                cached=reply.cached,
             )
         )
         assistant: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
         if native:
-            assistant["tool_calls"] = [{"id": i, "type": "function", "function": {"name": nc.name, "arguments": nc.arguments}} for (i, _, _), nc in zip(native, reply.tool_calls)]
+            assistant["tool_calls"] = [{"id": i, "type": "function", "function": {"name": nc.name, "arguments": nc.arguments}}
+                                       for (i, _, _), nc in zip(native, reply.tool_calls)]
         self.messages.append(assistant)
         if native:
             for call_id, call, error in native:

@@ -133,7 +133,8 @@ class ModelClient:
             except Exception as exc:
                 kind = classify(exc)
                 if kind == "fatal":
-                    raise RouteConfigError(f"model.route={self.model.route}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+                    raise RouteConfigError(f"model.route={self.model.route}: "
+                                           f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
                 if kind == "model":
                     raise ModelLimitError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from exc
                 if attempts > self.route.retries:

@@ -45,7 +45,8 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     if int(cfg.workload.samples) < 1:
         raise ConfigError("workload.samples", f"must be at least 1, got {cfg.workload.samples}", "set workload.samples=1 or more")
     if int(cfg.workload.concurrency) < 1:
-        raise ConfigError("workload.concurrency", f"must be at least 1, got {cfg.workload.concurrency}", "set workload.concurrency=1 or more")
+        raise ConfigError("workload.concurrency", f"must be at least 1, got {cfg.workload.concurrency}",
+                          "set workload.concurrency=1 or more")
     chosen_tasks(cfg, make_workload(cfg))
     return variant
 
@@ -102,7 +103,8 @@ def search_task(cfg: DictConfig) -> Any:
     from search.optimise.trial import TrialSpec, run_trial
 
     if "trial" not in cfg:
-        raise ConfigError("hydra/sweeper", "the search runs as a multirun under the nsga2 sweeper", "run `evoharness search` (it adds -m and hydra/sweeper=nsga2)")
+        raise ConfigError("hydra/sweeper", "the search runs as a multirun under the nsga2 sweeper",
+                          "run `evoharness search` (it adds -m and hydra/sweeper=nsga2)")
     spec = TrialSpec.from_dict(json.loads(Path(str(cfg.trial)).read_text(encoding="utf-8")))
     return run_trial(spec)
 

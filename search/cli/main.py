@@ -62,7 +62,8 @@ def search_space_overrides(args: Sequence[str]) -> list[str]:
             continue
         key = parsed.get_key_element()
         if key not in SWEEPABLE:
-            raise ValueError(f"{arg}: a search cannot sweep {key!r}. Fix: sweep one of {sorted(SWEEPABLE)}, or use `evoharness evaluate -m` for a grid")
+            raise ValueError(f"{arg}: a search cannot sweep {key!r}. "
+                             f"Fix: sweep one of {sorted(SWEEPABLE)}, or use `evoharness evaluate -m` for a grid")
         values = list(parsed.sweep_string_iterator())
         out.append(f"{SWEEPABLE[key]}=[{','.join(values)}]")
     return out
@@ -103,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not any(a.startswith("hydra/sweeper=") for a in rest):
                 rest = [*rest, "hydra/sweeper=nsga2"]
         return run_hydra(command, rest, task, validate)
-    print(f"error: unknown command {command!r}. Fix: use one of {sorted([*commands, 'promote', 'versions', 'rollback', 'report', 'serve-sim'])}", file=sys.stderr)
+    print(f"error: unknown command {command!r}. "
+          f"Fix: use one of {sorted([*commands, 'promote', 'versions', 'rollback', 'report', 'serve-sim'])}", file=sys.stderr)
     return 2
 
 

@@ -36,7 +36,8 @@ def _run(body: Callable[[list[str]], int], argv: Sequence[str] | None) -> int:
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
     except OSError as exc:
-        print(f"error: {exc.filename or 'registry'}: {exc.strerror or exc}. Fix: check the --registry path and its permissions", file=sys.stderr)
+        print(f"error: {exc.filename or 'registry'}: {exc.strerror or exc}. Fix: check the --registry path and its permissions",
+              file=sys.stderr)
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     return 2
@@ -48,7 +49,8 @@ def _promote(argv: list[str]) -> int:
     parser.add_argument("--class", dest="slot", default=DEFAULT_SLOT, help="release slot, e.g. fast (default: default)")
     parser.add_argument("--by", default="manual", help="who promotes (recorded in the history)")
     parser.add_argument("--force", action="store_true", help="promote even when the snapshot's holdout claim is not a win")
-    parser.add_argument("--if-win", action="store_true", help="promote only a holdout win; otherwise say why and exit 0 (for release scripts)")
+    parser.add_argument("--if-win", action="store_true",
+                        help="promote only a holdout win; otherwise say why and exit 0 (for release scripts)")
     args = parser.parse_args(argv)
     registry = Registry(args.registry)
     if args.if_win and not Path(args.ref).exists() and str(args.ref).endswith(".json"):
@@ -60,7 +62,8 @@ def _promote(argv: list[str]) -> int:
         return 0
     if verdict not in (None, "win") and not args.force:
         # Only a holdout win is an improvement; shipping anything else is a decision to make explicitly.
-        raise RegistryError(f"snapshot {args.ref} has holdout verdict {verdict!r}, which is not an improvement. Fix: pass --force to promote it anyway")
+        raise RegistryError(f"snapshot {args.ref} has holdout verdict {verdict!r}, which is not an improvement. "
+                            "Fix: pass --force to promote it anyway")
     snapshot = registry.promote(args.ref, slot=args.slot, by=args.by)
     print(f"{snapshot.component}  {args.slot}  {snapshot.content_hash}")
     return 0

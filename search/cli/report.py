@@ -30,7 +30,8 @@ def report_main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
-        print(f"error: cannot read search summary at {source} ({exc}); rerun `evoharness search` with search.study={args.study}", file=sys.stderr)
+        print(f"error: cannot read search summary at {source} ({exc}); rerun `evoharness search` with search.study={args.study}",
+              file=sys.stderr)
         return 2
     print(write_report(summary, source.parent / "report.html"))
     return 0

@@ -23,7 +23,8 @@ def scorer_hash(workload: Any) -> str:
 
 
 def make_claim(
-    baseline: EvalReport, champion: EvalReport, *, confidence: float, resamples: int, min_effect: float, seed: int, hashes: Mapping[str, str]
+    baseline: EvalReport, champion: EvalReport, *, confidence: float, resamples: int, min_effect: float, seed: int,
+    hashes: Mapping[str, str]
 ) -> dict[str, Any]:
     task_ids, a, b = paired_scores(baseline, champion)
     result = paired_bootstrap_ci(a, b, resamples=resamples, confidence=confidence, rng=np.random.default_rng(seed))

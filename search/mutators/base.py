@@ -69,7 +69,8 @@ MutatorFactory = Callable[..., Mutator]
 _BUILTINS = {
     **dict.fromkeys(("identity", "prompt_prefix", "prompt_suffix", "section_rewriter", "temperature", "tool_description_append",
                      "tool_rule_add", "tool_format"), "search.mutators.edits"),
-    **dict.fromkeys(("workflow_step_append", "workflow_step_remove", "tool_detach", "tool_attach", "model_swap"), "search.mutators.structure"),
+    **dict.fromkeys(("workflow_step_append", "workflow_step_remove", "tool_detach", "tool_attach", "model_swap"),
+                    "search.mutators.structure"),
     "rule_miner": "search.mutators.evidence",
     **dict.fromkeys(("llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter"), "search.mutators.llm"),
 }

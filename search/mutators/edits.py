@@ -118,7 +118,8 @@ def section_rewriter(*, section: str | None = None) -> Mutator:
             text = text.rstrip() + (f"\n- {extra}" if bulleted else f" {extra}")
         if text == current:
             return []
-        return [proposal("section", name, _grow("section_rewriter", current, text), "section_rewriter", "structure and explicit imperatives")]
+        return [proposal("section", name, _grow("section_rewriter", current, text), "section_rewriter",
+                         "structure and explicit imperatives")]
 
     return FunctionMutator("section_rewriter", propose)
 
@@ -211,7 +212,8 @@ def tool_rule_add() -> Mutator:
             spec, edit = ctx.tools[tool], tool_edit(ctx, tool)
             required = ", ".join(f"`{a}`" for a in spec.required())
             rules = [
-                f"Before calling `{tool}`, make sure every required argument{f' ({required})' if required else ''} has a value from the user's request or an earlier tool result.",
+                f"Before calling `{tool}`, make sure every required argument{f' ({required})' if required else ''} "
+                "has a value from the user's request or an earlier tool result.",
                 f"If `{tool}` returns an error, fix the arguments and call it again before answering.",
                 f"Call `{tool}` only when the request needs what it does.",
             ]
@@ -222,7 +224,8 @@ def tool_rule_add() -> Mutator:
             have = set(edit.get("rules", [])) | set(spec.rules)
             rule = next((r for r in rules if r not in have), None)
             if rule is not None:
-                return [proposal("tool", tool, {**edit, "rules": [*edit.get("rules", []), rule]}, "tool_rule_add", f"{kind or 'generic'} rule for {tool}")]
+                return [proposal("tool", tool, {**edit, "rules": [*edit.get("rules", []), rule]}, "tool_rule_add",
+                                 f"{kind or 'generic'} rule for {tool}")]
         return []
 
     return FunctionMutator("tool_rule_add", propose)

@@ -197,7 +197,8 @@ def pick_section(ctx: MutationContext, mutator: str, section: str | None, defaul
     """The section to edit: an explicit one must exist; the default is skipped when absent."""
     if section is not None:
         if section not in ctx.pools.sections:
-            raise ValueError(f"{mutator}: section {section!r} is not a prompt section; set params.section to one of {sorted(ctx.pools.sections)}")
+            raise ValueError(f"{mutator}: section {section!r} is not a prompt section; "
+                             f"set params.section to one of {sorted(ctx.pools.sections)}")
         return section
     return default if default in ctx.pools.sections else None
 
@@ -230,10 +231,12 @@ def positive_int(mutator: str, param: str, value: int) -> int:
 # -- rule_miner ----------------------------------------------------------------------------
 
 RULES = {
-    "wrong_value": "When calling `{t}`, take `{a}` exactly from the user's request or the latest tool result; do not round, reformat or guess it.",
+    "wrong_value": "When calling `{t}`, take `{a}` exactly from the user's request or the latest tool result; "
+                   "do not round, reformat or guess it.",
     "absent_arg": "When calling `{t}`, always pass `{a}`; take its value from the user's request or the latest tool result.",
     "extra_arg": "When calling `{t}`, pass `{a}` only when the user's request gives a value for it.",
-    "failed_arg": "When calling `{t}`, check that `{a}` is valid for the current state before the call; if the call fails, fix `{a}` and call again.",
+    "failed_arg": "When calling `{t}`, check that `{a}` is valid for the current state before the call; "
+                  "if the call fails, fix `{a}` and call again.",
     "failed": "If `{t}` returns an error, read it, fix the arguments and call `{t}` again before answering.",
     "missing_call": "Call `{t}` whenever the request needs what it does; do not skip it or answer before it has run.",
     "unexpected": "Call `{t}` only when the request asks for what it does; never call it by default.",

@@ -52,13 +52,15 @@ def block(tag: str, body: str) -> str:
     return f"<{tag}>\n{body.strip()}\n</{tag}>"
 
 
-def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: RouteSettings | None = None, cache_dir: str | None = None) -> str:
+def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: RouteSettings | None = None,
+        cache_dir: str | None = None) -> str:
     """One chat request through the harness's model client (timeout, retries, price, response
     cache: a resumed search does not pay for the same question twice); a route failure raises
     (the search logs it and goes on)."""
     user = f"task_id=mutator/{task};sample=0;seed={rng.randrange(2**31)}"
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-    client = ModelClient(ModelParams(route=route, temperature=0.0), settings or RouteSettings(), cache=ResponseCache(cache_dir) if cache_dir else None)
+    client = ModelClient(ModelParams(route=route, temperature=0.0), settings or RouteSettings(),
+                         cache=ResponseCache(cache_dir) if cache_dir else None)
     reply = asyncio.run(client.complete(messages, tools=[], user=user))
     return str(reply.content or "")
 
@@ -108,7 +110,8 @@ def tools_block(ctx: MutationContext, lines: Sequence[str]) -> str:
 
 def _section_request(task: str, name: str, current: str, evidence: list[str], extra: str, tools: str, what: str) -> str:
     return "\n".join([
-        block("task", task), block("section_name", name), block("current", current), block("evidence", "\n".join(evidence)), *([extra] if extra else []), tools,
+        block("task", task), block("section_name", name), block("current", current), block("evidence", "\n".join(evidence)),
+        *([extra] if extra else []), tools,
         f"{what} Keep every instruction of the current section. Reply with the complete new section text between <section> and </section>.",
     ])
 
@@ -144,7 +147,8 @@ def llm_prompt_rewriter(*, route: str = "sim/medium", section: str = "policy", m
         current = section_text(ctx, name)
         prompt = _section_request("rewrite_section", name, current, lines, "", tools_block(ctx, lines),
                                   "Rewrite the section so that the agent avoids these failures.")
-        return _section_proposal("llm_prompt_rewriter", name, current, ask(route, "llm_prompt_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir),
+        return _section_proposal("llm_prompt_rewriter", name, current,
+                                 ask(route, "llm_prompt_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir),
                                  f"{route} rewrite from {len(lines)} evidence line(s)")
 
     return FunctionMutator("llm_prompt_rewriter", propose)
@@ -189,11 +193,13 @@ def llm_workflow_editor(*, route: str = "sim/medium", section: str = "policy", m
             return []
         workflow = [dict(s) for s in ctx.agent.get("workflow", [])]
         taken = [str(s["name"]) for s in workflow] + [n for n in ctx.pools.steps if n not in {s["name"] for s in workflow}]
-        listing = [f"{i}. {s['name']} [{s.get('trigger', 'prompt')}{', optional' if s.get('optional') else ''}]: {' '.join(str(s['instructions']).split())}"
-                   for i, s in enumerate(workflow + [dict(e.value) for n, e in ctx.pools.steps.items() if n not in {w['name'] for w in workflow}], 1)]
+        listing = [f"{i}. {s['name']} [{s.get('trigger', 'prompt')}{', optional' if s.get('optional') else ''}]: "
+                   f"{' '.join(str(s['instructions']).split())}"
+                   for i, s in enumerate(workflow + [dict(e.value) for n, e in ctx.pools.steps.items()
+                                                     if n not in {w['name'] for w in workflow}], 1)]
         prompt = "\n".join([
-            block("task", "add_workflow_step"), block("workflow", "\n".join(listing) or "(no steps)"), block("step_names", ", ".join(taken)),
-            block("evidence", "\n".join(lines)), tools_block(ctx, lines),
+            block("task", "add_workflow_step"), block("workflow", "\n".join(listing) or "(no steps)"),
+            block("step_names", ", ".join(taken)), block("evidence", "\n".join(lines)), tools_block(ctx, lines),
             'Propose one new workflow step that would prevent these failures. Reply with JSON {"name": "snake_case_name", '
             '"instructions": "...", "trigger": "prompt" or "before_final"} between <step> and </step>.',
         ])
@@ -234,7 +240,8 @@ def teacher_gap_rewriter(*, route: str = "sim/medium", section: str = "policy", 
         if ctx.run_teacher is None or name is None or not task_ids:
             return []
         calls = ctx.run_teacher(task_ids)
-        teacher = [f"- task {i}: " + "; ".join(c for c in (redact_call(x) for x in calls.get(t, ())) if c) for i, t in enumerate(task_ids, 1)]
+        teacher = [f"- task {i}: " + "; ".join(c for c in (redact_call(x) for x in calls.get(t, ())) if c)
+                   for i, t in enumerate(task_ids, 1)]
         teacher = [t for t in teacher if not t.endswith(": ")]
         chosen = set(task_ids)
         lines = summarise([e for e in ctx.evidence if e.task_id in chosen], limit=max_evidence, tools=ctx.tools)
@@ -242,10 +249,12 @@ def teacher_gap_rewriter(*, route: str = "sim/medium", section: str = "policy", 
             log.warning("teacher_gap_rewriter proposed nothing: the teacher made no calls on %s", task_ids)
             return []
         current = section_text(ctx, name)
-        prompt = _section_request("teacher_gap", name, current, lines, block("teacher", "\n".join(teacher)), tools_block(ctx, lines + teacher),
+        prompt = _section_request("teacher_gap", name, current, lines, block("teacher", "\n".join(teacher)),
+                                  tools_block(ctx, lines + teacher),
                                   "A stronger model (the teacher) solved these tasks with the calls shown. Add rules that make the agent "
                                   "call the tools the way the teacher did, where the student failed.")
-        return _section_proposal("teacher_gap_rewriter", name, current, ask(route, "teacher_gap_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir),
+        return _section_proposal("teacher_gap_rewriter", name, current,
+                                 ask(route, "teacher_gap_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir),
                                  f"{route} teacher-gap rewrite on {len(teacher)} task(s)")
 
     return FunctionMutator("teacher_gap_rewriter", propose)

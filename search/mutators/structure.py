@@ -19,14 +19,18 @@ from search.mutators.evidence import (
 STEP_LIBRARY = (
     ("verify_results", "before_final", "Before your final answer, verify each tool result of this request against what was asked; "
      "if a call failed or used a wrong value, call it again correctly."),
-    ("plan_calls", "prompt", "Before the first call, list the tool calls the request needs, in order, and where each argument value comes from."),
-    ("check_arguments", "prompt", "Before each call, check that every required argument has a value taken from the request or an earlier tool result."),
-    ("confirm_done", "before_final", "Before your final answer, make sure every action the user asked for has been done; if one is missing, do it now."),
+    ("plan_calls", "prompt", "Before the first call, list the tool calls the request needs, in order, "
+     "and where each argument value comes from."),
+    ("check_arguments", "prompt", "Before each call, check that every required argument has a value taken from the request "
+     "or an earlier tool result."),
+    ("confirm_done", "before_final", "Before your final answer, make sure every action the user asked for has been done; "
+     "if one is missing, do it now."),
 )
 
 
 def _step_names(ctx: MutationContext) -> list[str]:
-    return [str(s["name"]) for s in ctx.agent.get("workflow", [])] + [n for n in ctx.pools.steps if n not in {s["name"] for s in ctx.agent.get("workflow", [])}]
+    return ([str(s["name"]) for s in ctx.agent.get("workflow", [])]
+            + [n for n in ctx.pools.steps if n not in {s["name"] for s in ctx.agent.get("workflow", [])}])
 
 
 @register_mutator("workflow_step_append")
@@ -80,7 +84,8 @@ def tool_detach(*, count: int = 1, min_count: int = 1) -> Mutator:
         counts = failure_counts(ctx.evidence, ctx.tools)
         needed = {f.tool for f in counts if f.kind not in WRONG_CALL_KINDS}
         offered = toolset_names(ctx)
-        wrong = [t for t, _, k, _ in ranked_pairs(counts, min_count=min_count) if k in WRONG_CALL_KINDS and t not in needed and t in offered]
+        wrong = [t for t, _, k, _ in ranked_pairs(counts, min_count=min_count)
+                 if k in WRONG_CALL_KINDS and t not in needed and t in offered]
         drop = list(dict.fromkeys(wrong))[:count]
         kept = [t for t in offered if t not in drop]
         if not drop or not kept:

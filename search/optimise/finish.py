@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import optuna
 import yaml
 
 from compiler.atomic import write_json_atomic, write_text_atomic
@@ -19,7 +18,7 @@ from search.genome import BASELINE, Genome, Pools, authors, describe
 from search.optimise.select import champion_index, dev_picks, distinct_front, ledger_decision
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.snapshots import snapshot_for_search
-from search.optimise.study import TrialRecord, best_records, front_over, records
+from search.optimise.study import TrialRecord
 from search.optimise.trial import TrialResult
 from search.records.ledger import unified_diff, write_ledger
 from search.records.report import write_report
@@ -71,18 +70,29 @@ def _trial_row(r: TrialRecord) -> dict[str, Any]:
             "origin": r.origin, "control": r.control, "train": dict(r.train) or None, "error": r.error}
 
 
+@dataclass(frozen=True)
+class SearchTrials:
+    """What the rounds leave for the finish, as records: every trial per round, each round's
+    Pareto front, and the front over all rounds."""
+
+    per_round: tuple[tuple[TrialRecord, ...], ...]
+    round_fronts: tuple[tuple[TrialRecord, ...], ...]
+    front: tuple[TrialRecord, ...]
+
+
 def finish(
-    settings: RunSettings, paths: StudyPaths, frozen: Frozen, studies: Sequence[optuna.Study], pools: Pools, *,
+    settings: RunSettings, paths: StudyPaths, frozen: Frozen, trials_of: SearchTrials, pools: Pools, *,
     criteria: Sequence[OptimisationCriterion], aggregation: str, objectives: Sequence[Objective],
     evaluate: Evaluate, variant_of: Callable[[Genome], HarnessVariant], echo: Callable[[str], None],
 ) -> dict[str, Any]:
     q = quality_objective(objectives)
     baseline_variant = variant_of(BASELINE)
-    front_records = distinct_front([r for r in front_over(studies, objectives) if r.genome is not None], q)
+    front_records = distinct_front([r for r in trials_of.front if r.genome is not None], q)
     front = [_member(settings, r, pools, variant_of(r.genome), baseline_variant) for r in front_records if r.genome is not None]
     dev_members = [front[i] for i in dev_picks(len(front), settings.search.max_front_dev)]
 
-    dev_results = evaluate([(BASELINE, "dev", "baseline-dev"), *[(Genome.from_dict(m["genome"]), "dev", f"front-{m['trial']}-dev") for m in dev_members]])
+    dev_results = evaluate([(BASELINE, "dev", "baseline-dev"),
+                            *[(Genome.from_dict(m["genome"]), "dev", f"front-{m['trial']}-dev") for m in dev_members]])
     baseline_dev = _report(dev_results[0], "baseline dev evaluation")
     ranked: list[tuple[tuple[float, ...], dict[str, Any]]] = []
     for m, res in zip(dev_members, dev_results[1:]):
@@ -105,11 +115,11 @@ def finish(
                                           min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes()))
     write_json_atomic(paths.claim, claim)
 
-    per_round = [records(study, k) for k, study in enumerate(studies)]
+    per_round = trials_of.per_round
     baseline_train = next((dict(r.train) for r in per_round[0] if r.origin == "baseline" and r.values), {}) if per_round else {}
     champion = {**champion, "holdout": dict(champion_hold.metrics)}
     snapshots = snapshot_for_search(
-        settings, paths, pools, [best_records(study, k) for k, study in enumerate(studies)], champion, claim, config_hash=frozen.config_hash,
+        settings, paths, pools, trials_of.round_fronts, champion, claim, config_hash=frozen.config_hash,
         quality=q, variant_of=variant_of,
         baseline_metrics={"train": baseline_train, "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
     )
@@ -134,7 +144,8 @@ def finish(
         "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,
                      "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
         "trials": trials, "front": front, "champion": champion, "claim": claim, "snapshots": snapshots,
-        "paths": {"ledger": str(paths.ledger), "claim": str(paths.claim), "optimization_results": str(paths.results), "report": str(paths.report)},
+        "paths": {"ledger": str(paths.ledger), "claim": str(paths.claim), "optimization_results": str(paths.results),
+                  "report": str(paths.report)},
     })
     write_json_atomic(paths.summary, summary)
     write_report(summary, paths.report)

@@ -89,7 +89,8 @@ def mutate(
 ) -> RoundPools:
     """Every mutator (a weight below 1 is the chance it runs this round) proposes; proposals grow
     the pools up to ``mutators.pool_size`` per slot."""
-    ctx = MutationContext(agent=settings.agent, tools={s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))},
+    ctx = MutationContext(agent=settings.agent,
+                          tools={s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))},
                           pools=pools, front=tuple(t.genome for t in front if t.genome is not None), evidence=tuple(evidence),
                           models=tuple(settings.models), round=k, run_teacher=run_teacher, cache_dir=settings.cache_dir)
     proposals: list[object] = []

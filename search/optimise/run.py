@@ -23,7 +23,7 @@ from search.evaluation.claim import scorer_hash
 from search.evaluation.criteria import build_criteria, constraint_values, evaluate_criteria, objective_values, objectives, quality_objective
 from search.genome import Genome, Pools, authors, param_space, params_to_genome
 from search.mutators.base import make_mutator
-from search.optimise.finish import Frozen, finish
+from search.optimise.finish import Frozen, SearchTrials, finish
 from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
 from search.optimise.seeding import round_queue
 from search.optimise.settings import RunSettings, StudyPaths
@@ -34,7 +34,9 @@ from search.optimise.study import (
     distributions,
     fail_stale,
     finished,
+    front_over,
     make_sampler,
+    records,
     round_study,
 )
 from search.optimise.trial import TrialResult, TrialSpec
@@ -171,8 +173,10 @@ class SearchRun:
             done = finished(study)
             failed = sum(1 for t in done if t.state == optuna.trial.TrialState.FAIL)
             if len(done) >= self.s.population_size and failed / len(done) > self.s.max_failure_rate:
-                first = next((str(t.user_attrs["error"]) for t in done if t.user_attrs.get("error")), "see the job logs under the sweep dir")
-                raise SearchAborted(f"{failed} of {len(done)} trials failed in round {k} (search.max_failure_rate={self.s.max_failure_rate}); "
+                first = next((str(t.user_attrs["error"]) for t in done if t.user_attrs.get("error")),
+                             "see the job logs under the sweep dir")
+                raise SearchAborted(f"{failed} of {len(done)} trials failed in round {k} "
+                                    f"(search.max_failure_rate={self.s.max_failure_rate}); "
                                     f"first error: {first}")
         return study
 
@@ -216,5 +220,8 @@ class SearchRun:
             self.echo(f"round {k}: {distinct_evaluations(studies[-1])} distinct evaluations in {len(finished(studies[-1]))} trials, "
                       f"front of {len({t.variant_hash for t in front})} variants")
         assert self.pools is not None
-        return finish(self.settings, self.paths, frozen, studies, self.pools, criteria=self.criteria, aggregation=self.aggregation,
+        trials = SearchTrials(per_round=tuple(tuple(records(s, k)) for k, s in enumerate(studies)),
+                              round_fronts=tuple(tuple(best_records(s, k)) for k, s in enumerate(studies)),
+                              front=tuple(front_over(studies, self.objectives)))
+        return finish(self.settings, self.paths, frozen, trials, self.pools, criteria=self.criteria, aggregation=self.aggregation,
                       objectives=self.objectives, evaluate=self.evaluate, variant_of=self.variant_of, echo=self.echo)

@@ -39,9 +39,11 @@ def snapshot_for_search(
     registry.write_snapshot(base)
     g = Genome.from_dict(champion["genome"])
     champ = make_snapshot(component, _definition(settings, g, pools), author=_author(settings, g, pools), parent_hash=base.content_hash,
-                          metrics={"train": champion.get("train") or {}, "dev": champion.get("dev") or {}, "holdout": champion.get("holdout") or {}},
-                          provenance={**common, "round": champion["round"], "trial": champion["trial"], "variant_hash": variant_of(g).content_hash,
-                                      "role": "champion", "claim": {k: claim[k] for k in ("verdict", "mean_diff", "low", "high", "n", "confidence")}})
+                          metrics={"train": champion.get("train") or {}, "dev": champion.get("dev") or {},
+                                   "holdout": champion.get("holdout") or {}},
+                          provenance={**common, "round": champion["round"], "trial": champion["trial"],
+                                      "variant_hash": variant_of(g).content_hash, "role": "champion",
+                                      "claim": {k: claim[k] for k in ("verdict", "mean_diff", "low", "high", "n", "confidence")}})
     registry.write_snapshot(champ)
     rounds = []
     for k, best in enumerate(round_fronts):
@@ -50,8 +52,8 @@ def snapshot_for_search(
             continue
         snap = make_snapshot(component, _definition(settings, winner.genome, pools), author=_author(settings, winner.genome, pools),
                              parent_hash=base.content_hash, metrics={"train": dict(winner.train)},
-                             provenance={**common, "round": k, "trial": winner.number, "variant_hash": variant_of(winner.genome).content_hash,
-                                         "role": "round_winner"})
+                             provenance={**common, "round": k, "trial": winner.number,
+                                         "variant_hash": variant_of(winner.genome).content_hash, "role": "round_winner"})
         registry.write_snapshot(snap)
         rounds.append(snap.content_hash)
     champion_path = paths.champion

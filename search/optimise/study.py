@@ -24,7 +24,11 @@ from optuna.trial import FrozenTrial, TrialState
 from search.evaluation.criteria import Objective
 from search.genome import Genome
 
-CROSSOVERS: dict[str, type[UniformCrossover] | type[BLXAlphaCrossover] | type[SBXCrossover] | type[VSBXCrossover] | type[UNDXCrossover] | type[SPXCrossover]] = {"uniform": UniformCrossover, "blxalpha": BLXAlphaCrossover, "sbx": SBXCrossover, "vsbx": VSBXCrossover, "undx": UNDXCrossover, "spx": SPXCrossover}
+CROSSOVERS: dict[str, type[UniformCrossover] | type[BLXAlphaCrossover] | type[SBXCrossover] | type[VSBXCrossover] | type[UNDXCrossover]
+                 | type[SPXCrossover]] = {
+    "uniform": UniformCrossover, "blxalpha": BLXAlphaCrossover, "sbx": SBXCrossover, "vsbx": VSBXCrossover, "undx": UNDXCrossover,
+    "spx": SPXCrossover,
+}
 
 optuna.logging.set_verbosity(logging.WARNING)
 

@@ -47,7 +47,8 @@ class NSGA2SweeperImpl:
         for r in returns:
             if r.status == JobStatus.COMPLETED:
                 value = r.return_value
-                out.append(value if isinstance(value, TrialResult) else TypeError(f"a search job returned {type(value).__name__}, not a TrialResult"))
+                out.append(value if isinstance(value, TrialResult)
+                           else TypeError(f"a search job returned {type(value).__name__}, not a TrialResult"))
             else:
                 err = r._return_value  # Hydra keeps the job's exception here
                 out.append(err if isinstance(err, BaseException) else RuntimeError(str(err)))

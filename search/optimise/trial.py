@@ -43,17 +43,17 @@ class TrialSpec:
     def to_dict(self) -> dict[str, Any]:
         return {
             "study_dir": self.study_dir, "label": self.label, "split": self.split, "genome": self.genome.to_dict(),
-            "pools": self.pools.to_dict(), "agent": dict(self.agent), "tool": dict(self.tool), "models": {k: dict(v) for k, v in self.models.items()},
-            "workload": dict(self.workload), "task_ids": list(self.task_ids), "samples": self.samples, "seed": self.seed,
-            "cache_dir": self.cache_dir,
+            "pools": self.pools.to_dict(), "agent": dict(self.agent), "tool": dict(self.tool),
+            "models": {k: dict(v) for k, v in self.models.items()}, "workload": dict(self.workload), "task_ids": list(self.task_ids),
+            "samples": self.samples, "seed": self.seed, "cache_dir": self.cache_dir,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrialSpec:
         return cls(
-            study_dir=d["study_dir"], label=d["label"], split=d["split"], genome=Genome.from_dict(d["genome"]), pools=Pools.from_dict(d["pools"]),
-            agent=d["agent"], tool=d["tool"], models=d["models"], workload=d["workload"], task_ids=tuple(d["task_ids"]),
-            samples=int(d["samples"]), seed=int(d["seed"]), cache_dir=d.get("cache_dir"),
+            study_dir=d["study_dir"], label=d["label"], split=d["split"], genome=Genome.from_dict(d["genome"]),
+            pools=Pools.from_dict(d["pools"]), agent=d["agent"], tool=d["tool"], models=d["models"], workload=d["workload"],
+            task_ids=tuple(d["task_ids"]), samples=int(d["samples"]), seed=int(d["seed"]), cache_dir=d.get("cache_dir"),
         )
 
     def variant(self) -> HarnessVariant:
@@ -61,7 +61,8 @@ class TrialSpec:
         return compile_agent(agent, tool=tool, model=model)
 
     def eval_key(self, variant_hash: str) -> str:
-        return content_hash([variant_hash, self.split, self.samples, self.seed, list(self.task_ids), dict(self.workload.get("options", {}))])
+        return content_hash([variant_hash, self.split, self.samples, self.seed, list(self.task_ids),
+                             dict(self.workload.get("options", {}))])
 
 
 @dataclass(frozen=True)

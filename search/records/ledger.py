@@ -19,7 +19,8 @@ def variant_text(variant: HarnessVariant) -> list[str]:
     # are already in the system prompt)
     lines += ["# native tools", *[json.dumps(t, sort_keys=True) for t in variant.native_tools_for(None)]]
     lines += ["# step messages", *[m for _, m in variant.step_messages("before_final")]]
-    lines += ["# model", json.dumps(variant.model.to_dict(), sort_keys=True), f"tool_format: {variant.tool_format}", f"max_turns: {variant.max_turns}"]
+    lines += ["# model", json.dumps(variant.model.to_dict(), sort_keys=True), f"tool_format: {variant.tool_format}",
+              f"max_turns: {variant.max_turns}"]
     return lines
 
 
@@ -27,7 +28,8 @@ def unified_diff(baseline: HarnessVariant, candidate: HarnessVariant, *, context
     if baseline.content_hash == candidate.content_hash:
         return ""
     return "\n".join(
-        difflib.unified_diff(variant_text(baseline), variant_text(candidate), fromfile=f"baseline {baseline.content_hash[:12]}", tofile=f"candidate {candidate.content_hash[:12]}", lineterm="", n=context)
+        difflib.unified_diff(variant_text(baseline), variant_text(candidate), fromfile=f"baseline {baseline.content_hash[:12]}",
+                             tofile=f"candidate {candidate.content_hash[:12]}", lineterm="", n=context)
     )
 
 

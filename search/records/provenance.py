@@ -11,7 +11,8 @@ from compiler.variant import content_hash
 
 def tasks_hash(tasks: Sequence[Task]) -> str:
     """Hash of the frozen task set: ids, turns and gold, so a changed split shows."""
-    return content_hash([[t.task_id, t.split, [list(map(dict, turn)) for turn in t.turns], [[[c.name, dict(c.arguments)] for c in turn] for turn in t.gold]] for t in tasks])
+    return content_hash([[t.task_id, t.split, [list(map(dict, turn)) for turn in t.turns],
+                          [[[c.name, dict(c.arguments)] for c in turn] for turn in t.gold]] for t in tasks])
 
 
 def provenance(config: Mapping[str, Any], tasks: Sequence[Task]) -> dict[str, Any]:

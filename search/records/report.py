@@ -49,12 +49,14 @@ def chart_points(summary: Mapping[str, Any], x_metric: str, y_metric: str) -> li
     pts: list[Point] = []
 
     def add(item: Mapping[str, Any], kind: str, label: str) -> None:
-        pts.append(Point(_value(item, x_metric, objectives), _value(item, y_metric, objectives), kind, _tip(item, label, shown, objectives)))
+        pts.append(Point(_value(item, x_metric, objectives), _value(item, y_metric, objectives), kind,
+                         _tip(item, label, shown, objectives)))
 
     for t in summary.get("trials") or []:
         if t.get("values"):
             feasible = t.get("feasible", True)
-            add(t, "trial" if feasible else "infeasible", f"trial {t.get('trial')} (round {t.get('round')})" + ("" if feasible else " – infeasible"))
+            add(t, "trial" if feasible else "infeasible",
+                f"trial {t.get('trial')} (round {t.get('round')})" + ("" if feasible else " – infeasible"))
     for f in summary.get("front") or []:
         add(f, "front", f"Pareto front: trial {f.get('trial')} (round {f.get('round')})")
     if summary.get("baseline"):
@@ -89,7 +91,8 @@ def _ci_text(claim: Mapping[str, Any]) -> str:
     conf = _num(claim.get("confidence"))
     metric = claim.get("metric", "score")
     return (f"Mean {metric} difference (champion − baseline) {fmt_metric(claim.get('mean_diff'), 'diff', signed=True)}, "
-            f"{conf * 100 if conf is not None else 95:.0f}% CI [{fmt_metric(claim.get('low'), 'diff')}, {fmt_metric(claim.get('high'), 'diff')}], "
+            f"{conf * 100 if conf is not None else 95:.0f}% CI [{fmt_metric(claim.get('low'), 'diff')}, "
+            f"{fmt_metric(claim.get('high'), 'diff')}], "
             f"n = {fmt_metric(claim.get('n'), 'n')} tasks.")
 
 
@@ -118,7 +121,8 @@ def _meta(summary: Mapping[str, Any]) -> list[str]:
     feasible = sum(1 for t in trials if t.get("values") and t.get("feasible", True))
     parts = [_date(summary.get("created_at"))]
     if objectives:
-        parts.append("objectives: " + ", ".join(f"{o.get('metric')} {'↑' if o.get('direction') == 'maximize' else '↓'}" for o in objectives))
+        parts.append("objectives: " + ", ".join(f"{o.get('metric')} {'↑' if o.get('direction') == 'maximize' else '↓'}"
+                                                for o in objectives))
     rounds = len({t.get("round") for t in trials})
     parts += [f"{len(trials)} trial{'s' * (len(trials) != 1)} ({feasible} feasible) over {rounds} round{'s' * (rounds != 1)}",
               f"{len(summary.get('front') or [])} on the Pareto front"]
@@ -129,11 +133,13 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
     quality = quality_objective(summary.get("objectives") or [])
     trials, front, claim = summary.get("trials") or [], summary.get("front") or [], summary.get("claim")
     champion = summary.get("champion")
-    axis = {m: LABELS.get(m, m) + " — lower is better" for m in (COST, LATENCY)} | {quality: LABELS.get(quality, quality) + " — higher is better"}
+    axis = ({m: LABELS.get(m, m) + " — lower is better" for m in (COST, LATENCY)}
+            | {quality: LABELS.get(quality, quality) + " — higher is better"})
     charts = [Markup(scatter_svg(chart_points(summary, x, quality), x, quality, title=f"{_plain(quality)} vs {_plain(x)} (train)",
                                  x_title=axis[x], y_title=axis[quality])) for x in (COST, LATENCY)]
     cols = (quality, COST, LATENCY)
-    rows = [{"trial": f.get("trial", "–"), "round": f.get("round", "–"), "authors": f.get("changes") or ", ".join(map(str, f.get("authors") or [])) or "–",
+    rows = [{"trial": f.get("trial", "–"), "round": f.get("round", "–"),
+             "authors": f.get("changes") or ", ".join(map(str, f.get("authors") or [])) or "–",
              "champion": champion is not None and (bool(f.get("champion")) or f.get("trial") == champion.get("trial")),
              "train": [fmt_metric((f.get("train") or {}).get(m), m) for m in cols],
              "dev": [fmt_metric((f.get("dev") or {}).get(m), m) for m in cols],
@@ -148,7 +154,8 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
                       "latency_delta": fmt_metric(claim.get("latency_delta"), LATENCY, signed=True),
                       "hashes": list((claim.get("hashes") or {}).items())}
     return {
-        "study": str(summary.get("study") or "(unnamed study)"), "meta": _meta(summary), "n_unplotted": sum(1 for t in trials if not t.get("values")),
+        "study": str(summary.get("study") or "(unnamed study)"), "meta": _meta(summary),
+        "n_unplotted": sum(1 for t in trials if not t.get("values")),
         "banner": _banner(claim, champion is not None), "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
         "compare": _compare(summary, quality) if champion else None, "claim": claim_view, "storage": summary.get("storage"),
         "paths": sorted((summary.get("paths") or {}).items()),

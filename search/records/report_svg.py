@@ -88,7 +88,8 @@ def scatter_svg(points: Sequence[Point], x_metric: str, y_metric: str, *, title:
     def sy(v: float) -> float:
         return top + ph - (v - y0) / (y1 - y0) * ph
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="{escape(title)}" font-size="11">',
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" role="img" '
+           f'aria-label="{escape(title)}" font-size="11">',
            f'<text x="{left}" y="18" font-size="14" font-weight="600" fill="#222">{escape(title)}</text>']
     lx = float(left)
     for kind in KINDS:  # legend, spaced by label length
@@ -97,14 +98,18 @@ def scatter_svg(points: Sequence[Point], x_metric: str, y_metric: str, *, title:
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fcfcfc" stroke="#bbb"/>')
     for t in xt:
         out.append(f'<line x1="{sx(t):.1f}" y1="{top}" x2="{sx(t):.1f}" y2="{top + ph}" stroke="#eee"/>'
-                   f'<text x="{sx(t):.1f}" y="{top + ph + 16}" text-anchor="middle" fill="#555">{_tick_label(t, xt[1] - xt[0] if len(xt) > 1 else 0, x_metric)}</text>')
+                   f'<text x="{sx(t):.1f}" y="{top + ph + 16}" text-anchor="middle" fill="#555">'
+                   f'{_tick_label(t, xt[1] - xt[0] if len(xt) > 1 else 0, x_metric)}</text>')
     for t in yt:
         out.append(f'<line x1="{left}" y1="{sy(t):.1f}" x2="{left + pw}" y2="{sy(t):.1f}" stroke="#eee"/>'
-                   f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end" fill="#555">{_tick_label(t, yt[1] - yt[0] if len(yt) > 1 else 0, y_metric)}</text>')
+                   f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end" fill="#555">'
+                   f'{_tick_label(t, yt[1] - yt[0] if len(yt) > 1 else 0, y_metric)}</text>')
     out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 10}" text-anchor="middle" fill="#333">{escape(x_title or x_metric)}</text>')
-    out.append(f'<text transform="translate(16 {top + ph / 2:.1f}) rotate(-90)" text-anchor="middle" fill="#333">{escape(y_title or y_metric)}</text>')
+    out.append(f'<text transform="translate(16 {top + ph / 2:.1f}) rotate(-90)" text-anchor="middle" fill="#333">'
+               f'{escape(y_title or y_metric)}</text>')
     if not drawn:
-        out.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" text-anchor="middle" fill="#888">no data for these metrics</text>')
+        out.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" text-anchor="middle" fill="#888">'
+                   'no data for these metrics</text>')
     front = sorted((p for p in drawn if p.kind == "front"), key=lambda p: (p.x, p.y))
     if len(front) > 1:
         path = f"M{sx(front[0].x or 0):.1f},{sy(front[0].y or 0):.1f}" + "".join(

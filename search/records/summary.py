@@ -43,7 +43,8 @@ def summary_text(summary: Mapping[str, Any]) -> str:
     word = "improvement confirmed" if verdict == "win" else "no improvement claimed"
     lines.append(
         f"Holdout verdict: {verdict} ({word}); score difference {claim.get('mean_diff', 0):+.3f}, "
-        f"{int(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}] over {claim.get('n', 0)} tasks; "
+        f"{int(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}] "
+        f"over {claim.get('n', 0)} tasks; "
         f"cost/task {claim.get('cost_delta', 0):+.5f} USD, latency p95 {claim.get('latency_delta', 0):+.2f}s"
     )
     snap = (summary.get("snapshots") or {}).get("champion_path")

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from search.evaluation.metrics import EvalReport
 from search.records.format import fmt_metric
 
-HEADLINE = ("pass_rate", "score_mean", "score_std", "latency_p50", "latency_p95", "cost_per_task", "tokens_per_task", "tool_failure_rate", "determinism", "skipped", "undelivered", "safety_violations")
+HEADLINE = ("pass_rate", "score_mean", "score_std", "latency_p50", "latency_p95", "cost_per_task", "tokens_per_task", "tool_failure_rate",
+            "determinism", "skipped", "undelivered", "safety_violations")
 
 
 def metrics_table(rows: Sequence[tuple[str, EvalReport]], keys: Sequence[str] = HEADLINE) -> str:

@@ -26,6 +26,7 @@ def checked(kind: str, record: Any, source: str | Path) -> dict[str, Any]:
                           "point at the file the search wrote, or re-run it")
     found = record.get("schema_version", 1)
     if found != VERSIONS[kind]:
-        raise ConfigError(f"{source}: schema_version", f"{kind} record version {found!r} is not the version {VERSIONS[kind]} this evoharness reads",
+        raise ConfigError(f"{source}: schema_version",
+                          f"{kind} record version {found!r} is not the version {VERSIONS[kind]} this evoharness reads",
                           "use the evoharness version that wrote it, or re-run to rewrite the record")
     return dict(record)

@@ -9,7 +9,8 @@ TOOL_CFG: dict[str, Any] = {
     "definitions": {
         "ls": {
             "description": "List the files in the current directory.",
-            "parameters": {"type": "object", "properties": {"a": {"type": "boolean", "description": "Include hidden files."}}, "required": []},
+            "parameters": {"type": "object", "properties": {"a": {"type": "boolean", "description": "Include hidden files."}},
+                           "required": []},
             "rules": ["pass a=true when the user asks for hidden files"],
         },
         "mv": {
@@ -53,7 +54,8 @@ AGENT_CFG: dict[str, Any] = {
     "workflow": [
         {"name": "plan", "instructions": "Decide which tools the request needs."},
         {"name": "act", "instructions": "Call the tools in order.", "after": ["plan"]},
-        {"name": "verify", "instructions": "Check every result before answering.", "after": ["act"], "optional": True, "trigger": "before_final"},
+        {"name": "verify", "instructions": "Check every result before answering.", "after": ["act"], "optional": True,
+         "trigger": "before_final"},
         {"name": "report", "instructions": "Say what was done.", "after": ["act"]},
     ],
     "vars": {},

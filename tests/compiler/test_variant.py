@@ -115,7 +115,8 @@ def test_hash_stable_across_processes() -> None:
     )
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONHASHSEED": "random"}
-    outs = {subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True).stdout.strip() for _ in range(2)}
+    outs = {subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True).stdout.strip()
+            for _ in range(2)}
     assert outs == {_compile().content_hash}
 
 
@@ -143,15 +144,21 @@ BAD: list[tuple[str, Callable[[dict, dict, dict], None], list[str]]] = [
     ("cycle", lambda a, t, m: a["workflow"][0].__setitem__("after", ["report"]), ["agent.workflow", "cycle", "plan"]),
     ("unknown after", lambda a, t, m: a["workflow"][1].__setitem__("after", ["plann"]), ["agent.workflow[1].after", "'plann'"]),
     ("duplicate step", lambda a, t, m: a["workflow"].append({"name": "act", "instructions": "x"}), ["agent.workflow[4].name", "duplicate"]),
-    ("missing variable", lambda a, t, m: a["prompt_sections"].__setitem__("style", "Write in {{ tone }}."), ["agent.prompt_sections.style", "tone", "agent.vars"]),
-    ("bad template syntax", lambda a, t, m: a["prompt_sections"].__setitem__("style", "{% if %}"), ["agent.prompt_sections.style", "syntax"]),
-    ("bad param type", lambda a, t, m: t["definitions"]["ls"]["parameters"]["properties"]["a"].__setitem__("type", "bool"), ["tool.definitions.ls.parameters.properties.a.type", "'bool'"]),
-    ("schema not object", lambda a, t, m: t["definitions"]["ls"].__setitem__("parameters", {"type": "dict"}), ["tool.definitions.ls.parameters", "object"]),
-    ("required not a property", lambda a, t, m: t["definitions"]["tail"]["parameters"]["required"].append("n"), ["tool.definitions.tail.parameters.required", "'n'"]),
+    ("missing variable", lambda a, t, m: a["prompt_sections"].__setitem__("style", "Write in {{ tone }}."),
+     ["agent.prompt_sections.style", "tone", "agent.vars"]),
+    ("bad template syntax", lambda a, t, m: a["prompt_sections"].__setitem__("style", "{% if %}"),
+     ["agent.prompt_sections.style", "syntax"]),
+    ("bad param type", lambda a, t, m: t["definitions"]["ls"]["parameters"]["properties"]["a"].__setitem__("type", "bool"),
+     ["tool.definitions.ls.parameters.properties.a.type", "'bool'"]),
+    ("schema not object", lambda a, t, m: t["definitions"]["ls"].__setitem__("parameters", {"type": "dict"}),
+     ["tool.definitions.ls.parameters", "object"]),
+    ("required not a property", lambda a, t, m: t["definitions"]["tail"]["parameters"]["required"].append("n"),
+     ["tool.definitions.tail.parameters.required", "'n'"]),
     ("override unknown tool", lambda a, t, m: t["overrides"].__setitem__("cat", {"rules": ["x"]}), ["tool.overrides.cat"]),
     ("bad route", lambda a, t, m: m.__setitem__("route", "gpt4"), ["model.route", "'gpt4'"]),
     ("bad temperature", lambda a, t, m: m.__setitem__("temperature", 3.0), ["model.temperature", "3.0"]),
-    ("credential in model params", lambda a, t, m: m.__setitem__("extra", {"api_key": "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX1234"}), ["model.extra.api_key", "model.api_key_env"]),
+    ("credential in model params", lambda a, t, m: m.__setitem__("extra", {"api_key": "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX1234"}),
+     ["model.extra.api_key", "model.api_key_env"]),
     ("disabled required step", lambda a, t, m: a["workflow"][0].__setitem__("enabled", False), ["agent.workflow[0].enabled", "optional"]),
 ]
 

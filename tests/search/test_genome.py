@@ -31,7 +31,8 @@ def pools() -> tuple[dict[str, Any], dict[str, Any], Pools]:
     p = initial_pools(agent, models=["sim_large"], temperatures=[0.0, 0.7], base_model="base", base_temperature=0.0)
     p, _ = with_pool_entry(p, "section", "style", PoolEntry("Be concise. Name the tool you used.", "prompt_suffix"))
     p, _ = with_pool_entry(p, "tool", "mv", PoolEntry({"rules": ["copy destination exactly"]}, "rule_miner"))
-    p, _ = with_pool_entry(p, "step", "double_check", PoolEntry({"name": "double_check", "instructions": "Check twice.", "after": ["act"], "trigger": "before_final"}, "workflow_step_append"))
+    p, _ = with_pool_entry(p, "step", "double_check", PoolEntry({"name": "double_check", "instructions": "Check twice.", "after": ["act"],
+                                                                 "trigger": "before_final"}, "workflow_step_append"))
     p, _ = with_pool_entry(p, "toolset", None, PoolEntry(["ls", "mv"], "tool_detach"))
     return agent, tool, p
 
@@ -92,7 +93,8 @@ def test_params_round_trip_and_space() -> None:
     space = param_space(p)
     assert space["section.style"] == (0, 1) and "section.role" not in space  # single-entry pools are not searched
     assert space["step.verify"] == (False, True) and space["model"] == (0, 1) and space["tool_format"] == ("json", "bash", "both")
-    g = Genome(sections={"style": 1}, tools={"mv": 1}, steps={"verify": True, "double_check": False}, toolset=1, tool_format="both", model=1, temperature=1)
+    g = Genome(sections={"style": 1}, tools={"mv": 1}, steps={"verify": True, "double_check": False}, toolset=1, tool_format="both",
+               model=1, temperature=1)
     params = genome_to_params(g, p, base_format="json", base_steps={"verify": False})
     assert set(params) == set(space)
     assert params_to_genome(params) == g
@@ -119,7 +121,8 @@ def test_authors_and_description_name_the_mutators() -> None:
 
 def test_a_required_step_made_switchable_stays_on_in_the_baseline() -> None:
     agent, tool, p = pools()
-    p, _ = with_pool_entry(p, "step", "act", PoolEntry({"name": "act", "instructions": "Call the tools in order.", "after": ["plan"], "optional": True}, "workflow_step_remove"))
+    p, _ = with_pool_entry(p, "step", "act", PoolEntry({"name": "act", "instructions": "Call the tools in order.", "after": ["plan"],
+                                                        "optional": True}, "workflow_step_remove"))
     base_steps = {s["name"]: bool(s.get("enabled", True)) for s in agent["workflow"]}
     params = genome_to_params(BASELINE, p, base_format="json", base_steps=base_steps)
     assert params["step.act"] is True

@@ -81,7 +81,8 @@ def test_promote_then_compile_gives_exactly_the_snapshot_variant(compose: Any) -
     assert compile_config(released).content_hash == expected != base_hash
     assert OmegaConf.to_container(cfg) == before, "apply_promoted must not mutate its input"
     assert released.model.route == "sim/medium" and "style" not in released.agent.prompt_sections
-    assert compile_config(apply_promoted(cfg)).content_hash == Registry(str(cfg.registry_dir)).promoted("bfcl_agent").provenance["variant_hash"]  # type: ignore[union-attr]
+    assert (compile_config(apply_promoted(cfg)).content_hash
+            == Registry(str(cfg.registry_dir)).promoted("bfcl_agent").provenance["variant_hash"])  # type: ignore[union-attr]
 
 
 def test_a_partial_definition_fills_schema_defaults_the_same_way(compose: Any) -> None:
@@ -115,7 +116,8 @@ def test_tampered_promoted_snapshot_is_an_error_not_a_fallback(compose: Any) -> 
     data = json.loads(path.read_text())
     data["definition"]["model"]["route"] = "openai/gpt-4o"
     path.write_text(json.dumps(data))
-    with pytest.raises(ConfigError, match=r"^release_slot=default: snapshot [0-9a-f]{64} was modified after it was written .* Fix: .*release_slot=null"):
+    with pytest.raises(ConfigError, match=r"^release_slot=default: snapshot [0-9a-f]{64} was modified after it was written "
+                                          r".* Fix: .*release_slot=null"):
         apply_promoted(cfg)
 
 
@@ -131,7 +133,8 @@ def test_definition_that_does_not_fit_the_schema_is_a_config_error(compose: Any)
 
 def test_command_line_overrides_win_over_the_release(compose: Any) -> None:
     promote_definition(compose(), mutated(compose()))
-    argv = ["agent.max_turns=5", "+agent.vars.team=ops", "+tool.overrides.ls={rules: [list first]}", "model.temperature=0.9", "workload.limit=3"]
+    argv = ["agent.max_turns=5", "+agent.vars.team=ops", "+tool.overrides.ls={rules: [list first]}", "model.temperature=0.9",
+            "workload.limit=3"]
     cfg = compose(*argv)
     released = apply_promoted(cfg, argv)
     assert released.agent.max_turns == 5 and released.agent.vars.team == "ops" and released.agent.tool_format == "bash"
@@ -146,7 +149,8 @@ def test_command_line_overrides_win_over_the_release(compose: Any) -> None:
 
 def test_snapshot_from_config_round_trips_through_the_release(compose: Any) -> None:
     candidate = compose("agent.tool_format=both", "model=sim_medium", "+tool.overrides.ls.rules=[use -a for hidden files]")
-    snapshot = snapshot_from_config(candidate, author="tool_format", metrics={"dev": {"pass_rate": 0.5}}, provenance={"study": "s", "trial": 4})
+    snapshot = snapshot_from_config(candidate, author="tool_format", metrics={"dev": {"pass_rate": 0.5}},
+                                    provenance={"study": "s", "trial": 4})
     assert snapshot.component == "bfcl_agent" and snapshot.author == "tool_format"
     assert snapshot.provenance["variant_hash"] == compile_config(candidate).content_hash
     assert {"config_hash", "git_revision", "study", "trial"} <= set(snapshot.provenance)
@@ -163,12 +167,14 @@ def test_snapshot_command_then_promote_cli_then_release(tmp_path: Path) -> None:
         "sys.exit(run_hydra('snapshot', sys.argv[1:], snapshot_task, snapshot_validate))"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", snapshot_cmd, f"runs_dir={tmp_path}", "agent.tool_format=bash"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", snapshot_cmd, f"runs_dir={tmp_path}", "agent.tool_format=bash"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     digest = proc.stdout.split()[-2]
     promote_cmd = "import sys; from search.cli.registry import promote_main; sys.exit(promote_main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", promote_cmd, digest[:8], "--registry", str(tmp_path / "registry")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", promote_cmd, digest[:8], "--registry", str(tmp_path / "registry")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.split() == ["bfcl_agent", "default", digest], proc.stderr
     snapshot = Registry(tmp_path / "registry").load(digest)
     assert snapshot.definition["agent"]["tool_format"] == "bash" and snapshot.provenance["overrides"][-1] == "agent.tool_format=bash"

@@ -58,7 +58,8 @@ def variant(fmt: str, route: str, **agent_edits: Any) -> Any:
 TASK = Task(
     task_id="files/0",
     split="dev",
-    turns=(({"role": "user", "content": "Move report.pdf to archive."},), ({"role": "user", "content": "Show the last 2 lines of log.txt"},)),
+    turns=(({"role": "user", "content": "Move report.pdf to archive."},),
+           ({"role": "user", "content": "Show the last 2 lines of log.txt"},)),
     tool_names=("ls", "mv", "tail"),
     gold=((ToolCall("mv", {"source": "report.pdf", "destination": "archive"}),), (ToolCall("tail", {"file_name": "log.txt", "lines": 2}),)),
 )
@@ -103,7 +104,8 @@ def provider() -> None:
 
 def run(v: Any, *, client: ModelClient | None = None, env: FileEnv | None = None) -> Any:
     env = env or FileEnv()
-    client = client or ModelClient(v.model, RouteSettings(retries=2, backoff_s=0.001, input_cost_per_token=1e-6, output_cost_per_token=2e-6))
+    client = client or ModelClient(v.model, RouteSettings(retries=2, backoff_s=0.001, input_cost_per_token=1e-6,
+                                                          output_cost_per_token=2e-6))
     return asyncio.run(run_episode(v, TASK, env, sample=0, seed=0, client=client)), env
 
 
@@ -153,7 +155,8 @@ def test_malformed_output_and_unknown_tool_go_back_as_errors() -> None:
 
 
 def test_unterminated_bash_block_is_a_parse_error() -> None:
-    SCRIPTS["unterminated"] = lambda m, t: {"content": "```tool\nmv --source 'report.pdf"} if calls_so_far_in_turn(m) == 0 else {"content": "ok"}
+    SCRIPTS["unterminated"] = lambda m, t: ({"content": "```tool\nmv --source 'report.pdf"} if calls_so_far_in_turn(m) == 0
+                                            else {"content": "ok"})
     traj, _ = run(variant("bash", "script/unterminated"))
     assert traj.model_calls[0].parse_error and "quotes" in traj.model_calls[0].parse_error
 

@@ -14,7 +14,8 @@ TOOLS = {
     "source": None,
     "definitions": {
         "ls": {"description": "List the files in the current directory, hidden ones on request.",
-               "parameters": {"type": "object", "properties": {"a": {"type": "boolean", "description": "Include hidden files."}}, "required": []},
+               "parameters": {"type": "object", "properties": {"a": {"type": "boolean", "description": "Include hidden files."}},
+                              "required": []},
                "rules": ["pass a=true when the user asks for hidden files"]},
         "mv": {"description": "Move a file into a directory.",
                "parameters": {"type": "object", "properties": {

@@ -76,8 +76,10 @@ def test_gold_replay_passes_all_200_base_tasks_through_the_loop(gold_runs: list[
 @pytest.mark.parametrize("index", [0, 7, 33, 101, 128, 150, 177, 199])
 def test_loop_verdicts_equal_bfcl_checker(gold_runs: list[tuple[Any, Any, Any]], index: int) -> None:
     task, traj, score = next(r for r in gold_runs if r[0].task_id == f"bfcl/multi_turn_base_{index}")
-    decoded = [[[render_call(c) for c in traj.tool_calls if c.turn == turn]] if traj.calls_in_turn(turn) else [[]] for turn in range(len(task.turns))]
-    entry = {"id": f"multi_turn_base_{index}", "initial_config": task.data["initial_config"], "involved_classes": task.data["involved_classes"]}
+    decoded = [[[render_call(c) for c in traj.tool_calls if c.turn == turn]] if traj.calls_in_turn(turn) else [[]]
+               for turn in range(len(task.turns))]
+    entry = {"id": f"multi_turn_base_{index}", "initial_config": task.data["initial_config"],
+             "involved_classes": task.data["involved_classes"]}
     theirs = multi_turn_checker(decoded, [list(g) for g in task.data["ground_truth"]], entry, "multi_turn_base", f"loop_gold_{index}")
     assert theirs["valid"] == score.passed is True
 

@@ -94,7 +94,8 @@ def test_named_quantile_is_computed_from_the_report() -> None:
     # the same quantile as a search objective is measured the same way, not read as missing
     (o,) = build({"kind": "score_quantile", "quantile": 0.3, "threshold": None, "objective": True, "scope": "by_name", "score_name": "x"})
     assert objective_values(report, (o,), objectives((o,))) == (pytest.approx(0.3),)
-    assert objective_values(report, (o,), objectives(())) == tuple(report.metrics.get(m) for m in ("score_mean", "cost_per_task", "latency_p95"))
+    assert objective_values(report, (o,), objectives(())) == tuple(report.metrics.get(m)
+                                                                   for m in ("score_mean", "cost_per_task", "latency_p95"))
 
 
 # --- aggregation ---------------------------------------------------------------------------

@@ -29,7 +29,8 @@ def agent() -> dict[str, Any]:
 
 
 def variant(route: str, **model: Any) -> Any:
-    return compile_agent(agent(), tool={"source": "bfcl"}, model={"route": route, "temperature": 0.0, "retries": 2, "backoff_s": 0.001, **model})
+    return compile_agent(agent(), tool={"source": "bfcl"},
+                         model={"route": route, "temperature": 0.0, "retries": 2, "backoff_s": 0.001, **model})
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +51,8 @@ def test_large_scores_higher_and_costs_more_than_small() -> None:
 
 def test_same_seed_same_report() -> None:
     def essentials(r: Any) -> Any:
-        return [(e.task_id, e.sample, e.passed, e.score, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.tool_calls) for e in r.episodes]
+        return [(e.task_id, e.sample, e.passed, e.score, e.cost_usd, e.prompt_tokens, e.completion_tokens, e.tool_calls)
+                for e in r.episodes]
 
     v = variant("sim/small", temperature=0.7)
     a = evaluate_variant(v, WORKLOAD, "dev", tasks=DEV, samples=2, seed=3)
@@ -76,7 +78,8 @@ def test_infra_faults_are_retried_then_skipped_never_scored_zero() -> None:
 
 def cli(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", "evaluate", f"runs_dir={tmp}", "workload.limit=6", *args],
+        [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", "evaluate", f"runs_dir={tmp}",
+         "workload.limit=6", *args],
         cwd=ROOT, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})}, capture_output=True, text=True, timeout=300,
     )
 

@@ -30,8 +30,10 @@ from tests.compiler.fixtures import configs
 ROOT = Path(__file__).resolve().parents[3]
 LLM_MUTATORS = ("llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter")
 # Values that appear only as task values in the evidence and the teacher's calls: no proposal may carry one.
-GOLD = ("archive_98765", "arch1ve", "secret_gold_file", "31337", "gold_value_4242", "temp_gold_777", "tmp_wrong", "gold_folder_555", "zz_gold")
-MODELS: dict[str, dict[str, Any]] = {"base": {"route": "sim/small", "temperature": 0.0}, "sim_medium": {"route": "sim/medium"}, "sim_large": {"route": "sim/large"}}
+GOLD = ("archive_98765", "arch1ve", "secret_gold_file", "31337", "gold_value_4242", "temp_gold_777", "tmp_wrong",
+        "gold_folder_555", "zz_gold")
+MODELS: dict[str, dict[str, Any]] = {"base": {"route": "sim/small", "temperature": 0.0}, "sim_medium": {"route": "sim/medium"},
+                                     "sim_large": {"route": "sim/large"}}
 REQUESTS: list[dict[str, Any]] = []
 
 
@@ -57,13 +59,15 @@ def _register(provider: str, reply: Callable[[str, list[dict[str, Any]]], str | 
             text = reply(task_id, messages)
             if text is None:
                 raise lm.BadRequestError(message=f"not a rewrite request: {task_id}", model=model, llm_provider=provider)
-            return lm.ModelResponse(model=model, choices=[lm.Choices(index=0, finish_reason="stop", message=lm.Message(role="assistant", content=text))],
+            return lm.ModelResponse(model=model, choices=[lm.Choices(index=0, finish_reason="stop",
+                                                                     message=lm.Message(role="assistant", content=text))],
                                     usage=lm.Usage(prompt_tokens=10, completion_tokens=10, total_tokens=20))
 
         async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
             return self.completion(model, messages, *args, **kwargs)
 
-    lm.custom_provider_map = [e for e in lm.custom_provider_map if e.get("provider") != provider] + [{"provider": provider, "custom_handler": Handler()}]
+    lm.custom_provider_map = ([e for e in lm.custom_provider_map if e.get("provider") != provider]
+                              + [{"provider": provider, "custom_handler": Handler()}])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,7 +79,8 @@ def providers() -> None:
 # -- contexts -------------------------------------------------------------------------------
 
 def _teacher(task_ids: Sequence[str]) -> dict[str, list[str]]:
-    return {t: ["mv(source='report.pdf', destination='archive_98765')", "tail(file_name='secret_gold_file.txt', lines=31337)"] for t in task_ids}
+    return {t: ["mv(source='report.pdf', destination='archive_98765')", "tail(file_name='secret_gold_file.txt', lines=31337)"]
+            for t in task_ids}
 
 
 def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
@@ -84,19 +89,24 @@ def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
     pools = initial_pools(agent, models=["sim_medium"], temperatures=[0.0, 0.7], base_model="base", base_temperature=0.0)
     pools = replace(
         pools,
-        sections={**pools.sections, "policy": pools.sections["policy"] + (PoolEntry("Use only the tools offered. Ask when a value is missing.", "test"),)},
+        sections={**pools.sections,
+                  "policy": pools.sections["policy"] + (PoolEntry("Use only the tools offered. Ask when a value is missing.", "test"),)},
         tools={"mv": (PoolEntry({}, "baseline"), PoolEntry({"rules": ["move one file per call"]}, "test"))},
         toolsets=pools.toolsets + (PoolEntry(["ls", "mv"], "test"),),
     )
     evidence = (
-        Evidence("files/1", "turn 0: multi_turn:instance_state_mismatch: mv.destination: model='arch1ve' gold='archive_98765'; state differs in GorillaFileSystem.root",
+        Evidence("files/1", "turn 0: multi_turn:instance_state_mismatch: mv.destination: model='arch1ve' gold='archive_98765'; "
+                 "state differs in GorillaFileSystem.root",
                  ("mv: No such directory: 'gold_value_4242'",)),
-        Evidence("files/2", "turn 1: multi_turn:instance_state_mismatch: mv.destination: model='x' gold='archive_98765'; state differs in GorillaFileSystem.root"),
-        Evidence("files/3", "turn 1: multi_turn:instance_state_mismatch: missing call tail(file_name='secret_gold_file.txt',lines=31337); state differs in GorillaFileSystem.root"),
+        Evidence("files/2", "turn 1: multi_turn:instance_state_mismatch: mv.destination: model='x' gold='archive_98765'; "
+                 "state differs in GorillaFileSystem.root"),
+        Evidence("files/3", "turn 1: multi_turn:instance_state_mismatch: missing call tail(file_name='secret_gold_file.txt',lines=31337); "
+                 "state differs in GorillaFileSystem.root"),
         Evidence("files/4", "turn 0: multi_turn:execution_response_mismatch: unexpected call ls(a=True); missing gold result(s) '31337'"),
     )
     front = (Genome(sections={"policy": 1}, tools={"mv": 1}, toolset=1), Genome())
-    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1, run_teacher=_teacher)
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1,
+                          run_teacher=_teacher)
     return ctx, tool
 
 
@@ -108,14 +118,18 @@ def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
     tools = {s.name: s for s in select_tools(agent["tools"], build_catalog(tool))}
     pools = initial_pools(agent, models=["sim_medium"], temperatures=[0.7], base_model="base", base_temperature=0.7)
     evidence = (
-        Evidence("bfcl/multi_turn_base_0", "turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='<missing>' gold='temp_gold_777' "
-                 "(call failed: unexpected argument(s) ['name']); state differs in GorillaFileSystem.root", ("mkdir: unexpected argument(s) ['name']",)),
-        Evidence("bfcl/multi_turn_base_1", "turn 2: multi_turn:empty_turn_model_response: no tool call; gold: cd(folder='gold_folder_555'), ls()"),
-        Evidence("bfcl/multi_turn_base_2", "turn 1: multi_turn:instance_state_mismatch: unexpected call rm(file_name='zz_gold'); state differs in GorillaFileSystem.root"),
-        Evidence("bfcl/multi_turn_base_3", "turn 1: multi_turn:irrelevance_error: gold expects no call (a needed tool or argument is missing; ask the user) "
-                 "but the model made 1, first touch(file_name='tmp_wrong')"),
+        Evidence("bfcl/multi_turn_base_0", "turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='<missing>' "
+                 "gold='temp_gold_777' (call failed: unexpected argument(s) ['name']); state differs in GorillaFileSystem.root",
+                 ("mkdir: unexpected argument(s) ['name']",)),
+        Evidence("bfcl/multi_turn_base_1", "turn 2: multi_turn:empty_turn_model_response: no tool call; "
+                 "gold: cd(folder='gold_folder_555'), ls()"),
+        Evidence("bfcl/multi_turn_base_2", "turn 1: multi_turn:instance_state_mismatch: unexpected call rm(file_name='zz_gold'); "
+                 "state differs in GorillaFileSystem.root"),
+        Evidence("bfcl/multi_turn_base_3", "turn 1: multi_turn:irrelevance_error: gold expects no call "
+                 "(a needed tool or argument is missing; ask the user) but the model made 1, first touch(file_name='tmp_wrong')"),
     )
-    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1, run_teacher=_teacher)
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1,
+                          run_teacher=_teacher)
     return ctx, tool
 
 
@@ -175,7 +189,8 @@ def test_mutator_contract(name: str, context: str) -> None:
     before = (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence, ctx.front)
     out = run(name, ctx)
     assert out == run(name, ctx), "same seed, different proposals"
-    assert (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence, ctx.front) == before
+    assert (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence,
+            ctx.front) == before
     if name not in SILENT[context]:
         assert out, f"{name} proposed nothing in the {context} context"
     anchor = ctx.front[0]
@@ -197,13 +212,15 @@ def test_mutator_contract(name: str, context: str) -> None:
     assert ctx.pools.to_dict() == before[1]
     base_hash = variant_hash(ctx, tool, anchor, pools)
     for p in added:
-        assert variant_hash(ctx, tool, using(anchor, p, pools, ctx.agent), pools) != base_hash, f"{name}: {p.kind} {p.key} compiles to the anchor's variant"
+        assert variant_hash(ctx, tool, using(anchor, p, pools, ctx.agent), pools) != base_hash, (
+            f"{name}: {p.kind} {p.key} compiles to the anchor's variant")
 
 
 def test_every_builtin_is_registered() -> None:
     assert set(known_mutators()) >= {
         "identity", "prompt_prefix", "prompt_suffix", "section_rewriter", "temperature", "tool_description_append", "tool_rule_add",
-        "tool_format", "workflow_step_append", "workflow_step_remove", "tool_attach", "tool_detach", "model_swap", "rule_miner", *LLM_MUTATORS,
+        "tool_format", "workflow_step_append", "workflow_step_remove", "tool_attach", "tool_detach", "model_swap", "rule_miner",
+        *LLM_MUTATORS,
     }
 
 
@@ -212,7 +229,8 @@ def test_every_builtin_is_registered() -> None:
 @pytest.mark.parametrize("detail, errors, expected", [
     ("turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='tmp' gold='temp'; state differs in GorillaFileSystem.root", (),
      [Failure("wrong_value", "mkdir", "dir_name")]),
-    ("turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='<missing>' gold='temp' (call failed: unexpected argument(s) ['name'])", (),
+    ("turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='<missing>' gold='temp' "
+     "(call failed: unexpected argument(s) ['name'])", (),
      [Failure("absent_arg", "mkdir", "dir_name")]),
     ("turn 3: multi_turn:x: cd.path: model=3 gold='<missing>'", (), [Failure("extra_arg", "cd", "path")]),
     ("turn 2: multi_turn:execution_response_mismatch: tail(file_name='file3.txt') failed: \"tool 'tail' is not offered\"", (),
@@ -255,7 +273,8 @@ def test_rule_miner_names_tool_and_argument_without_values() -> None:
 
 def test_rule_miner_top_k_and_min_count() -> None:
     ctx, _ = fixture_ctx()
-    details = [f"turn 0: multi_turn:instance_state_mismatch: mv.{a}: model=1 gold=2" for a in ("source", "destination", "destination", "mode", "mode", "mode")]
+    details = [f"turn 0: multi_turn:instance_state_mismatch: mv.{a}: model=1 gold=2"
+               for a in ("source", "destination", "destination", "mode", "mode", "mode")]
     ctx = replace(ctx, evidence=tuple(Evidence(f"t/{i}", d) for i, d in enumerate(details)))
     [tool, section] = proposals("rule_miner", ctx, top_k=2)
     added = tool.entry.value["rules"][1:]
@@ -301,7 +320,8 @@ def test_tool_detach_never_removes_a_tool_the_evidence_needs() -> None:
     ctx, _ = fixture_ctx()
     [p] = run("tool_detach", ctx)
     assert isinstance(p, Proposal) and p.entry.value == ["mv"]  # ls was only called wrongly
-    needed = replace(ctx, evidence=ctx.evidence + (Evidence("files/5", "turn 0: multi_turn:instance_state_mismatch: missing call ls(a=True)"),))
+    needed = replace(ctx, evidence=ctx.evidence + (Evidence("files/5",
+                                                            "turn 0: multi_turn:instance_state_mismatch: missing call ls(a=True)"),))
     assert run("tool_detach", needed) == []
     rows = ctx.evidence + (Evidence("files/6", "turn 0: multi_turn:execution_response_mismatch: unexpected call tail(file_name='a')"),)
     attached = replace(ctx, evidence=rows, front=(Genome(),))  # baseline offers ls, mv, tail; tail is also a missing call in files/3
@@ -371,7 +391,8 @@ def test_teacher_gap_rewriter_needs_a_teacher_and_redacts_its_values() -> None:
     [p] = run("teacher_gap_rewriter", ctx)
     prompt = REQUESTS[-1]["messages"][-1]["content"]
     assert "`mv`(source, destination)" in prompt and not [g for g in GOLD if g in prompt]
-    assert isinstance(p, Proposal) and "When the request needs `mv`, call it as a careful expert does, with `source` and `destination` taken" in p.entry.value
+    assert isinstance(p, Proposal) and ("When the request needs `mv`, call it as a careful expert does, "
+                                        "with `source` and `destination` taken") in p.entry.value
 
 
 def test_llm_output_that_guts_the_section_is_rejected(caplog: pytest.LogCaptureFixture) -> None:
@@ -426,9 +447,11 @@ def test_redact_call_keeps_names_only() -> None:
 # -- the simulator's side --------------------------------------------------------------------
 
 def test_rewrite_reply_ignores_other_tasks_and_is_deterministic() -> None:
-    msgs = [{"role": "user", "content": "<task>rewrite_section</task>\n<current>\nBe brief.\n</current>\n<evidence>\n- wrong value for `cd.folder`\n</evidence>"}]
+    msgs = [{"role": "user", "content": "<task>rewrite_section</task>\n<current>\nBe brief.\n</current>\n"
+                                        "<evidence>\n- wrong value for `cd.folder`\n</evidence>"}]
     assert rewrite_reply("bfcl/multi_turn_base_0", msgs) is None
     a = rewrite_reply("mutator/llm_prompt_rewriter", msgs)
     assert a == rewrite_reply("mutator/llm_prompt_rewriter", copy.deepcopy(msgs))
-    assert a == "<section>\nBe brief.\n- When calling `cd`, double-check `folder` against the user's request and the latest tool result.\n</section>"
+    assert a == ("<section>\nBe brief.\n- When calling `cd`, double-check `folder` against the user's request and the latest tool result.\n"
+                 "</section>")
     assert rewrite_reply("mutator/unknown", [{"role": "user", "content": "hello"}]) is None

@@ -94,7 +94,8 @@ def test_later_rounds_queue_baseline_controls_front_then_new_entries_on_each_anc
         # the best is also the cheapest that beats the baseline: one anchor
         ([rec(0, BASELINE, 0.5, 1.0, origin="baseline"), rec(1, Genome(model=1), 0.9, 0.8)], [Genome(model=1)]),
         # nothing beats the baseline: the cheapest of all
-        ([rec(0, BASELINE, 0.5, 1.0, origin="baseline"), rec(3, Genome(tool_format="bash"), 0.4, 0.5)], [BASELINE, Genome(tool_format="bash")]),
+        ([rec(0, BASELINE, 0.5, 1.0, origin="baseline"), rec(3, Genome(tool_format="bash"), 0.4, 0.5)],
+         [BASELINE, Genome(tool_format="bash")]),
     ],
 )
 def test_anchors(front: list[TrialRecord], expected: list[Genome]) -> None:
@@ -117,7 +118,8 @@ def test_distinct_front_keeps_one_member_per_variant_best_quality_first() -> Non
 
 @pytest.mark.parametrize(
     "keys, expected",
-    [([(1.0, 1.0, 0.2)], 0), ([(0.0, 1.0, 0.9), (1.0, 0.0, 0.1)], 1), ([(1.0, 1.0, 0.5), (1.0, 1.0, 0.5)], 0), ([(1.0, 0.0, 0.1), (1.0, 1.0, -0.5)], 1)],
+    [([(1.0, 1.0, 0.2)], 0), ([(0.0, 1.0, 0.9), (1.0, 0.0, 0.1)], 1), ([(1.0, 1.0, 0.5), (1.0, 1.0, 0.5)], 0),
+     ([(1.0, 0.0, 0.1), (1.0, 1.0, -0.5)], 1)],
 )
 def test_champion_is_the_largest_rank_key_and_the_first_of_equals(keys: list[tuple[float, ...]], expected: int) -> None:
     assert champion_index(keys) == expected

@@ -19,7 +19,8 @@ TINY = ["search.train_limit=6", "search.samples=1", "search.population_size=2", 
 
 def search(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp}", *TINY, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp}", *TINY, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
 
 
 def round_study(tmp: Path, study: str, k: int) -> optuna.Study:
@@ -38,7 +39,8 @@ def evaluations(tmp: Path, study: str, k: int) -> int:
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     tmp = tmp_path_factory.mktemp("search")
-    proc = search(tmp, "search.study=e2e", "search.rounds=2", "search.trials_per_round=4", "mutators.enabled=[{name: identity}, {name: rule_miner}]")
+    proc = search(tmp, "search.study=e2e", "search.rounds=2", "search.trials_per_round=4",
+                  "mutators.enabled=[{name: identity}, {name: rule_miner}]")
     return tmp, proc
 
 
@@ -54,13 +56,15 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     assert set(claim["hashes"]) == {"config", "workload", "splits", "scorer"}
     assert claim["low"] <= claim["mean_diff"] <= claim["high"]
     ledger = [json.loads(line) for line in (tmp / "e2e" / "ledger.jsonl").read_text().splitlines()]
-    assert len(ledger) == len(trials(tmp, "e2e", 0)) + len(trials(tmp, "e2e", 1)) and {"genome", "authors", "diff", "decision", "train", "eval_cost_usd"} <= set(ledger[0])
+    assert (len(ledger) == len(trials(tmp, "e2e", 0)) + len(trials(tmp, "e2e", 1))
+            and {"genome", "authors", "diff", "decision", "train", "eval_cost_usd"} <= set(ledger[0]))
     assert sum(r["decision"] == "champion" for r in ledger) >= 1
     assert (tmp / "e2e" / "report.html").stat().st_size > 1000
     pools = json.loads((tmp / "e2e" / "pools" / "r1.json").read_text())
     assert any(a["author"] == "rule_miner" for a in pools["added"]), "round 1 should search over mined rules"
     assert any(c["author"] == "identity" for c in pools["controls"])
-    assert any(r["origin"] == "control" and r["control"] == "identity" and r["round"] == 1 for r in ledger), "the identity control must be evaluated, not skipped"
+    assert any(r["origin"] == "control" and r["control"] == "identity" and r["round"] == 1 for r in ledger), (
+        "the identity control must be evaluated, not skipped")
     summary = json.loads((tmp / "e2e" / "summary.json").read_text())
     if summary["snapshots"]["champion_path"]:
         snap = Path(summary["snapshots"]["champion_path"])
@@ -74,7 +78,8 @@ def test_rerun_resumes_keeps_trials_and_does_not_repay(first_run: tuple[Path, su
     assert proc.returncode == 0
     before = {t.number: t.datetime_start for t in trials(tmp, "e2e", 0)}
     evals = {p.name: p.stat().st_mtime_ns for p in (tmp / "e2e" / "evals").iterdir()}
-    again = search(tmp, "search.study=e2e", "search.rounds=2", "search.trials_per_round=5", "mutators.enabled=[{name: identity}, {name: rule_miner}]")
+    again = search(tmp, "search.study=e2e", "search.rounds=2", "search.trials_per_round=5",
+                   "mutators.enabled=[{name: identity}, {name: rule_miner}]")
     assert again.returncode == 0, again.stderr[-3000:]
     after = {t.number: t.datetime_start for t in trials(tmp, "e2e", 0)}
     assert evaluations(tmp, "e2e", 0) == 5 and all(after[n] == start for n, start in before.items())
@@ -93,7 +98,8 @@ def test_changed_config_refuses_to_resume(first_run: tuple[Path, subprocess.Comp
 
 
 def test_joblib_launcher(tmp_path: Path) -> None:
-    proc = search(tmp_path, "search.study=jl", "search.rounds=1", "search.trials_per_round=2", "mutators.enabled=[]", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    proc = search(tmp_path, "search.study=jl", "search.rounds=1", "search.trials_per_round=2", "mutators.enabled=[]",
+                  "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert evaluations(tmp_path, "jl", 0) == 2
 
@@ -109,10 +115,12 @@ def test_promote_champion_then_compile_ships_it(first_run: tuple[Path, subproces
     snap = json.loads(champion.read_text())
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     cli = [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))"]
-    promote = subprocess.run([*cli, "promote", str(champion), "--registry", str(tmp / "registry")], cwd=ROOT, env=env, capture_output=True, text=True)
+    promote = subprocess.run([*cli, "promote", str(champion), "--registry", str(tmp / "registry")],
+                             cwd=ROOT, env=env, capture_output=True, text=True)
     if snap["provenance"]["claim"]["verdict"] != "win":
         assert promote.returncode == 2 and "not an improvement" in promote.stderr
-        promote = subprocess.run([*cli, "promote", str(champion), "--force", "--registry", str(tmp / "registry")], cwd=ROOT, env=env, capture_output=True, text=True)
+        promote = subprocess.run([*cli, "promote", str(champion), "--force", "--registry", str(tmp / "registry")],
+                                 cwd=ROOT, env=env, capture_output=True, text=True)
     assert promote.returncode == 0, promote.stderr
     compiled = subprocess.run([*cli, "compile", f"runs_dir={tmp}"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stderr
@@ -164,6 +172,7 @@ def test_search_aborts_when_too_many_trials_fail(tmp_path: Path) -> None:
     proc = search(tmp_path, "search.study=down", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]",
                   "model.retries=0", "+model.extra.sim_faults.server_error_rate=1.0", "search.models=[]")
     assert proc.returncode == 2
-    assert "error: 2 of 2 trials failed in round 0 (search.max_failure_rate=0.5); first error: no scored episode" in proc.stderr.splitlines()[-1]
+    assert ("error: 2 of 2 trials failed in round 0 (search.max_failure_rate=0.5); first error: no scored episode"
+            in proc.stderr.splitlines()[-1])
     study = optuna.load_study(study_name="down/r0", storage=f"sqlite:///{tmp_path / 'down' / 'study.db'}")
     assert all(t.state.name == "FAIL" and "skipped" in t.user_attrs["error"] for t in study.trials if t.state.is_finished())

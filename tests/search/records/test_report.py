@@ -53,7 +53,8 @@ def make_summary(verdict: str | None = "win") -> dict[str, Any]:
         "baseline": {"variant_hash": "base", "genome": {}, "authors": [], "train": _metrics(0.45, 0.001, 1.5),
                      "dev": _metrics(0.44, 0.001, 1.5), "holdout": _metrics(0.46, 0.0008, 1.6)},
         "trials": trials, "front": front, "champion": champion, "claim": claim,
-        "paths": {"ledger": "runs/demo/ledger.jsonl", "claim": "runs/demo/claim.json", "optimization_results": "runs/demo/optimization_results.yaml"},
+        "paths": {"ledger": "runs/demo/ledger.jsonl", "claim": "runs/demo/claim.json",
+                  "optimization_results": "runs/demo/optimization_results.yaml"},
     }
 
 
@@ -104,7 +105,8 @@ def test_full_report_is_well_formed_and_complete() -> None:
     doc = parse(html)
     plotted = [t for t in summary["trials"] if t["values"]]
     assert sum(1 for t, _ in doc.starts if t == "svg") == 2
-    for cls, expected in (("trial", sum(t["feasible"] for t in plotted)), ("infeasible", sum(not t["feasible"] for t in plotted)), ("front", 4)):
+    for cls, expected in (("trial", sum(t["feasible"] for t in plotted)), ("infeasible", sum(not t["feasible"] for t in plotted)),
+                          ("front", 4)):
         assert doc.count("circle", cls) == 2 * expected + 2  # two charts, plus one legend swatch each
     assert doc.count("polygon", "champion") == 2 * 2 and doc.count("rect", "baseline") == 2 * 2
     assert doc.count("path", "front-line") == 2

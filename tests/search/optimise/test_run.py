@@ -1,0 +1,112 @@
+"""SearchRun in process, on a launcher that answers from a known response surface (no model call):
+the round queue reaches the study in priority order, the budget counts distinct evaluations,
+controls draw fresh seeds, and the finish compiles nothing the rounds already compiled."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from compiler.schema import register_configs
+from conf import CONF_DIR
+from search.evaluation.metrics import EpisodeResult, aggregate
+from search.genome import Genome
+from search.optimise import trial as trial_module
+from search.optimise.run import CONTROL_SEED_STRIDE, SearchRun
+from search.optimise.settings import RunSettings
+from search.optimise.trial import TrialResult, TrialSpec
+
+OVERRIDES = [
+    "search.rounds=2", "search.trials_per_round=10", "search.population_size=4", "search.train_limit=3", "search.samples=1",
+    "search.teacher=null", "search.models=[sim_large]", "search.formats=[json,bash,both]", "search.temperatures=[0.0]",
+    "mutators.enabled=[{name: identity, params: {count: 1}}, {name: prompt_suffix}]", "search.resamples=200",
+]
+
+
+def surface(genome: Genome, task: int) -> tuple[bool, float]:
+    """Pass/fail and cost of one episode: the large model passes more and costs ten times as much;
+    a prompt edit (any non-baseline section entry) passes one more task; another format or the
+    verify step only costs more."""
+    big = genome.model == 1
+    edited = any(genome.sections.values())
+    passed = task < (2 if big else 1) or (edited and task == 2)
+    cost = (0.01 if big else 0.001) * (1 if genome.tool_format in (None, "json") else 2) * (1.2 if genome.steps.get("verify") else 1)
+    return passed, cost
+
+
+@pytest.fixture()
+def settings(tmp_path: Path) -> Iterator[RunSettings]:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path}", *OVERRIDES])
+    GlobalHydra.instance().clear()
+    yield RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+
+
+class Launcher:
+    def __init__(self) -> None:
+        self.jobs: list[TrialSpec] = []
+        self.compile = TrialSpec.variant  # the job side compiles, as a real job does
+
+    def __call__(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
+        out: list[TrialResult | BaseException] = []
+        for spec in specs:
+            self.jobs.append(spec)
+            variant = self.compile(spec)
+            episodes = []
+            for i, task_id in enumerate(spec.task_ids):
+                passed, cost = surface(spec.genome, i)
+                episodes.append(EpisodeResult(task_id=task_id, sample=0, status="scored", passed=passed, score=float(passed), named={},
+                                              delivered=True, safety_violations=0, cost_usd=cost, latency_s=1.0, prompt_tokens=10,
+                                              completion_tokens=5, model_calls=1, tool_calls=1, tool_errors=0, detail=""))
+            report = aggregate(episodes, variant_hash=variant.content_hash, split=spec.split, samples=1)
+            out.append(TrialResult(label=spec.label, split=spec.split, variant=variant, report=report))
+        return out
+
+
+def test_rounds_dev_and_holdout_on_a_known_surface(settings: RunSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    launcher = Launcher()
+    compiled_by_orchestrator: list[dict[str, Any]] = []
+    original = TrialSpec.variant
+
+    def counting(self: TrialSpec) -> Any:
+        compiled_by_orchestrator.append(self.genome.to_dict())
+        return original(self)
+
+    monkeypatch.setattr(trial_module.TrialSpec, "variant", counting)
+    summary = SearchRun(settings, launch=launcher, echo=lambda _: None).execute()
+
+    storage = f"sqlite:///{settings.runs_dir / 'bfcl_sim' / 'study.db'}"
+    r0 = optuna.load_study(study_name="bfcl_sim/r0", storage=storage)
+    origins = [t.user_attrs.get("origin", "sampler") for t in r0.trials]
+    # the baseline, then one change at a time (the verify step, the format, the model), then the sampler
+    assert origins[:5] == ["baseline", *["one_change"] * 4] and set(origins[5:]) == {"sampler"}
+    # the budget counts distinct evaluations; repeats are free, but at most three asks per budget slot
+    distinct = len({t.user_attrs["eval_key"] for t in r0.trials if t.state.name == "COMPLETE"})
+    assert distinct <= 10 and len(r0.trials) <= 30 and (distinct == 10 or len(r0.trials) == 30)
+    r1 = optuna.load_study(study_name="bfcl_sim/r1", storage=storage)
+    controls = [t for t in r1.trials if t.user_attrs.get("origin") == "control"]
+    assert len(controls) == 1 and controls[0].user_attrs["control"] == "identity"
+    control_jobs = [j for j in launcher.jobs if j.label == f"r1-t{controls[0].number}"]
+    assert [j.seed for j in control_jobs] == [settings.seed + CONTROL_SEED_STRIDE * 2]
+    assert any(t.user_attrs.get("origin", "").startswith("new:prompt_suffix") for t in r1.trials)
+
+    # the edited prompt passes one more task at the small model's price: on the front, and the champion
+    # of a quality-first ranking is the large model with that edit
+    champion = summary["champion"]
+    assert champion["genome"]["model"] == 1 and any(champion["genome"]["sections"].values())
+    assert summary["claim"]["verdict"] in ("win", "inconclusive", "no_win") and summary["schema_version"] == 1
+    assert json.loads((settings.runs_dir / "bfcl_sim" / "claim.json").read_text())["schema_version"] == 1
+    splits = [j.split for j in launcher.jobs]
+    assert splits.count("holdout") == 2 and splits[-2:] == ["holdout", "holdout"]
+    # nothing is compiled twice: the finish reads the variants the rounds compiled; only the
+    # baseline genome in its canonical (empty) form is compiled once more
+    assert compiled_by_orchestrator == [Genome().to_dict()]
