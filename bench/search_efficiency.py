@@ -134,7 +134,7 @@ SETUPS = (
     Setup("plain samplers", False, False, False),
     Setup("baseline enqueued", True, False, False),
     Setup("  + generation fix", True, True, False),
-    Setup("  + generation fix, repeats free (as orchestrate.py)", True, True, True),
+    Setup("  + generation fix, repeats free (as optimise/run.py)", True, True, True),
 )
 MAX_TRIALS = 300  # repeats-free runs stop here if a sampler keeps proposing known genomes
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.runtime.cache import ResponseCache, request_key
-from compiler.runtime.llm import ensure_providers
+from compiler.runtime.llm import ensure_providers, litellm_module
 from compiler.variant import ModelParams, RouteSettings
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class RouteConfigError(Exception):
 
 def classify(exc: BaseException) -> str:
     """'infra' (retry, then skip), 'fatal' (stop the run) or 'model' (the episode fails on it)."""
-    lm = ensure_providers()
+    lm = litellm_module()  # only litellm's exception types: no provider needs registering
     if isinstance(exc, (lm.Timeout, lm.RateLimitError, lm.APIConnectionError, lm.InternalServerError,
                         lm.ServiceUnavailableError, lm.BadGatewayError, asyncio.TimeoutError, ConnectionError)):
         return "infra"
