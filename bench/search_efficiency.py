@@ -9,7 +9,7 @@ small genome can be enumerated exhaustively:
 Each is compiled and evaluated on the first N BFCL train tasks (N=20; 10 with --quick). The true
 front over (pass_rate max, cost_per_task min) and its exact 2-D hypervolume (reference point:
 pass_rate 0, cost 1.1 x the largest cost) are the target. Then the project's NSGA-II sampler
-(search.study.make_sampler: population 6, uniform crossover) and Optuna's RandomSampler search the
+(search.optimise.study.make_sampler: population 6, uniform crossover) and Optuna's RandomSampler search the
 same space; each trial is answered from the enumerated table (identical to re-evaluating, which
 the script checks once). Budgets count trials, repeats included: a sampler that proposes a genome
 twice pays twice. Four setups: the plain samplers; the baseline enqueued first, as
@@ -125,7 +125,7 @@ def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, d
 @dataclass(frozen=True)
 class Setup:
     label: str
-    enqueue_baseline: bool  # the orchestrator's start: the baseline genome is trial 0
+    enqueue_baseline: bool  # the search's start: the baseline genome is trial 0
     generation_fix: bool  # give enqueued trials their NSGA-II generation (see below)
     repeats_free: bool  # a repeated genome is answered from the ledger: the budget counts distinct genomes
 

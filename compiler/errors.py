@@ -12,4 +12,4 @@ class ConfigError(ValueError):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
-        return f"{self.path}: {self.problem}. Fix: {self.fix}"
+        return f"{self.path}: {self.problem.rstrip('.')}. Fix: {self.fix}"

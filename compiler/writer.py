@@ -44,11 +44,3 @@ def write_variant(variant: HarnessVariant, root: str | Path) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final
-
-
-def read_variant(path: str | Path) -> HarnessVariant:
-    """Load ``<dir>/variant.json`` (or the file itself); refuses content that does not match its hash."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / VARIANT_FILE
-    return HarnessVariant.from_dict(json.loads(p.read_text(encoding="utf-8")))

@@ -283,6 +283,20 @@ def with_pool_entry(pools: Pools, kind: SlotKind, key: str | None, entry: PoolEn
     return replace(pools, **{attr: grown}), True
 
 
+def canonical(genome: Genome, *, base_format: str, base_steps: Mapping[str, bool]) -> Genome:
+    """The genome with every gene at its baseline left out, so two genomes that compile to the same
+    variant (``Genome()`` and the baseline's full parameter form, say) are equal."""
+    return Genome(
+        sections={k: i for k, i in genome.sections.items() if i},
+        tools={k: i for k, i in genome.tools.items() if i},
+        steps={k: on for k, on in genome.steps.items() if on != base_steps.get(k, False)},
+        toolset=genome.toolset,
+        tool_format=None if genome.tool_format in (None, base_format) else genome.tool_format,
+        model=genome.model,
+        temperature=genome.temperature,
+    )
+
+
 def pool_len(pools: Pools, kind: SlotKind, key: str | None) -> int:
     """Entries in a slot's pool (a tool without edits counts its implicit baseline entry; steps
     are switches, never counted toward ``mutators.pool_size``)."""

@@ -24,8 +24,9 @@ def promoted_for(cfg: DictConfig) -> Snapshot | None:
     try:
         return Registry(str(cfg.get("registry_dir", DEFAULT_ROOT))).promoted(str(cfg.agent.name), str(slot))
     except RegistryError as exc:
-        raise ConfigError(f"release_slot={slot}", str(exc),
-                          "fix the registry as above, or build the base config with release_slot=null") from None
+        problem, _, fix = str(exc).partition(". Fix: ")
+        raise ConfigError(f"release_slot={slot}", problem,
+                          f"{fix + '; or ' if fix else ''}build the base config with release_slot=null") from None
 
 
 def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig:

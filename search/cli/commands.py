@@ -110,39 +110,11 @@ def search_task(cfg: DictConfig) -> Any:
 
 
 def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+    """The evaluate checks, then the search's settings built exactly as the search builds them
+    (which validates every search, criteria and mutator setting) before anything is paid for."""
     from conf import CONF_DIR
-    from search.evaluation.criteria import build_criteria
-    from search.mutators.base import MUTATORS
-    from search.optimise.models_conf import load_model_config
+    from search.optimise.settings import RunSettings
 
     variant = evaluate_validate(cfg, overrides)
-    for name in cfg.search.models:
-        load_model_config(str(name), CONF_DIR)
-    build_criteria(cfg.criteria)
-    for i, m in enumerate(cfg.mutators.enabled):
-        factory = MUTATORS.lookup(str(m.name), path=f"mutators.enabled[{i}].name")
-        try:
-            factory(**(to_plain(m.params) or {}))
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(f"mutators.enabled[{i}].params", str(exc).strip("'\""), f"give {m.name} the parameters it takes") from None
-    s = cfg.search
-    if s.teacher:
-        load_model_config(str(s.teacher), CONF_DIR, path="search.teacher")
-    from compiler.schema import TOOL_FORMATS
-    from search.optimise.study import CROSSOVERS
-
-    if str(s.crossover) not in CROSSOVERS:
-        raise ConfigError("search.crossover", f"unknown crossover {s.crossover!r}", f"use one of {sorted(CROSSOVERS)}")
-    bad = [f for f in s.formats if f not in TOOL_FORMATS]
-    if bad or not s.formats:
-        raise ConfigError("search.formats", f"unknown or empty tool formats {bad or list(s.formats)}", f"choose from {list(TOOL_FORMATS)}")
-    if any(not 0.0 <= float(t) <= 2.0 for t in s.temperatures):
-        raise ConfigError("search.temperatures", f"{list(s.temperatures)} has a value outside [0, 2]", "use temperatures between 0 and 2")
-    if not 0.5 <= float(s.confidence) < 1.0:
-        raise ConfigError("search.confidence", f"must be in [0.5, 1), got {s.confidence}", "use e.g. 0.95")
-    for key in ("rounds", "trials_per_round", "population_size", "samples"):
-        if int(s[key]) < 1:
-            raise ConfigError(f"search.{key}", f"must be at least 1, got {s[key]}", f"set search.{key} to a positive integer")
+    RunSettings.from_config(cfg, conf_dir=CONF_DIR)
     return variant

@@ -33,5 +33,10 @@ def report_main(argv: Sequence[str] | None = None) -> int:
         print(f"error: cannot read search summary at {source} ({exc}); rerun `evoharness search` with search.study={args.study}",
               file=sys.stderr)
         return 2
-    print(write_report(summary, source.parent / "report.html"))
+    try:
+        print(write_report(summary, source.parent / "report.html"))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a summary of the wrong shape
+        print(f"error: {source} is not a search summary this report can render ({type(exc).__name__}: {exc}); "
+              f"rerun `evoharness search` with search.study={args.study}", file=sys.stderr)
+        return 2
     return 0

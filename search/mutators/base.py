@@ -90,7 +90,7 @@ def known_mutators() -> tuple[str, ...]:
 
 
 def grow_pools(
-    pools: Pools, proposals: Sequence[Proposal | Control], *, cap: Callable[[Pools, str, str | None], bool] | None = None
+    pools: Pools, proposals: Sequence[Proposal | Control], *, cap: Callable[[Pools, SlotKind, str | None], bool] | None = None
 ) -> tuple[Pools, list[Proposal], list[Control]]:
     """Apply proposals in order; duplicates of pooled values, and entries for a slot ``cap`` says is
     full (checked against the pools as they grow), are dropped. Controls pass through."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import re
 
+from compiler.errors import ConfigError
 from compiler.toolspec import ToolSpec
 from search.mutators.base import Control, MutationContext, Mutator, Proposal, register_mutator
 from search.mutators.evidence import (
@@ -130,7 +131,7 @@ def temperature(*, min_gap: float = 0.05) -> Mutator:
     temperatures in [0, 1] (1.0 counts as an edge); nothing once that midpoint would lie closer
     than ``min_gap`` to a pooled value."""
     if not isinstance(min_gap, int | float) or not 0 < min_gap < 0.5:
-        raise ValueError(f"temperature: params.min_gap must be a number in (0, 0.5), got {min_gap!r}")
+        raise ConfigError("params.min_gap", f"temperature needs a number in (0, 0.5), got {min_gap!r}", "use e.g. 0.05")
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         pooled = sorted({float(e.value) for e in ctx.pools.temperatures if 0.0 <= float(e.value) <= 1.0})

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.errors import ConfigError
 from compiler.toolspec import ToolSpec
 from search.genome import Genome, PoolEntry, SlotKind
 from search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, register_mutator
@@ -224,7 +225,7 @@ class FunctionMutator:
 
 def positive_int(mutator: str, param: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{mutator}: params.{param} must be a positive integer, got {value!r}; set it to 1 or more")
+        raise ConfigError(f"params.{param}", f"{mutator} needs a positive integer, got {value!r}", "set it to 1 or more")
     return value
 
 
@@ -260,7 +261,7 @@ def rule_miner(*, top_k: int = 3, min_count: int = 1, section: str | None = None
     positive_int("rule_miner", "top_k", top_k)
     positive_int("rule_miner", "min_count", min_count)
     if targets not in ("tool", "section", "both"):
-        raise ValueError(f"rule_miner: params.targets must be tool, section or both, got {targets!r}")
+        raise ConfigError("params.targets", f"rule_miner targets tool, section or both, got {targets!r}", "use one of those")
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         rows = [r for r in ranked_pairs(failure_counts(ctx.evidence, ctx.tools), min_count=min_count) if mined_rule(r[0], r[1], r[2])]

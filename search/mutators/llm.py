@@ -32,6 +32,7 @@ from typing import Any
 
 import jinja2
 
+from compiler.errors import ConfigError
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.models import ModelClient
 from compiler.schema import STEP_TRIGGERS
@@ -127,7 +128,8 @@ def _section_proposal(name: str, section: str, current: str, reply: str, note: s
 
 def _llm_params(name: str, route: str, max_evidence: int) -> None:
     if not isinstance(route, str) or "/" not in route:
-        raise ValueError(f"{name}: params.route must be a litellm model string like sim/medium or openai/gpt-4o-mini, got {route!r}")
+        raise ConfigError("params.route", f"{name} needs a litellm model string, got {route!r}",
+                          "use e.g. sim/medium or openai/gpt-4o-mini")
     positive_int(name, "max_evidence", max_evidence)
 
 

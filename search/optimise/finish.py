@@ -12,7 +12,7 @@ import yaml
 from compiler.atomic import write_json_atomic, write_text_atomic
 from compiler.variant import HarnessVariant
 from search.evaluation.claim import make_claim
-from search.evaluation.criteria import Objective, OptimisationCriterion, evaluate_criteria, quality_objective, rank_key
+from search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
 from search.evaluation.metrics import EvalReport
 from search.genome import BASELINE, Genome, Pools, authors, describe
 from search.optimise.select import champion_index, dev_picks, distinct_front, ledger_decision
@@ -82,9 +82,9 @@ class SearchTrials:
 
 def finish(
     settings: RunSettings, paths: StudyPaths, frozen: Frozen, trials_of: SearchTrials, pools: Pools, *,
-    criteria: Sequence[OptimisationCriterion], aggregation: str, objectives: Sequence[Objective],
     evaluate: Evaluate, variant_of: Callable[[Genome], HarnessVariant], echo: Callable[[str], None],
 ) -> dict[str, Any]:
+    criteria, aggregation, objectives = settings.criteria, settings.aggregation, settings.objectives
     q = quality_objective(objectives)
     baseline_variant = variant_of(BASELINE)
     front_records = distinct_front([r for r in trials_of.front if r.genome is not None], q)

@@ -17,10 +17,11 @@ from compiler.runtime.cache import ResponseCache
 from compiler.runtime.workload import Workload
 from compiler.variant import compile_agent, content_hash
 from search.genome import Pools, initial_pools, pool_len
-from search.mutators.base import Evidence, MutationContext, Mutator, TeacherRunner, grow_pools
+from search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, TeacherRunner, grow_pools
 from search.optimise.seeding import ControlRequest, NewEntry
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.study import TrialRecord
+from search.records.versions import checked
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[Evid
         stored = paths.evals / f"{t.eval_key}.json"
         if t.genome is None or not stored.exists():
             continue
-        data = json.loads(stored.read_text(encoding="utf-8"))
+        data = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored)
         out += [Evidence(e["task_id"], e["detail"], tuple(e.get("tool_errors", [])), t.genome) for e in data.get("evidence", [])]
     return out
 
@@ -93,7 +94,7 @@ def mutate(
                           tools={s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))},
                           pools=pools, front=tuple(t.genome for t in front if t.genome is not None), evidence=tuple(evidence),
                           models=tuple(settings.models), round=k, run_teacher=run_teacher, cache_dir=settings.cache_dir)
-    proposals: list[object] = []
+    proposals: list[Proposal | Control] = []
     for m, weight in mutators:
         rng = random.Random(content_hash([settings.search.seed, k, m.name]))
         if weight < 1.0 and rng.random() >= weight:
@@ -103,7 +104,7 @@ def mutate(
         except Exception as exc:  # one broken mutator (e.g. its LLM route is down) must not end the search
             echo(f"warning: mutator {m.name} failed in round {k}: {type(exc).__name__}: {exc}")
     cap = settings.pool_size
-    grown, added, controls = grow_pools(pools, proposals, cap=lambda ps, kind, key: pool_len(ps, kind, key) < cap)  # type: ignore[arg-type]
+    grown, added, controls = grow_pools(pools, proposals, cap=lambda ps, kind, key: pool_len(ps, kind, key) < cap)
     return RoundPools(grown, tuple(NewEntry(p.kind, p.key, p.entry.author, p.entry.note) for p in added),
                       tuple(ControlRequest(c.genome, c.author) for c in controls))
 

@@ -20,9 +20,8 @@ from compiler.provenance import git_revision
 from compiler.runtime.workload import Workload, workload_factory
 from compiler.variant import HarnessVariant, content_hash
 from search.evaluation.claim import scorer_hash
-from search.evaluation.criteria import build_criteria, constraint_values, evaluate_criteria, objective_values, objectives, quality_objective
-from search.genome import Genome, Pools, authors, param_space, params_to_genome
-from search.mutators.base import make_mutator
+from search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
+from search.genome import Genome, Pools, authors, canonical, param_space, params_to_genome
 from search.optimise.finish import Frozen, SearchTrials, finish
 from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
 from search.optimise.seeding import round_queue
@@ -47,10 +46,6 @@ Launch = Callable[[Sequence[TrialSpec]], list[TrialResult | BaseException]]
 CONTROL_SEED_STRIDE = 7919  # identity controls draw fresh samples: a different seed per round
 
 
-def _genome_key(genome: Genome) -> str:
-    return json.dumps(genome.to_dict(), sort_keys=True)
-
-
 class SearchAborted(RuntimeError):
     """More trials failed than search.max_failure_rate allows."""
 
@@ -60,9 +55,7 @@ class SearchRun:
         self.settings, self.s, self.launch, self.echo = settings, settings.search, launch, echo
         self.paths = StudyPaths.of(settings)
         self.paths.dir.mkdir(parents=True, exist_ok=True)
-        self.criteria = build_criteria(settings.criteria)
-        self.aggregation = str(settings.criteria.get("aggregation", "all"))
-        self.objectives = objectives(self.criteria)
+        self.criteria, self.aggregation, self.objectives = settings.criteria, settings.aggregation, settings.objectives
         self.quality = quality_objective(self.objectives)
         self.workload: Workload = workload_factory(settings.workload.name)(**dict(settings.workload.options))
         train = list(self.workload.tasks("train"))[: self.s.train_limit or None]
@@ -71,7 +64,7 @@ class SearchRun:
             "dev": tuple(t.task_id for t in self.workload.tasks("dev")),
             "holdout": tuple(t.task_id for t in self.workload.tasks("holdout")),
         }
-        self.mutators = [(make_mutator(m.name, **dict(m.params)), m.weight) for m in settings.mutators]
+        self.mutators = [(m.build(i), m.weight) for i, m in enumerate(settings.mutators)]
         self.pools: Pools | None = None  # the latest round's: every genome of the search indexes into it
         self._variants: dict[str, HarnessVariant] = {}  # genome -> compiled variant, so nothing is compiled twice
 
@@ -115,6 +108,11 @@ class SearchRun:
         results = self.launch(specs)
         if len(results) != len(specs):
             raise RuntimeError(f"launcher returned {len(results)} results for {len(specs)} jobs")
+        # bad input a job found (a stored evaluation that cannot be read) stops the search with its
+        # one line; the batch's trials stay RUNNING, and a resume closes and re-runs them
+        bad = next((r for r in results if isinstance(r, ConfigError)), None)
+        if bad is not None:
+            raise bad
         return results
 
     def evaluate(self, jobs: Sequence[tuple[Genome, str, str]]) -> list[TrialResult | BaseException]:
@@ -122,12 +120,16 @@ class SearchRun:
         results = self.run_jobs([self.spec(g, split, label) for g, split, label in jobs])
         for (g, _, _), res in zip(jobs, results):
             if isinstance(res, TrialResult):
-                self._variants.setdefault(_genome_key(g), res.variant)
+                self._variants.setdefault(self._genome_key(g), res.variant)
         return results
+
+    def _genome_key(self, genome: Genome) -> str:
+        st = self.settings
+        return json.dumps(canonical(genome, base_format=st.base_format, base_steps=st.base_steps).to_dict(), sort_keys=True)
 
     def variant_of(self, genome: Genome) -> HarnessVariant:
         """The compiled variant of a genome under the latest pools (pool indices never change meaning)."""
-        key = _genome_key(genome)
+        key = self._genome_key(genome)
         if key not in self._variants:
             self._variants[key] = self.spec(genome, "train", "compile").variant()
         return self._variants[key]
@@ -187,7 +189,7 @@ class SearchRun:
             trial.set_user_attr("error", f"{type(res).__name__}: {res}"[:500])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return
-        self._variants.setdefault(_genome_key(spec.genome), res.variant)
+        self._variants.setdefault(self._genome_key(spec.genome), res.variant)
         metrics = dict(res.report.metrics)
         values = objective_values(res.report, self.criteria, self.objectives)
         trial.set_user_attr("variant_hash", res.variant_hash)
@@ -223,5 +225,5 @@ class SearchRun:
         trials = SearchTrials(per_round=tuple(tuple(records(s, k)) for k, s in enumerate(studies)),
                               round_fronts=tuple(tuple(best_records(s, k)) for k, s in enumerate(studies)),
                               front=tuple(front_over(studies, self.objectives)))
-        return finish(self.settings, self.paths, frozen, trials, self.pools, criteria=self.criteria, aggregation=self.aggregation,
-                      objectives=self.objectives, evaluate=self.evaluate, variant_of=self.variant_of, echo=self.echo)
+        return finish(self.settings, self.paths, frozen, trials, self.pools,
+                      evaluate=self.evaluate, variant_of=self.variant_of, echo=self.echo)

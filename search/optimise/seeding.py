@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from search.genome import BASELINE, Genome, Pools, SlotKind, genome_to_params, param_space, with_new_entry
+from search.genome import BASELINE, SLOT_KINDS, Genome, Pools, SlotKind, genome_to_params, param_space, with_new_entry
 from search.optimise.study import TrialRecord
 
 
@@ -29,6 +29,8 @@ class NewEntry:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NewEntry:
+        if d.get("kind") not in SLOT_KINDS:
+            raise ValueError(f"pool entry kind {d.get('kind')!r} is not one of {SLOT_KINDS}")
         return cls(kind=d["kind"], key=d.get("key"), author=str(d["author"]), note=str(d.get("note", "")))
 
 

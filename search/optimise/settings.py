@@ -14,9 +14,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from compiler.config_compile import to_plain
-from compiler.schema import SearchConfig
+from compiler.errors import ConfigError
+from compiler.schema import TOOL_FORMATS, SearchConfig
 from compiler.secrets import public_url
+from search.evaluation.criteria import Objective, OptimisationCriterion, build_criteria
+from search.evaluation.criteria import objectives as objectives_of
+from search.mutators.base import MUTATORS, Mutator
 from search.optimise.models_conf import load_model_config
+from search.optimise.study import CROSSOVERS
 
 # search settings that change what a resumed study means (budget keys may change on resume)
 FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "crossover", "population_size",
@@ -52,7 +57,26 @@ class SearchSettings:
         assert isinstance(typed, SearchConfig)
         values: dict[str, Any] = {f.name: getattr(typed, f.name) for f in dataclasses.fields(cls)}
         frozen: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-        return cls(**frozen)
+        return cls(**frozen).checked()
+
+    def checked(self) -> SearchSettings:
+        """These settings, or a ConfigError naming the first bad one and the fix."""
+        for key in ("rounds", "trials_per_round", "population_size", "samples"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"search.{key}", f"must be at least 1, got {getattr(self, key)}",
+                                  f"set search.{key} to a positive integer")
+        if self.crossover not in CROSSOVERS:
+            raise ConfigError("search.crossover", f"unknown crossover {self.crossover!r}", f"use one of {sorted(CROSSOVERS)}")
+        bad = [f for f in self.formats if f not in TOOL_FORMATS]
+        if bad or not self.formats:
+            raise ConfigError("search.formats", f"unknown or empty tool formats {bad or list(self.formats)}",
+                              f"choose from {list(TOOL_FORMATS)}")
+        if any(not 0.0 <= t <= 2.0 for t in self.temperatures):
+            raise ConfigError("search.temperatures", f"{list(self.temperatures)} has a value outside [0, 2]",
+                              "use temperatures between 0 and 2")
+        if not 0.5 <= self.confidence < 1.0:
+            raise ConfigError("search.confidence", f"must be in [0.5, 1), got {self.confidence}", "use e.g. 0.95")
+        return self
 
     def frozen_part(self) -> dict[str, Any]:
         """The settings a resumed study must keep (JSON-able, for the freeze hash)."""
@@ -75,18 +99,31 @@ class MutatorSetting:
     weight: float
     params: Mapping[str, Any]
 
+    def build(self, index: int) -> Mutator:
+        """The mutator; a bad name or parameter is a ConfigError at ``mutators.enabled[index]``."""
+        where = f"mutators.enabled[{index}]"
+        factory = MUTATORS.lookup(self.name, path=f"{where}.name")
+        try:
+            return factory(**dict(self.params))
+        except ConfigError as exc:  # the mutator names its own parameter (params.<name>)
+            raise ConfigError(f"{where}.{exc.path}", exc.problem, exc.fix) from None
+        except TypeError as exc:  # a parameter the mutator does not take
+            raise ConfigError(f"{where}.params", str(exc), f"give {self.name} only the parameters it takes") from None
+
 
 @dataclass(frozen=True)
 class RunSettings:
     """Everything a search run reads from the config, as plain typed data."""
 
     search: SearchSettings
+    criteria: tuple[OptimisationCriterion, ...]  # validated (search.evaluation.criteria)
+    aggregation: str  # criteria.aggregation
+    objectives: tuple[Objective, ...]  # the search's objectives, from the criteria
     agent: Mapping[str, Any]  # the incumbent agent (promoted snapshot merged in)
     tool: Mapping[str, Any]
     models: Mapping[str, Mapping[str, Any]]  # "base" = the incumbent's model, then search.models by name
     teacher: Mapping[str, Any] | None  # search.teacher's model config
     workload: WorkloadSettings
-    criteria: Mapping[str, Any]  # the criteria group as plain data (compiled by build_criteria)
     mutators: tuple[MutatorSetting, ...]
     pool_size: int
     seed: int
@@ -105,20 +142,26 @@ class RunSettings:
             if m["route"] != base_model["route"]:
                 models[name] = m
         teacher = load_model_config(search.teacher, conf_dir, path="search.teacher") if search.teacher else None
+        criteria = build_criteria(cfg.criteria)
+        mutators = tuple(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {})
+                         for m in cfg.mutators.enabled)
+        for i, mutator in enumerate(mutators):
+            mutator.build(i)
         resolved: dict[str, Any] = to_plain(cfg)
         if resolved["search"].get("storage"):
             resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))
         return cls(
             search=search,
+            criteria=criteria,
+            aggregation=str(cfg.criteria.aggregation),
+            objectives=objectives_of(criteria),
             agent=to_plain(cfg.agent),
             tool=to_plain(cfg.tool),
             models=models,
             teacher=teacher,
             workload=WorkloadSettings(name=str(cfg.workload.name), options=to_plain(cfg.workload.options) or {},
                                       concurrency=int(cfg.workload.concurrency)),
-            criteria=to_plain(cfg.criteria),
-            mutators=tuple(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {})
-                           for m in cfg.mutators.enabled),
+            mutators=mutators,
             pool_size=int(cfg.mutators.pool_size),
             seed=int(cfg.seed),
             runs_dir=Path(str(cfg.runs_dir)).resolve(),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.atomic import write_json_atomic
+from compiler.errors import ConfigError
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.trajectory import Trajectory
 from compiler.runtime.workload import workload_factory
@@ -105,16 +106,26 @@ class TrialResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], variant: HarnessVariant, *, source: str | Path, reused: bool = False) -> TrialResult:
         d = checked("trial_result", d, source)
-        if d["variant_hash"] != variant.content_hash:
-            raise ValueError(f"{source} holds the evaluation of {d['variant_hash'][:12]}, not of {variant.content_hash[:12]}")
+        if d.get("variant_hash") != variant.content_hash:
+            raise ConfigError(str(source), f"holds the evaluation of variant {str(d.get('variant_hash'))[:12]}, "
+                              f"not of {variant.content_hash[:12]} whose key names it",
+                              "delete the file; the next run evaluates the variant again")
         return cls(label=str(d["label"]), split=str(d["split"]), variant=variant, report=EvalReport.from_dict(d["report"]),
                    evidence=tuple(FailedEpisode.from_dict(e) for e in d.get("evidence", ())), reused=reused)
 
 
 def stored_result(path: Path, variant: HarnessVariant) -> TrialResult | None:
+    """The study's stored evaluation of ``variant`` at ``path``, if any. One that cannot be read is
+    bad input (a ConfigError naming the file), never silently paid for again or trusted."""
     if not path.exists():
         return None
-    return TrialResult.from_dict(json.loads(path.read_text(encoding="utf-8")), variant, source=path, reused=True)
+    try:
+        return TrialResult.from_dict(json.loads(path.read_text(encoding="utf-8")), variant, source=path, reused=True)
+    except ConfigError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(str(path), f"is not a stored evaluation ({type(exc).__name__}: {exc})",
+                          "delete the file; the next run evaluates the variant again") from None
 
 
 def _tool_errors(trajectories: list[Trajectory], failed: set[tuple[str, int]]) -> dict[tuple[str, int], list[str]]:

@@ -27,8 +27,6 @@ def _plain(metric: str) -> str:
     return LABELS.get(metric, metric).split(" (")[0]
 
 
-
-
 def _value(item: Mapping[str, Any], metric: str, objectives: Sequence[str], split: str = "train") -> float | None:
     metrics = item.get(split) or {}
     if metric in metrics:

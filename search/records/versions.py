@@ -25,7 +25,7 @@ def checked(kind: str, record: Any, source: str | Path) -> dict[str, Any]:
         raise ConfigError(str(source), f"is not a {kind} record (a JSON object expected, got {type(record).__name__})",
                           "point at the file the search wrote, or re-run it")
     found = record.get("schema_version", 1)
-    if found != VERSIONS[kind]:
+    if type(found) is not int or found != VERSIONS[kind]:  # True == 1 and 1.0 == 1: neither is a version
         raise ConfigError(f"{source}: schema_version",
                           f"{kind} record version {found!r} is not the version {VERSIONS[kind]} this evoharness reads",
                           "use the evoharness version that wrote it, or re-run to rewrite the record")

@@ -33,3 +33,14 @@ def test_report_refuses_a_summary_of_an_unknown_schema_version(tmp_path: Path, c
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "schema_version" in err and repr(version) in err
     assert not (tmp_path / "demo" / "report.html").exists()
+
+
+@pytest.mark.parametrize("bad", [{"front": [1]}, {"claim": "win"}, {"objectives": "abc"}, {"champion": {"dev": 5}}])
+def test_report_on_a_summary_of_the_wrong_shape_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            bad: dict[str, Any]) -> None:
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "summary.json").write_text(json.dumps({**make_summary("win"), **bad}), encoding="utf-8")
+    assert report_main(["demo", "--runs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "not a search summary" in err
+    assert not (tmp_path / "demo" / "report.html").exists()

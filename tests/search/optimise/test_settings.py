@@ -44,7 +44,8 @@ def test_run_settings_hold_plain_data_and_skip_the_incumbents_own_model(compose:
     # sim_medium is the incumbent ("base"), so it is not offered a second time under its own name
     assert list(st.models) == ["base", "sim_small", "sim_large"] and st.models["base"]["route"] == "sim/medium"
     assert st.teacher is not None and st.teacher["route"] == "sim/large"
-    assert isinstance(st.agent, dict) and isinstance(st.criteria["criteria"], list)
+    assert isinstance(st.agent, dict) and [c.name for c in st.criteria] == ["quality", "tool_errors", "cost", "latency"]
+    assert [o.metric for o in st.objectives] == ["pass_rate", "cost_per_task", "latency_p95"] and st.aggregation == "all"
     assert st.runs_dir == tmp_path.resolve() and st.cache_dir == str((tmp_path / "cache").resolve())
     assert [m.name for m in st.mutators][:1] == ["identity"] and st.pool_size >= 1
     assert st.base_format == "json" and st.base_steps == {s["name"]: bool(s.get("enabled", True)) for s in st.agent["workflow"]}
@@ -64,9 +65,32 @@ def test_records_carry_their_version_and_readers_refuse_another(kind: str) -> No
     assert next(iter(record)) == "schema_version" and record["schema_version"] == VERSIONS[kind]
     assert checked(kind, record, "x.json") == record
     assert checked(kind, {"a": 1}, "x.json") == {"a": 1}  # written before versioning: version 1
-    for bad in (VERSIONS[kind] + 1, "1", None):
+    for bad in (VERSIONS[kind] + 1, "1", None, True, 1.0):
         with pytest.raises(ConfigError) as err:
             checked(kind, {**record, "schema_version": bad}, "runs/s/x.json")
         assert "\n" not in str(err.value) and repr(bad) in str(err.value) and "runs/s/x.json" in str(err.value)
     with pytest.raises(ConfigError, match="a JSON object expected"):
         checked(kind, [1, 2], "x.json")
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("mutators.enabled=[{name: nope}]", "mutators.enabled[0].name: unknown mutator 'nope'. Fix: use one of ["),
+        ("mutators.enabled=[{name: rule_miner, params: {top_k: 0}}]",
+         "mutators.enabled[0].params.top_k: rule_miner needs a positive integer, got 0"),
+        ("mutators.enabled=[{name: identity, params: {bogus: 1}}]", "mutators.enabled[0].params: "),
+        ("search.crossover=nope", "search.crossover: unknown crossover 'nope'"),
+        ("search.rounds=0", "search.rounds: must be at least 1, got 0"),
+        ("search.temperatures=[3.0]", "search.temperatures: [3.0] has a value outside [0, 2]"),
+        ("search.models=[nope]", "search.models: no model config named 'nope'"),
+        ("criteria.criteria.0.kind=nope", "criteria.criteria[0].kind: 'nope' is not a criterion kind"),
+    ],
+)
+def test_bad_settings_are_one_line_naming_the_path_once(compose: Any, override: str, line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        RunSettings.from_config(compose(override), conf_dir=CONF_DIR)
+    message = str(err.value)
+    assert message.startswith(line) and "\n" not in message and message.count("Fix:") == 1
+    path, problem = message.split(": ", 1)
+    assert path not in problem.split(". Fix:")[0]  # the path is named once, where the line starts
