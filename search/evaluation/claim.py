@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,13 +14,20 @@ from search.evaluation.stats import claim_verdict, paired_bootstrap_ci
 
 
 def scorer_hash(workload: Any) -> str:
-    """sha256 of the scorer's source (and its module), so a changed scorer shows in the claim."""
+    """sha256 of the scorer's source: the module that defines ``score`` and, when it is part of a
+    package (a workload's scorer calls into its environment and scoring modules), every module of
+    that package, so a change to how episodes are judged shows in the claim."""
     fn = type(workload).score
+    module = inspect.getmodule(fn)
+    if module is None:
+        return hashlib.sha256(repr(fn).encode("utf-8")).hexdigest()
+    package = module.__name__.rpartition(".")[0] if module.__spec__ and module.__spec__.parent else ""
+    files = sorted(Path(module.__file__).parent.glob("*.py")) if package and module.__file__ else []
     try:
-        source = inspect.getsource(inspect.getmodule(fn) or fn)
+        sources = [f.read_text(encoding="utf-8") for f in files] if files else [inspect.getsource(module)]
     except (OSError, TypeError):
-        source = repr(fn)
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+        sources = [repr(fn)]
+    return hashlib.sha256("\n".join(sources).encode("utf-8")).hexdigest()
 
 
 def make_claim(

@@ -84,6 +84,10 @@ class SearchRun:
         if path.exists():
             before = checked("freeze", json.loads(path.read_text(encoding="utf-8")), path)
             changed = [k for k in frozen if before.get(k) != frozen[k]]
+            if changed == ["scorer_hash"]:
+                raise ConfigError("search.study", f"study {self.s.study!r} was frozen under another version of the workload's scorer "
+                                  "(its source changed), and one claim cannot compare variants judged by two scorers",
+                                  f"start a new search.study, or delete {self.paths.dir}")
             if changed:
                 raise ConfigError("search.study", f"study {self.s.study!r} was started with a different {', '.join(changed)}",
                                   f"resume with the same config, pick a new search.study, or delete {self.paths.dir}")
@@ -100,7 +104,7 @@ class SearchRun:
         assert chosen is not None, "a spec needs the round's pools"
         return TrialSpec(
             study_dir=str(self.paths.dir), label=label, split=split, genome=genome, pools=chosen, agent=st.agent, tool=st.tool,
-            models=st.models, workload=st.workload.to_dict(), task_ids=self.task_ids[split], samples=self.s.samples,
+            models=st.models, workload=st.workload, task_ids=self.task_ids[split], samples=self.s.samples,
             seed=st.seed if seed is None else seed, cache_dir=st.cache_dir,
         )
 

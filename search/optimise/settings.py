@@ -22,6 +22,7 @@ from search.evaluation.criteria import objectives as objectives_of
 from search.mutators.base import MUTATORS, Mutator
 from search.optimise.models_conf import load_model_config
 from search.optimise.study import CROSSOVERS
+from search.optimise.trial import WorkloadSettings
 
 # search settings that change what a resumed study means (budget keys may change on resume)
 FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "crossover", "population_size",
@@ -81,16 +82,6 @@ class SearchSettings:
     def frozen_part(self) -> dict[str, Any]:
         """The settings a resumed study must keep (JSON-able, for the freeze hash)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in FROZEN_SEARCH_KEYS)}
-
-
-@dataclass(frozen=True)
-class WorkloadSettings:
-    name: str
-    options: Mapping[str, Any]
-    concurrency: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "options": dict(self.options), "concurrency": self.concurrency}
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,20 @@ from search.records.versions import checked, versioned
 
 
 @dataclass(frozen=True)
+class WorkloadSettings:
+    name: str
+    options: Mapping[str, Any]
+    concurrency: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "options": dict(self.options), "concurrency": self.concurrency}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> WorkloadSettings:
+        return cls(name=str(d["name"]), options=dict(d.get("options", {})), concurrency=int(d["concurrency"]))
+
+
+@dataclass(frozen=True)
 class TrialSpec:
     study_dir: str
     label: str  # e.g. "r0-t3-train" or "baseline-dev"
@@ -35,7 +49,7 @@ class TrialSpec:
     agent: Mapping[str, Any]
     tool: Mapping[str, Any]
     models: Mapping[str, Mapping[str, Any]]
-    workload: Mapping[str, Any]  # {name, options, concurrency}
+    workload: WorkloadSettings
     task_ids: tuple[str, ...]
     samples: int
     seed: int
@@ -45,7 +59,7 @@ class TrialSpec:
         return {
             "study_dir": self.study_dir, "label": self.label, "split": self.split, "genome": self.genome.to_dict(),
             "pools": self.pools.to_dict(), "agent": dict(self.agent), "tool": dict(self.tool),
-            "models": {k: dict(v) for k, v in self.models.items()}, "workload": dict(self.workload), "task_ids": list(self.task_ids),
+            "models": {k: dict(v) for k, v in self.models.items()}, "workload": self.workload.to_dict(), "task_ids": list(self.task_ids),
             "samples": self.samples, "seed": self.seed, "cache_dir": self.cache_dir,
         }
 
@@ -53,7 +67,8 @@ class TrialSpec:
     def from_dict(cls, d: Mapping[str, Any]) -> TrialSpec:
         return cls(
             study_dir=d["study_dir"], label=d["label"], split=d["split"], genome=Genome.from_dict(d["genome"]),
-            pools=Pools.from_dict(d["pools"]), agent=d["agent"], tool=d["tool"], models=d["models"], workload=d["workload"],
+            pools=Pools.from_dict(d["pools"]), agent=d["agent"], tool=d["tool"], models=d["models"],
+            workload=WorkloadSettings.from_dict(d["workload"]),
             task_ids=tuple(d["task_ids"]), samples=int(d["samples"]), seed=int(d["seed"]), cache_dir=d.get("cache_dir"),
         )
 
@@ -63,7 +78,7 @@ class TrialSpec:
 
     def eval_key(self, variant_hash: str) -> str:
         return content_hash([variant_hash, self.split, self.samples, self.seed, list(self.task_ids),
-                             dict(self.workload.get("options", {}))])
+                             dict(self.workload.options)])
 
 
 @dataclass(frozen=True)
@@ -145,11 +160,11 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     reused = stored_result(stored, variant)
     if reused is not None:
         return reused
-    workload = workload_factory(str(spec.workload["name"]))(**dict(spec.workload.get("options", {})))
+    workload = workload_factory(spec.workload.name)(**dict(spec.workload.options))
     tasks = [workload.task(t) for t in spec.task_ids]
     report, trajectories = asyncio.run(
         evaluate_variant_async(
-            variant, workload, spec.split, samples=spec.samples, concurrency=int(spec.workload.get("concurrency", 16)),
+            variant, workload, spec.split, samples=spec.samples, concurrency=spec.workload.concurrency,
             seed=spec.seed, tasks=tasks, cache=ResponseCache(spec.cache_dir) if spec.cache_dir else None, keep_trajectories=True,
         )
     )
