@@ -1,0 +1,1 @@
+"""Config in, a content-hashed HarnessVariant out, and everything that runs one (runtime, simulator, workloads, release)."""

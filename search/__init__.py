@@ -1,0 +1,1 @@
+"""Evaluate, mutate, optimise, record: the search over harness variants, and the command line on top."""

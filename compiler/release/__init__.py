@@ -1,0 +1,1 @@
+"""The release registry (content-addressed snapshots, slots, history) and the release merge."""

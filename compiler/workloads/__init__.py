@@ -1,0 +1,1 @@
+"""Workloads shipped with evoharness, each a Workload (compiler.runtime.workload) registered by name."""

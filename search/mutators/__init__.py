@@ -1,0 +1,1 @@
+"""Mutators: evidence in, new pool entries (or control re-evaluations) out."""

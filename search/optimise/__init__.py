@@ -1,0 +1,1 @@
+"""The NSGA-II search: settings, pure seeding and selection policy, rounds, the finish, the sweeper."""

@@ -1,0 +1,1 @@
+"""What a search leaves behind: ledger, summary, tables, report, provenance, record versions."""
