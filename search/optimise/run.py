@@ -98,12 +98,11 @@ class SearchRun:
         return Frozen.from_dict(frozen)
 
     # -- jobs ---------------------------------------------------------------------------
-    def spec(self, genome: Genome, split: str, label: str, *, seed: int | None = None, pools: Pools | None = None) -> TrialSpec:
+    def spec(self, genome: Genome, split: str, label: str, *, seed: int | None = None) -> TrialSpec:
         st = self.settings
-        chosen = pools or self.pools
-        assert chosen is not None, "a spec needs the round's pools"
+        assert self.pools is not None, "a spec needs the round's pools"
         return TrialSpec(
-            study_dir=str(self.paths.dir), label=label, split=split, genome=genome, pools=chosen, agent=st.agent, tool=st.tool,
+            study_dir=str(self.paths.dir), label=label, split=split, genome=genome, pools=self.pools, agent=st.agent, tool=st.tool,
             models=st.models, workload=st.workload, task_ids=self.task_ids[split], samples=self.s.samples,
             seed=st.seed if seed is None else seed, cache_dir=st.cache_dir,
         )

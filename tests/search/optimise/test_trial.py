@@ -1,0 +1,63 @@
+"""A trial's result is typed and versioned; the study's store of finished evaluations is read back
+only when it is exactly the evaluation of the variant asked for."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compiler.errors import ConfigError
+from compiler.variant import compile_agent
+from search.evaluation.metrics import EpisodeResult, aggregate
+from search.optimise.trial import FailedEpisode, TrialResult, stored_result
+from tests.compiler.fixtures import configs
+
+
+def result(label: str = "r0-t1") -> TrialResult:
+    agent, tool, model = configs()
+    variant = compile_agent(agent, tool=tool, model=model)
+    episode = EpisodeResult(task_id="t/1", sample=0, status="scored", passed=False, score=0.0, named={}, delivered=True,
+                            safety_violations=0, cost_usd=0.002, latency_s=1.5, prompt_tokens=10, completion_tokens=3,
+                            model_calls=1, tool_calls=1, tool_errors=1, detail="ls: wrong value for 'path'")
+    report = aggregate([episode], variant_hash=variant.content_hash, split="train", samples=1)
+    return TrialResult(label=label, split="train", variant=variant, report=report,
+                       evidence=(FailedEpisode("t/1", 0, "ls: wrong value for 'path'", ("ls: no such dir",)),))
+
+
+def test_a_stored_result_reads_back_equal_and_marked_reused(tmp_path: Path) -> None:
+    r = result()
+    path = tmp_path / "evals" / "k.json"
+    assert stored_result(path, r.variant) is None
+    path.parent.mkdir()
+    path.write_text(json.dumps(r.to_dict()), encoding="utf-8")
+    back = stored_result(path, r.variant)
+    assert back is not None and back.reused and not r.reused
+    assert (back.report, back.evidence, back.variant_hash, back.label) == (r.report, r.evidence, r.variant_hash, r.label)
+    assert r.to_dict()["schema_version"] == 1 and next(iter(r.to_dict())) == "schema_version"
+
+
+@pytest.mark.parametrize(
+    "tamper, expected",
+    [
+        (lambda d: {**d, "variant_hash": "0" * 64}, "holds the evaluation of variant 000000000000"),
+        (lambda d: {**d, "schema_version": 2}, "schema_version"),
+        (lambda d: {k: v for k, v in d.items() if k != "report"}, "is not a stored evaluation (KeyError"),
+        (lambda d: [1, 2], "a JSON object expected"),
+    ],
+)
+def test_a_stored_result_that_does_not_match_is_one_line_naming_the_file(tmp_path: Path, tamper: object, expected: str) -> None:
+    r = result()
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(tamper(r.to_dict())), encoding="utf-8")  # type: ignore[operator]
+    with pytest.raises(ConfigError) as err:
+        stored_result(path, r.variant)
+    message = str(err.value)
+    assert str(path) in message and expected in message and "\n" not in message and message.count("Fix:") == 1
+
+
+def test_a_stored_result_that_is_not_json_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "k.json"
+    path.write_text("{truncated", encoding="utf-8")
+    with pytest.raises(ConfigError, match="is not a stored evaluation"):
+        stored_result(path, result().variant)
