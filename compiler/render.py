@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from compiler.errors import ConfigError
 from compiler.toolspec import ToolSpec
@@ -14,7 +15,9 @@ from compiler.workflow import WorkflowStep
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    # Prompt text comes from config files, overrides and registry snapshots: a template is data, so it
+    # renders in the sandbox (no attribute walks to Python internals, no mutation of the context).
+    return ImmutableSandboxedEnvironment(
         loader=jinja2.PackageLoader("compiler", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -31,6 +34,12 @@ def render_text(path: str, text: str, context: Mapping[str, Any]) -> str:
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(path, f"bad template syntax ({exc.message}, line {exc.lineno})",
                           "fix the Jinja2 markup or escape braces with {% raw %}") from None
+    except SecurityError as exc:
+        raise ConfigError(path, f"template reaches outside its variables ({exc})",
+                          f"use only the template variables {sorted(context)}; templates cannot reach Python internals") from None
+    except Exception as exc:  # a template is data: whatever fails while rendering it is bad input, not a crash
+        raise ConfigError(path, f"template failed to render ({type(exc).__name__}: {exc})",
+                          "fix the Jinja2 expression or escape braces with {% raw %}") from None
 
 
 def section_title(name: str) -> str:

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from compiler.errors import ConfigError
 from compiler.runtime.cache import ResponseCache
@@ -91,7 +92,7 @@ def check_section(original: str, new: str | None) -> str | None:
     if added or "{{" in _TEMPLATE.sub("", new) or "{%" in _TEMPLATE.sub("", new):
         return f"the new section adds template markup {sorted(added)[:3]}; sections are Jinja2 templates"
     try:
-        jinja2.Environment().parse(new)
+        ImmutableSandboxedEnvironment().parse(new)
     except jinja2.TemplateSyntaxError as exc:
         return f"the new section is not a valid template ({exc.message})"
     return None

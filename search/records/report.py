@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
 from compiler.atomic import write_text_atomic
@@ -162,7 +163,9 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("search.records", "templates"), autoescape=True, undefined=jinja2.StrictUndefined)
+    # the summary it renders is data read from disk: sandboxed, like every template
+    return ImmutableSandboxedEnvironment(loader=jinja2.PackageLoader("search.records", "templates"), autoescape=True,
+                                         undefined=jinja2.StrictUndefined)
 
 
 def render_report(summary: Mapping[str, Any]) -> str:
