@@ -14,6 +14,7 @@ from typing import Any
 
 from compiler.catalog import build_catalog, select_tools
 from compiler.errors import ConfigError
+from compiler.names import checked_name
 from compiler.render import (
     render_bash_usage,
     render_openai_tool,
@@ -194,6 +195,7 @@ def _with_examples(spec: ToolSpec) -> ToolSpec:
 
 def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: Mapping[str, Any]) -> HarnessVariant:
     """Compile plain config mappings (agent, tool catalog, model) into a HarnessVariant."""
+    checked_name("agent.name", agent.get("name"), example="bfcl_agent")  # registry slots and snapshots are keyed by it
     tool_format = agent.get("tool_format", "json")
     if tool_format not in TOOL_FORMATS:
         raise ConfigError("agent.tool_format", f"unknown tool format {tool_format!r}", f"use one of {list(TOOL_FORMATS)}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.atomic import write_text_atomic
+from compiler.names import is_name
 from compiler.secrets import find_secret
 from compiler.variant import content_hash
 
@@ -34,7 +35,6 @@ DEFINITION_KEYS = ("agent", "tool_overrides", "model")
 MIN_PREFIX = 6
 _HASH = re.compile(r"[0-9a-f]{64}")
 _HEX = re.compile(r"[0-9a-f]+")
-_SLOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class RegistryError(ValueError):
@@ -183,7 +183,7 @@ def _dumps(data: Any) -> str:
 
 
 def _check_slot(slot: str) -> None:
-    if not isinstance(slot, str) or not _SLOT.fullmatch(slot):
+    if not is_name(slot):
         raise RegistryError(f"slot {slot!r} is not a valid slot name. Fix: use letters, digits, '_', '-' or '.', e.g. default or fast")
 
 

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from compiler.config_compile import to_plain
 from compiler.errors import ConfigError
+from compiler.names import checked_name
 from compiler.schema import TOOL_FORMATS, SearchConfig
 from compiler.secrets import public_url
 from search.evaluation.criteria import Objective, OptimisationCriterion, build_criteria
@@ -24,6 +25,9 @@ from search.optimise.models_conf import load_model_config
 from search.optimise.study import CROSSOVERS
 from search.optimise.trial import WorkloadSettings
 
+# folders under runs_dir that are not studies: the registry, compiled variants, the response cache
+# and the Hydra run dirs of the other commands
+RESERVED_STUDY_NAMES = frozenset({"registry", "compiled", "cache", "compile", "evaluate", "snapshot", "search", "search-multirun"})
 # search settings that change what a resumed study means (budget keys may change on resume)
 FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "crossover", "population_size",
                       "teacher", "confidence", "min_effect", "resamples", "max_front_dev")
@@ -62,6 +66,10 @@ class SearchSettings:
 
     def checked(self) -> SearchSettings:
         """These settings, or a ConfigError naming the first bad one and the fix."""
+        checked_name("search.study", self.study, example="bfcl_sim")  # runs/<study>/ must stay under runs/
+        if self.study in RESERVED_STUDY_NAMES:
+            raise ConfigError("search.study", f"{self.study!r} is a folder evoharness itself keeps under runs_dir",
+                              f"pick another name (not one of {sorted(RESERVED_STUDY_NAMES)})")
         for key in ("rounds", "trials_per_round", "population_size", "samples"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"search.{key}", f"must be at least 1, got {getattr(self, key)}",

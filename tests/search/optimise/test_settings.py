@@ -85,6 +85,12 @@ def test_records_carry_their_version_and_readers_refuse_another(kind: str) -> No
         ("search.temperatures=[3.0]", "search.temperatures: [3.0] has a value outside [0, 2]"),
         ("search.models=[nope]", "search.models: no model config named 'nope'"),
         ("criteria.criteria.0.kind=nope", "criteria.criteria[0].kind: 'nope' is not a criterion kind"),
+        ("search.study='../../etc'", "search.study: '../../etc' is not a plain name"),
+        ("search.study=''", "search.study: '' is not a plain name"),
+        ("search.study=/abs/study", "search.study: '/abs/study' is not a plain name"),
+        ("search.study=a/b", "search.study: 'a/b' is not a plain name"),
+        ("search.study=.hidden", "search.study: '.hidden' is not a plain name"),
+        ("search.study=registry", "search.study: 'registry' is a folder evoharness itself keeps"),
     ],
 )
 def test_bad_settings_are_one_line_naming_the_path_once(compose: Any, override: str, line: str) -> None:
