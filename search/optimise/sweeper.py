@@ -58,6 +58,7 @@ class NSGA2SweeperImpl:
         from compiler.errors import ConfigError
         from compiler.release.merge import apply_promoted
         from conf import CONF_DIR
+        from search.optimise.lock import study_lock
         from search.optimise.run import SearchAborted, SearchRun
         from search.optimise.settings import RunSettings, StudyPaths
         from search.records.summary import print_summary
@@ -69,8 +70,10 @@ class NSGA2SweeperImpl:
         cfg = apply_promoted(user, self.arguments)
         try:
             settings = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
-            self.job_dir = StudyPaths.of(settings).jobs
-            summary = SearchRun(settings, launch=self.launch).execute()
+            paths = StudyPaths.of(settings)
+            self.job_dir = paths.jobs
+            with study_lock(paths.dir, settings.search.study):
+                summary = SearchRun(settings, launch=self.launch).execute()
         except (SearchAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
             print(f"error: {exc}", file=sys.stderr)

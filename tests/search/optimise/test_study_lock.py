@@ -1,0 +1,61 @@
+"""One search per study at a time: a second process on the same study exits 2 at once with one line
+naming the holder's pid, changes nothing, and the first finishes clean."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from compiler.errors import ConfigError
+from search.optimise.lock import OWNER_FILE, study_lock
+from search.optimise.study import distinct_evaluations
+
+ROOT = Path(__file__).resolve().parents[3]
+ARGS = ["search.study=both", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=6",
+        "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
+
+
+def test_the_lock_names_its_holder_and_is_released(tmp_path: Path) -> None:
+    with study_lock(tmp_path / "s", "s"):
+        assert (tmp_path / "s" / OWNER_FILE).read_text().strip() == str(os.getpid())
+        probe = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from search.optimise.lock import study_lock\n"
+                                f"with study_lock(Path({str(tmp_path / 's')!r}), 's'): pass"],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert probe.returncode != 0 and f"being searched by process {os.getpid()}" in probe.stderr
+    assert not (tmp_path / "s" / OWNER_FILE).exists()
+    with study_lock(tmp_path / "s", "s"):  # released: taken again at once
+        pass
+
+
+def test_a_second_holder_in_the_same_process_is_refused(tmp_path: Path) -> None:
+    with study_lock(tmp_path / "s", "s"):
+        with pytest.raises(ConfigError, match="is being searched by process"):
+            with study_lock(tmp_path / "s", "s"):
+                pass
+
+
+def test_two_searches_on_one_study(tmp_path: Path) -> None:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cmd = [sys.executable, "-m", "search", f"runs_dir={tmp_path}", *ARGS]
+    first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    owner = tmp_path / "both" / OWNER_FILE
+    deadline = time.time() + 120
+    while not owner.exists() and time.time() < deadline and first.poll() is None:
+        time.sleep(0.2)
+    assert owner.exists(), "the first search never took the study's lock"
+    started = time.time()
+    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2 and time.time() - started < 60
+    assert second.stderr.count("\n") == 1, second.stderr
+    assert f"search.study: study 'both' is being searched by process {first.pid}" in second.stderr
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-3000:]
+    study = optuna.load_study(study_name="both/r0", storage=f"sqlite:///{tmp_path / 'both' / 'study.db'}")
+    assert distinct_evaluations(study) == 4 and not [t for t in study.trials if t.state.name in ("RUNNING", "FAIL")]
+    assert not owner.exists()
+
