@@ -14,8 +14,10 @@ from typing import Any, NoReturn
 
 from omegaconf import DictConfig
 
+from compiler.names import is_name
 from compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot
 from search.records.format import fmt_metric
+from search.records.versions import checked
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,16 +52,24 @@ def _promote(argv: list[str]) -> int:
     parser.add_argument("--by", default="manual", help="who promotes (recorded in the history)")
     parser.add_argument("--force", action="store_true", help="promote even when the snapshot's holdout claim is not a win")
     parser.add_argument("--if-win", action="store_true",
-                        help="promote only a holdout win; otherwise say why and exit 0 (for release scripts)")
+                        help="promote only the champion of a study whose own holdout claim is a win; otherwise say why and exit 0")
+    parser.add_argument("--runs", default=None, metavar="DIR",
+                        help="output root holding <study>/claim.json for --if-win (default: the folder above the snapshot's "
+                             "study folder when the ref is runs/<study>/champion.json, else runs)")
     args = parser.parse_args(argv)
     registry = Registry(args.registry)
     if args.if_win and not Path(args.ref).exists() and str(args.ref).endswith(".json"):
         print(f"nothing promoted: {args.ref} does not exist (the search's champion was the baseline)")
         return 0
-    verdict = (registry.load(args.ref).provenance.get("claim") or {}).get("verdict")
-    if args.if_win and verdict != "win":
-        print(f"nothing promoted: holdout verdict is {verdict!r}, not a win")
-        return 0
+    snapshot = registry.load(args.ref)
+    verdict: str | None
+    if args.if_win:
+        verdict = study_verdict(snapshot, _runs_dir(args.ref, args.runs))
+        if verdict != "win":
+            print(f"nothing promoted: the study's holdout verdict is {verdict!r}, not a win")
+            return 0
+    else:
+        verdict = (snapshot.provenance.get("claim") or {}).get("verdict")
     if verdict not in (None, "win") and not args.force:
         # Only a holdout win is an improvement; shipping anything else is a decision to make explicitly.
         raise RegistryError(f"snapshot {args.ref} has holdout verdict {verdict!r}, which is not an improvement. "
@@ -67,6 +77,40 @@ def _promote(argv: list[str]) -> int:
     snapshot = registry.promote(args.ref, slot=args.slot, by=args.by)
     print(f"{snapshot.component}  {args.slot}  {snapshot.content_hash}")
     return 0
+
+
+def _runs_dir(ref: str, given: str | None) -> Path:
+    if given is not None:
+        return Path(given)
+    path = Path(ref)
+    return path.resolve().parent.parent if path.suffix == ".json" and path.exists() else Path("runs")
+
+
+def study_verdict(snapshot: Snapshot, runs: Path) -> str:
+    """The holdout verdict of the study that made ``snapshot`` its champion, read from the study's
+    own claim.json and summary.json. A snapshot's provenance is not covered by its content hash, so
+    what it says about a claim is never trusted: the study must name this very snapshot as its
+    champion, and its claim must be about that champion's variant."""
+    study = snapshot.provenance.get("study")
+    if not is_name(study):
+        raise RegistryError(f"snapshot {snapshot.content_hash[:12]} names no study ({study!r}), so no claim backs it. "
+                            "Fix: promote a search's champion.json, or promote without --if-win")
+    folder = runs / str(study)
+    try:
+        claim = checked("claim", json.loads((folder / "claim.json").read_text(encoding="utf-8")), folder / "claim.json")
+        summary = checked("summary", json.loads((folder / "summary.json").read_text(encoding="utf-8")), folder / "summary.json")
+    except (OSError, ValueError) as exc:
+        raise RegistryError(f"no readable claim for study {study!r} under {runs} ({exc}). "
+                            "Fix: pass --runs with the output root the search wrote to") from None
+    champion = (summary.get("snapshots") or {}).get("champion")
+    if champion != snapshot.content_hash:
+        raise RegistryError(f"snapshot {snapshot.content_hash[:12]} is not the champion of study {study!r} "
+                            f"(its champion is {str(champion)[:12]}), so the study's claim does not cover it. "
+                            "Fix: promote the study's own champion.json, or promote without --if-win after review")
+    if claim.get("champion_hash") != (summary.get("champion") or {}).get("variant_hash"):
+        raise RegistryError(f"study {study!r}: claim.json and summary.json disagree about the champion's variant. "
+                            "Fix: re-run the search to rewrite its records")
+    return str(claim.get("verdict"))
 
 
 def _rollback(argv: list[str]) -> int:
