@@ -74,6 +74,7 @@ class ModelConfig:
     retries: int = 3  # retries of infrastructure failures, with exponential backoff
     backoff_s: float = 0.5  # first backoff delay
     concurrency: int = 8  # most calls in flight on this route
+    send_episode_id: bool = False  # episode id as the request's `user` field (the simulator needs it; real providers do not)
     input_cost_per_token: float | None = None  # price override, USD per prompt token
     output_cost_per_token: float | None = None  # price override, USD per completion token
     extra: dict[str, Any] = field(default_factory=dict)  # further litellm completion params

@@ -63,6 +63,7 @@ class RouteSettings:
     concurrency: int = 8
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
+    send_episode_id: bool = False  # the episode id goes out as the `user` field only on routes that opt in
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -248,5 +249,6 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
             concurrency=int(model.get("concurrency", 8)),
             input_cost_per_token=model.get("input_cost_per_token"),
             output_cost_per_token=model.get("output_cost_per_token"),
+            send_episode_id=bool(model.get("send_episode_id", False)),
         ),
     )

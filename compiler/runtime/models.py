@@ -89,7 +89,9 @@ class ModelClient:
         return key
 
     def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], user: str) -> dict[str, Any]:
-        req: dict[str, Any] = {"model": self.model.route, "messages": list(messages), "temperature": self.model.temperature, "user": user}
+        req: dict[str, Any] = {"model": self.model.route, "messages": list(messages), "temperature": self.model.temperature}
+        if self.route.send_episode_id:  # a benchmark's task id is nobody's business but a route that asks for it
+            req["user"] = user
         if tools:
             req["tools"] = list(tools)
         if self.model.max_tokens is not None:

@@ -104,7 +104,7 @@ def provider() -> None:
 
 def run(v: Any, *, client: ModelClient | None = None, env: FileEnv | None = None) -> Any:
     env = env or FileEnv()
-    client = client or ModelClient(v.model, RouteSettings(retries=2, backoff_s=0.001, input_cost_per_token=1e-6,
+    client = client or ModelClient(v.model, RouteSettings(retries=2, backoff_s=0.001, send_episode_id=True, input_cost_per_token=1e-6,
                                                           output_cost_per_token=2e-6))
     return asyncio.run(run_episode(v, TASK, env, sample=0, seed=0, client=client)), env
 
@@ -211,7 +211,7 @@ def test_infra_faults_retried_then_skipped_not_scored() -> None:
 def test_response_cache_replays_without_calling_the_model(tmp_path: Path) -> None:
     SCRIPTS["cached"] = gold_player("json")
     v = variant("json", "script/cached")
-    route = RouteSettings(retries=0, input_cost_per_token=1e-6, output_cost_per_token=2e-6)
+    route = RouteSettings(retries=0, send_episode_id=True, input_cost_per_token=1e-6, output_cost_per_token=2e-6)
     first, _ = run(v, client=ModelClient(v.model, route, cache=ResponseCache(tmp_path)))
     CALLS["cached"] = 0
     second, _ = run(v, client=ModelClient(v.model, route, cache=ResponseCache(tmp_path)))

@@ -40,7 +40,7 @@ def test_error_free_tier_passes_bfcl_through_the_real_loop(monkeypatch):
     reset_sim()
     configure_sim(None, time_scale=0.0)
     variant = compile_agent(AGENT, tool={"source": "bfcl", "definitions": {}, "overrides": {}},
-                            model={"route": "sim/large", "temperature": 0.0})
+                            model={"route": "sim/large", "temperature": 0.0, "send_episode_id": True})
     workload = BfclWorkload()
     try:
         for task_id in TASKS:

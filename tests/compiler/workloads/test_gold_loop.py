@@ -47,7 +47,8 @@ def variant(route: str) -> Any:
 def play(route: str) -> list[tuple[Any, Any, Any]]:
     register_scripted_provider()
     v = variant(route)
-    client = ModelClient(v.model, RouteSettings(retries=0, concurrency=64, input_cost_per_token=0.0, output_cost_per_token=0.0))
+    client = ModelClient(v.model, RouteSettings(retries=0, concurrency=64, send_episode_id=True, input_cost_per_token=0.0,
+                                                output_cost_per_token=0.0))
 
     async def one(task: Any) -> tuple[Any, Any, Any]:
         env = WORKLOAD.make_environment(task, seed=0)

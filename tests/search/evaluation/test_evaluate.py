@@ -30,7 +30,7 @@ def agent() -> dict[str, Any]:
 
 def variant(route: str, **model: Any) -> Any:
     return compile_agent(agent(), tool={"source": "bfcl"},
-                         model={"route": route, "temperature": 0.0, "retries": 2, "backoff_s": 0.001, **model})
+                         model={"route": route, "temperature": 0.0, "retries": 2, "backoff_s": 0.001, "send_episode_id": True, **model})
 
 
 @pytest.fixture(autouse=True)

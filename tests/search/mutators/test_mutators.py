@@ -143,6 +143,7 @@ SILENT = {  # mutators with nothing honest to propose in a context (each documen
 def make(name: str, **params: Any) -> Any:
     if name in LLM_MUTATORS:
         params.setdefault("route", "rewritetest/medium")
+        params.setdefault("send_episode_id", True)  # the simulator behind rewritetest/ reads the request id
     return make_mutator(name, **params)
 
 
