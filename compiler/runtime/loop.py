@@ -80,7 +80,7 @@ class _Episode:
             ModelCallRecord(
                 turn=turn, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
                 latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None,
-                cached=reply.cached,
+                cached=reply.cached, attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
             )
         )
         assistant: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
@@ -109,6 +109,7 @@ class _Episode:
         self._offer(())
         status = "completed"
         infra: str | None = None
+        lost: InfraError | None = None
         try:
             for turn, user_messages in enumerate(self.task.turns):
                 self._offer(tuple(self.task.added_tools.get(turn, ())))
@@ -128,7 +129,7 @@ class _Episode:
                 self.responses.append(answer)
                 self.env.end_turn(turn)
         except InfraError as exc:
-            status, infra = "infra_error", str(exc)
+            status, infra, lost = "infra_error", str(exc), exc
         except ModelLimitError as exc:
             # The harness outgrew the model's window: a scored failure. The turns it never reached
             # are closed empty so the scorer sees what was actually done.
@@ -140,6 +141,7 @@ class _Episode:
             task_id=self.task.task_id, sample=self.sample, seed=self.seed, variant_hash=self.v.content_hash, status=status,  # type: ignore[arg-type]
             model_calls=tuple(self.model_calls), tool_calls=tuple(self.tool_calls), responses=tuple(self.responses),
             infra_error=infra, final_state=_jsonable(self.env.snapshot()),
+            lost_attempts=lost.attempts if lost else 0, lost_infra_s=lost.infra_s if lost else 0.0,
         )
 
 

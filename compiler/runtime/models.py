@@ -33,13 +33,19 @@ class ModelReply:
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float
-    latency_s: float
+    latency_s: float  # the successful attempt's time inside the provider
     cached: bool = False
     attempts: int = 1
+    infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
 
 
 class InfraError(Exception):
     """Timeout, 5xx, 429 or connection failure that outlived its retries: skip, never score 0."""
+
+    def __init__(self, message: str, *, attempts: int = 0, infra_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.infra_s = infra_s  # time the failed attempts and their backoff took
 
 
 class ModelLimitError(Exception):
@@ -121,7 +127,10 @@ class ModelClient:
         lm = ensure_providers()
         api_key = self._api_key()
         attempts = 0
-        latency = 0.0  # time inside the provider, every attempt: queueing for a slot and backoff are ours, not the model's
+        # The variant's latency is the successful attempt's time inside the provider; failed attempts
+        # and backoff are the outage's, reported apart, so an outage never moves an objective.
+        # Queueing for a slot is ours, not the model's: in neither.
+        latency = infra_s = 0.0
         while True:
             attempts += 1
             try:
@@ -129,8 +138,10 @@ class ModelClient:
                     start = time.perf_counter()
                     try:
                         response = await lm.acompletion(**req, api_key=api_key, timeout=self.route.timeout_s, num_retries=0, max_retries=0)
-                    finally:
-                        latency += time.perf_counter() - start
+                    except BaseException:
+                        infra_s += time.perf_counter() - start
+                        raise
+                    latency = time.perf_counter() - start
                 break
             except Exception as exc:
                 kind = classify(exc)
@@ -140,13 +151,17 @@ class ModelClient:
                 if kind == "model":
                     raise ModelLimitError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from exc
                 if attempts > self.route.retries:
-                    raise InfraError(f"{type(exc).__name__} after {attempts} attempts: {str(exc).splitlines()[0][:300]}") from exc
+                    raise InfraError(f"{type(exc).__name__} after {attempts} attempts: {str(exc).splitlines()[0][:300]}",
+                                     attempts=attempts, infra_s=infra_s) from exc
                 # Why our own loop: each attempt must be classified, and an exhausted retry becomes
                 # a skipped episode rather than an exception that aborts the whole batch.
-                await asyncio.sleep(self.route.backoff_s * (2 ** (attempts - 1)))
+                delay = self.route.backoff_s * (2 ** (attempts - 1))
+                await asyncio.sleep(delay)
+                infra_s += delay
         record = _record_from_response(response, latency)
         record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
         record["attempts"] = attempts
+        record["infra_s"] = infra_s
         if self.cache is not None:
             self.cache.put(key, record)
         return _reply_from_record(record, cached=False)
@@ -181,4 +196,5 @@ def _reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,
         attempts=int(rec.get("attempts", 1)),
+        infra_s=float(rec.get("infra_s", 0.0)),
     )

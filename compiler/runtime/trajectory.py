@@ -31,11 +31,13 @@ class ModelCallRecord:
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float
-    latency_s: float  # measured wall time of the call, retries included
+    latency_s: float  # measured wall time of the successful attempt inside the provider
     finish_reason: str
     parse_error: str | None = None  # malformed tool call text (bash format) or bad JSON arguments
     infra_error: str | None = None  # timeout / 5xx / 429 / connection after retries
     cached: bool = False  # answered from the on-disk response cache
+    attempts: int = 1  # provider attempts this call took (0 when answered from the cache)
+    infra_s: float = 0.0  # failed attempts and backoff: reported apart, never part of latency_s
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class Trajectory:
     responses: tuple[str, ...] = ()  # final assistant text per user turn
     infra_error: str | None = None
     final_state: Mapping[str, Any] = field(default_factory=dict)
+    lost_attempts: int = 0  # attempts of the call that outlived its retries (an infra_error episode)
+    lost_infra_s: float = 0.0  # and the time they took
 
     @property
     def cost_usd(self) -> float:
@@ -58,6 +62,14 @@ class Trajectory:
     @property
     def latency_s(self) -> float:
         return sum(c.latency_s for c in self.model_calls)
+
+    @property
+    def infra_s(self) -> float:
+        return sum(c.infra_s for c in self.model_calls) + self.lost_infra_s
+
+    @property
+    def attempts(self) -> int:
+        return sum(c.attempts for c in self.model_calls) + self.lost_attempts
 
     @property
     def prompt_tokens(self) -> int:

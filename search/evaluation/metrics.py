@@ -50,6 +50,8 @@ class EpisodeResult:
     tool_errors: int
     detail: str  # first failure reason, for evidence-driven mutators
     infra_error: str | None = None  # why the episode was skipped
+    attempts: int = 0  # provider attempts of the episode's model calls (retries included; 0 = all cached)
+    infra_s: float = 0.0  # time lost to failed attempts and backoff: reported, never in latency_s
 
     @property
     def scored(self) -> bool:
@@ -68,6 +70,8 @@ class EpisodeResult:
             "model_calls": len(trajectory.model_calls),
             "tool_calls": len(trajectory.tool_calls),
             "tool_errors": sum(1 for c in trajectory.tool_calls if c.error is not None),
+            "attempts": trajectory.attempts,
+            "infra_s": trajectory.infra_s,
         }
         if score is None or trajectory.status == "infra_error":
             reason = trajectory.infra_error or next(
@@ -271,8 +275,9 @@ def aggregate(
     Quantiles use numpy's 'linear' method; stds are population stds (ddof=0).
     Always present: episodes, scored, skipped, skipped_rate, undelivered (scored episodes that
     failed the contract gate), and over every episode, skipped ones included: safety_violations
-    (a forbidden write happened even if the episode later failed) and cost_total (the money
-    was spent).
+    (a forbidden write happened even if the episode later failed), cost_total (the money
+    was spent), attempts (provider attempts, retries included) and infra_seconds (time lost to failed
+    attempts and backoff; latency metrics count successful attempts only).
     """
     if samples < 1:
         raise ValueError(f"samples={samples} must be >= 1 (samples per task requested)")
@@ -291,6 +296,8 @@ def aggregate(
         undelivered=float(sum(1 for e in scored if not e.delivered)),
         safety_violations=float(sum(e.safety_violations for e in episodes)),
         cost_total=float(sum(e.cost_usd for e in episodes)),
+        attempts=float(sum(e.attempts for e in episodes)),
+        infra_seconds=float(sum(e.infra_s for e in episodes)),
     )
     return EvalReport(
         variant_hash=variant_hash,

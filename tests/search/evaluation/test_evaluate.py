@@ -70,6 +70,10 @@ def test_infra_faults_are_retried_then_skipped_never_scored_zero() -> None:
     # retries absorb most faults: the episodes that finished score exactly as without faults
     scored = {e.task_id: e.passed for e in flaky.episodes if e.scored}
     assert scored and all(scored[t] == e.passed for e in clean.episodes for t in [e.task_id] if t in scored)
+    # the retries are reported apart (attempts, infra seconds), not folded into the variant's latency
+    assert clean.metrics["infra_seconds"] == 0.0 and clean.metrics["attempts"] == sum(
+        1 for e in clean.episodes for _ in range(e.model_calls))
+    assert flaky.metrics["infra_seconds"] > 0.0 and flaky.metrics["attempts"] > sum(e.model_calls for e in flaky.episodes)
     configure_sim("sim/small", server_error_rate=1.0, rate_limit_rate=0.0)
     down = evaluate_variant(variant("sim/small"), WORKLOAD, "dev", tasks=DEV, samples=1)
     assert down.metrics["skipped"] == len(DEV) and "pass_rate" not in down.metrics
