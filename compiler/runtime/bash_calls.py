@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.runtime.arguments import MAX_ARGUMENT_CHARS, clip
 from compiler.runtime.trajectory import ToolCall
 from compiler.toolspec import ToolSpec
 
@@ -30,17 +31,21 @@ def _typed(value: str, schema: Mapping[str, Any]) -> Any:
         return value
     try:
         return json.loads(value)
+    except RecursionError:
+        raise ValueError(f"value {clip(repr(value), 200)} is nested too deeply to read") from None
     except json.JSONDecodeError:
         if kind is None:
             return value
-        raise ValueError(f"value {value!r} is not a valid {kind} (write it as a JSON literal)") from None
+        raise ValueError(f"value {clip(repr(value), 200)} is not a valid {kind} (write it as a JSON literal)") from None
 
 
 def parse_call_line(line: str, tools: Mapping[str, ToolSpec]) -> ToolCall:
+    if len(line) > MAX_ARGUMENT_CHARS:
+        raise ValueError(f"a call line of {len(line)} characters; the limit is {MAX_ARGUMENT_CHARS}")
     try:
         words = shlex.split(line, comments=False, posix=True)
     except ValueError as exc:
-        raise ValueError(f"cannot read {line!r}: {exc} (check the quotes)") from None
+        raise ValueError(f"cannot read {clip(repr(line), 200)}: {exc} (check the quotes)") from None
     if not words:
         raise ValueError("empty call line")
     name, rest = words[0], words[1:]

@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from compiler.runtime.arguments import MAX_ARGUMENT_CHARS, clip, decode_json_arguments, schema_mismatch
 from compiler.runtime.bash_calls import decode_text_calls
 from compiler.runtime.models import InfraError, ModelClient, ModelLimitError, ModelReply
 from compiler.runtime.trajectory import ModelCallRecord, ToolCall, ToolCallRecord, Trajectory
@@ -45,27 +46,24 @@ class _Episode:
             self.messages.append(system)
 
     def _run_tool(self, turn: int, call: ToolCall) -> tuple[str | None, str | None]:
+        result: str | None = None
         if call.name not in self.offered:
-            error = f"unknown tool {call.name!r}; available: {', '.join(self.offered)}"
-            result = None
+            error: str | None = f"unknown tool {clip(repr(call.name), 200)}; available: {', '.join(self.offered)}"
+        elif (mismatch := schema_mismatch(self.specs[call.name], call.arguments)) is not None:
+            error = mismatch  # the backend never sees arguments its schema refuses
         else:
             try:
                 result, error = self.env.call(call.name, dict(call.arguments)), None
             except Exception as exc:  # the tool's own failure goes back to the model, as a real tool error would
-                result, error = None, f"{type(exc).__name__}: {exc}"
+                error = clip(f"{type(exc).__name__}: {exc}")
         self.tool_calls.append(ToolCallRecord(turn=turn, name=call.name, arguments=dict(call.arguments), result=result, error=error))
         return result, error
 
     def _decode_native(self, reply: ModelReply) -> list[tuple[str, ToolCall | None, str | None]]:
         out: list[tuple[str, ToolCall | None, str | None]] = []
         for nc in reply.tool_calls:
-            try:
-                args = json.loads(nc.arguments) if nc.arguments.strip() else {}
-                if not isinstance(args, dict):
-                    raise ValueError("arguments must be a JSON object")
-                out.append((nc.id, ToolCall(nc.name, args), None))
-            except ValueError as exc:
-                out.append((nc.id, None, f"arguments of {nc.name} are not valid JSON ({exc}); send a JSON object"))
+            args, error = decode_json_arguments(clip(nc.name, 200), nc.arguments)
+            out.append((nc.id, ToolCall(nc.name, args) if args is not None else None, error))
         return out
 
     async def _step(self, turn: int) -> bool:
@@ -85,7 +83,10 @@ class _Episode:
         )
         assistant: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
         if native:
-            assistant["tool_calls"] = [{"id": i, "type": "function", "function": {"name": nc.name, "arguments": nc.arguments}}
+            # an oversized call is not echoed into every later request of the episode
+            assistant["tool_calls"] = [{"id": i, "type": "function",
+                                        "function": {"name": nc.name, "arguments": nc.arguments if len(nc.arguments) <= MAX_ARGUMENT_CHARS
+                                                     else json.dumps({"omitted_characters": len(nc.arguments)})}}
                                        for (i, _, _), nc in zip(native, reply.tool_calls)]
         self.messages.append(assistant)
         if native:

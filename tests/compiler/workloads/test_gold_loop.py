@@ -67,10 +67,20 @@ def gold_runs() -> list[tuple[Any, Any, Any]]:
     return play("script/goldplay")
 
 
+# bfcl-eval data: the gold of base_173 closes ticket 'ticket_001' although close_ticket's documented
+# parameter is an integer; the harness checks every call against the tool's schema before the backend
+# sees it, so a replay of that gold is refused there (a model that follows the schema fails the task too)
+SCHEMA_DEFECTS = {"bfcl/multi_turn_base_173": "arguments of close_ticket do not match its parameters at ticket_id"}
+
+
 def test_gold_replay_passes_all_200_base_tasks_through_the_loop(gold_runs: list[tuple[Any, Any, Any]]) -> None:
     assert len(gold_runs) == 200
-    failed = [(t.task_id, s.detail) for t, _, s in gold_runs if not s.passed]
-    assert failed == []
+    failed = {t.task_id for t, _, s in gold_runs if not s.passed}
+    assert failed == set(SCHEMA_DEFECTS)
+    for t, traj, _ in gold_runs:
+        if t.task_id in SCHEMA_DEFECTS:
+            assert [c.error for c in traj.tool_calls if c.error] and all(
+                SCHEMA_DEFECTS[t.task_id] in str(c.error) for c in traj.tool_calls if c.error)
     assert all(traj.status == "completed" for _, traj, _ in gold_runs)
 
 
