@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from omegaconf import DictConfig
 
 from compiler.errors import ConfigError
+from compiler.schema import unknown_keys
 from conf import CONF_DIR
 
 MAX_PREFLIGHT_COMBINATIONS = 64
@@ -88,12 +89,30 @@ def _refuse_secrets(overrides: Sequence[str]) -> None:
             )
 
 
+def _refuse_no_ops(overrides: Sequence[str]) -> None:
+    """``key={}`` merges nothing into an existing mapping (Hydra merges dict overrides): the user
+    meant to clear it, and would get the old mapping without a word."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except OverrideParseException:
+        return  # _combinations reports it
+    for ov in parsed:
+        if not ov.is_delete() and not ov.is_sweep_override() and ov.value() == {}:
+            key = ov.get_key_element()
+            raise UsageError(f"{key}={{}}: a mapping override merges into the existing one, so an empty mapping changes nothing. "
+                             f"Fix: remove entries with ~{key.lstrip('+')}.<name>, or set the ones you want")
+
+
 def preflight(argv: Sequence[str], validate: Validator | None) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     overrides, multirun = _split_overrides(argv)
     _refuse_secrets(overrides)
+    _refuse_no_ops(overrides)
     for combo in _combinations(overrides, multirun):
         GlobalHydra.instance().clear()
         try:
@@ -105,6 +124,10 @@ def preflight(argv: Sequence[str], validate: Validator | None) -> None:
             raise UsageError(_one_line_hydra_error(exc, combo)) from None
         finally:
             GlobalHydra.instance().clear()
+        extra = unknown_keys(cfg)
+        if extra:
+            raise ConfigError(extra[0], "is not a setting of this config group, so nothing would read it",
+                              "check the spelling against the schema in compiler/schema.py, or drop the override")
         if validate is not None:
             validate(cfg, combo)
 

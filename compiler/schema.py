@@ -164,6 +164,29 @@ class EvoConfig:
     cache_dir: str | None = "${runs_dir}/cache"  # model response cache; None disables it
 
 
+SCHEMAS: dict[str, type] = {"agent": AgentConfig, "tool": ToolCatalogConfig, "model": ModelConfig, "workload": WorkloadConfig,
+                             "criteria": CriteriaConfig, "mutators": MutatorsConfig, "search": SearchConfig}
+
+
+def unknown_keys(cfg: Any) -> list[str]:
+    """Config paths a schema does not define: Hydra's ``+key=value`` adds them even to a typed group,
+    where nothing would ever read them (a silent no-op the user meant as a setting)."""
+    from dataclasses import fields
+
+    known_top = {f.name for f in fields(EvoConfig)} | {"hydra", "trial"}
+    found = [str(k) for k in cfg.keys() if str(k) not in known_top]
+    for group, schema in SCHEMAS.items():
+        node = cfg.get(group)
+        if node is not None and hasattr(node, "keys"):
+            names = {f.name for f in fields(schema)}
+            found += [f"{group}.{k}" for k in node.keys() if str(k) not in names]
+    for i, step in enumerate((cfg.get("agent") or {}).get("workflow") or []):
+        if hasattr(step, "keys"):
+            names = {f.name for f in fields(WorkflowStepConfig)}
+            found += [f"agent.workflow[{i}].{k}" for k in step.keys() if str(k) not in names]
+    return found
+
+
 def register_configs() -> None:
     """Register the schemas; idempotent, called before Hydra composes."""
     from hydra.core.config_store import ConfigStore

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlparse
 
 from compiler.catalog import build_catalog, select_tools
 from compiler.errors import ConfigError
@@ -194,6 +195,36 @@ def _with_examples(spec: ToolSpec) -> ToolSpec:
     return replace(spec, description=spec.description.rstrip() + "".join(f"\nExample: {e}" for e in spec.examples))
 
 
+def check_route_settings(model: Mapping[str, Any]) -> None:
+    """How the route is reached must make sense before any call is paid for."""
+    checks: tuple[tuple[str, Any, bool, str], ...] = (
+        ("timeout_s", model.get("timeout_s", 60.0), _number(model.get("timeout_s", 60.0)) > 0, "use a positive number of seconds"),
+        ("retries", model.get("retries", 3), _whole(model.get("retries", 3)) >= 0, "use 0 or more"),
+        ("backoff_s", model.get("backoff_s", 0.5), _number(model.get("backoff_s", 0.5)) >= 0, "use 0 or more seconds"),
+        ("concurrency", model.get("concurrency", 8), _whole(model.get("concurrency", 8)) >= 1, "use 1 or more calls in flight"),
+        ("max_tokens", model.get("max_tokens"), model.get("max_tokens") is None or _whole(model.get("max_tokens")) >= 1,
+         "use a positive token count, or null for the provider's default"),
+    )
+    for key, value, ok, fix in checks:
+        if not ok:
+            raise ConfigError(f"model.{key}", f"{value!r} is out of range", fix)
+    base = model.get("api_base")
+    if base is not None and urlparse(str(base)).scheme not in ("http", "https"):
+        raise ConfigError("model.api_base", f"{base!r} is not an http(s) URL",
+                          "use e.g. http://127.0.0.1:8000/v1, or null for the provider's own")
+    for key in ("input_cost_per_token", "output_cost_per_token"):
+        if model.get(key) is not None and _number(model.get(key)) < 0:
+            raise ConfigError(f"model.{key}", f"{model.get(key)!r} is negative", "use a price of 0 or more USD per token, or null")
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("nan")
+
+
+def _whole(value: Any) -> float:
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else float("nan")
+
+
 def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: Mapping[str, Any]) -> HarnessVariant:
     """Compile plain config mappings (agent, tool catalog, model) into a HarnessVariant."""
     checked_name("agent.name", agent.get("name"), example="bfcl_agent")  # registry slots and snapshots are keyed by it
@@ -231,6 +262,7 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
     if not route or "/" not in str(route):
         raise ConfigError("model.route", f"not a litellm model string: {route!r}",
                           "use provider/model, e.g. openai/gpt-4o-mini or sim/small")
+    check_route_settings(model)
     return _assemble(
         agent=str(agent["name"]),
         prompt_body=body,

@@ -31,6 +31,16 @@ def _parser(command: str, description: str) -> _Parser:
     return parser
 
 
+def _registry(root: str) -> Registry:
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise RegistryError(f"--registry {root} is a file, not a registry folder. Fix: pass the registry's folder (default {DEFAULT_ROOT})")
+    if path.is_dir() and any(path.iterdir()) and not ((path / "snapshots").is_dir() or (path / "promotions.json").is_file()):
+        raise RegistryError(f"--registry {root} holds files but no snapshots/ or promotions.json: it is not a registry. "
+                            f"Fix: pass the registry's folder (default {DEFAULT_ROOT})")
+    return Registry(root)
+
+
 def _run(body: Callable[[list[str]], int], argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -57,7 +67,7 @@ def _promote(argv: list[str]) -> int:
                         help="output root holding <study>/claim.json for --if-win (default: the folder above the snapshot's "
                              "study folder when the ref is runs/<study>/champion.json, else runs)")
     args = parser.parse_args(argv)
-    registry = Registry(args.registry)
+    registry = _registry(args.registry)
     if args.if_win and not Path(args.ref).exists() and str(args.ref).endswith(".json"):
         print(f"nothing promoted: {args.ref} does not exist (the search's champion was the baseline)")
         return 0
@@ -119,7 +129,7 @@ def _rollback(argv: list[str]) -> int:
     parser.add_argument("--class", dest="slot", default=DEFAULT_SLOT, help="release slot, e.g. fast (default: default)")
     parser.add_argument("--by", default="manual", help="who rolls back (recorded in the history)")
     args = parser.parse_args(argv)
-    registry = Registry(args.registry)
+    registry = _registry(args.registry)
     before = registry.promoted(args.component, args.slot)
     snapshot = registry.rollback(args.component, args.slot, by=args.by)
     was = f"  (was {before.content_hash[:12]})" if before else ""
@@ -157,7 +167,7 @@ def _versions(argv: list[str]) -> int:
     parser.add_argument("component", nargs="?", help="only this agent")
     parser.add_argument("--show", metavar="HASH", help="print one snapshot (hash, prefix or path) as JSON")
     args = parser.parse_args(argv)
-    registry = Registry(args.registry)
+    registry = _registry(args.registry)
     if args.show:
         print(json.dumps(registry.load(args.show).to_dict(), indent=2, ensure_ascii=False))
         return 0

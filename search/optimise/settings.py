@@ -85,6 +85,23 @@ class SearchSettings:
                               "use temperatures between 0 and 2")
         if not 0.5 <= self.confidence < 1.0:
             raise ConfigError("search.confidence", f"must be in [0.5, 1), got {self.confidence}", "use e.g. 0.95")
+        if self.train_limit is not None and self.train_limit < 1:
+            raise ConfigError("search.train_limit", f"must be at least 1 or null, got {self.train_limit}",
+                              "set search.train_limit=null for the whole train split")
+        if self.max_front_dev < 1:
+            raise ConfigError("search.max_front_dev", f"must be at least 1, got {self.max_front_dev}",
+                              "dev needs at least one front member")
+        if not 0.0 <= self.max_failure_rate <= 1.0:
+            raise ConfigError("search.max_failure_rate", f"must be a share in [0, 1], got {self.max_failure_rate}", "use e.g. 0.5")
+        if self.resamples < 100:
+            raise ConfigError("search.resamples", f"must be at least 100, got {self.resamples}", "use e.g. 10000 bootstrap resamples")
+        if self.min_effect < 0:
+            raise ConfigError("search.min_effect", f"must be 0 or more, got {self.min_effect}",
+                              "use 0, or the smallest gain worth shipping")
+        for i, name in enumerate(self.models):
+            checked_name(f"search.models[{i}]", name, example="sim_small")  # a model config file under conf/model/
+        if self.teacher is not None:
+            checked_name("search.teacher", self.teacher, example="sim_large")
         return self
 
     def frozen_part(self) -> dict[str, Any]:
