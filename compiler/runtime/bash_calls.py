@@ -69,6 +69,14 @@ def parse_call_line(line: str, tools: Mapping[str, ToolSpec]) -> ToolCall:
     return ToolCall(name=name, arguments=args)
 
 
+def _quote_open(line: str) -> bool:
+    try:
+        shlex.split(line, comments=False, posix=True)
+    except ValueError:
+        return True
+    return False
+
+
 def decode_text_calls(text: str | None, tools: Mapping[str, ToolSpec]) -> DecodedText:
     """All calls in all ```tool blocks of ``text``; an unterminated block is malformed."""
     if not text or "```tool" not in text:
@@ -78,9 +86,15 @@ def decode_text_calls(text: str | None, tools: Mapping[str, ToolSpec]) -> Decode
     for match in _BLOCK.finditer(text):
         if not match.group(0).rstrip().endswith("```"):
             errors.append("a ```tool block was opened but never closed with ```")
-        for line in match.group(1).splitlines():
+        lines = match.group(1).splitlines()
+        i = 0
+        while i < len(lines):
+            line, i = lines[i], i + 1
             if not line.strip():
                 continue
+            # a quoted value may hold newlines: the call goes on until its quotes close
+            while i < len(lines) and len(line) <= MAX_ARGUMENT_CHARS and _quote_open(line):
+                line, i = f"{line}\n{lines[i]}", i + 1
             try:
                 calls.append(parse_call_line(line.strip(), tools))
             except ValueError as exc:

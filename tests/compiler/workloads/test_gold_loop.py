@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 
+from compiler.runtime.bash_calls import format_call_line
 from compiler.runtime.loop import run_episode
 from compiler.runtime.models import ModelClient
 from compiler.variant import RouteSettings, compile_agent
@@ -39,14 +40,29 @@ def gold_player(messages: list[dict[str, Any]], tools: list[dict[str, Any]], use
     return {"tool_calls": [{"name": gold[done].name, "arguments": json.dumps(dict(gold[done].arguments))}]}
 
 
-def variant(route: str) -> Any:
-    agent = {"name": "replay", "prompt_sections": {"role": "Replay."}, "tools": ["*"], "tool_format": "json", "max_turns": 40}
+def gold_player_text(messages: list[dict[str, Any]], tools: list[dict[str, Any]], user: str) -> dict[str, Any]:
+    """The same gold, written as `name --arg value` lines (values quoted, newlines and all)."""
+    task = TASKS[dict(kv.split("=", 1) for kv in user.split(";"))["task_id"]]
+    turn = sum(map(user_turn, messages)) - 1
+    done = 0
+    for m in reversed(messages):
+        if user_turn(m):
+            break
+        done += 1 if m["role"] == "assistant" and "```tool" in str(m.get("content") or "") else 0
+    gold = task.gold[turn]
+    if done >= len(gold):
+        return {"content": "Done."}
+    return {"content": "```tool\n" + format_call_line(gold[done]) + "\n```"}
+
+
+def variant(route: str, fmt: str = "json") -> Any:
+    agent = {"name": "replay", "prompt_sections": {"role": "Replay."}, "tools": ["*"], "tool_format": fmt, "max_turns": 40}
     return compile_agent(agent, tool={"source": "bfcl"}, model={"route": route})
 
 
-def play(route: str) -> list[tuple[Any, Any, Any]]:
+def play(route: str, fmt: str = "json") -> list[tuple[Any, Any, Any]]:
     register_scripted_provider()
-    v = variant(route)
+    v = variant(route, fmt)
     client = ModelClient(v.model, RouteSettings(retries=0, concurrency=64, send_episode_id=True, input_cost_per_token=0.0,
                                                 output_cost_per_token=0.0))
 
@@ -71,6 +87,17 @@ def gold_runs() -> list[tuple[Any, Any, Any]]:
 # parameter is an integer; the harness checks every call against the tool's schema before the backend
 # sees it, so a replay of that gold is refused there (a model that follows the schema fails the task too)
 SCHEMA_DEFECTS = {"bfcl/multi_turn_base_173": "arguments of close_ticket do not match its parameters at ticket_id"}
+
+
+@pytest.mark.parametrize("fmt", ["bash", "both"])
+def test_gold_replay_in_text_formats_passes_every_base_task(fmt: str) -> None:
+    """No hidden penalty on a format: values with newlines travel quoted in the text formats too."""
+    USER_SCRIPTS["goldplay_text"] = gold_player_text
+    runs = play("script/goldplay_text", fmt)
+    with_newlines = [t.task_id for t, _, _ in runs if any("\n" in str(v) for turn in t.gold for c in turn for v in c.arguments.values())]
+    assert with_newlines, "the base tasks include values with newlines: the case this test is about"
+    assert {t.task_id for t, _, s in runs if not s.passed} == set(SCHEMA_DEFECTS)
+    assert all(not c.parse_error for t, traj, _ in runs if t.task_id not in SCHEMA_DEFECTS for c in traj.model_calls)
 
 
 def test_gold_replay_passes_all_200_base_tasks_through_the_loop(gold_runs: list[tuple[Any, Any, Any]]) -> None:
