@@ -25,34 +25,30 @@ def user_turn(m: dict[str, Any]) -> bool:
     return m["role"] == "user" and not str(m.get("content", "")).startswith("<")
 
 
-def gold_player(messages: list[dict[str, Any]], tools: list[dict[str, Any]], user: str) -> dict[str, Any]:
-    """Plays the gold calls of the current turn one per model call, then answers."""
+def _next_gold(messages: list[dict[str, Any]], user: str, calls_in: Any) -> Any:
+    """The gold call the current turn is at (None when its calls are done); ``calls_in`` counts the
+    calls an assistant message made, in the format being played."""
     task = TASKS[dict(kv.split("=", 1) for kv in user.split(";"))["task_id"]]
     turn = sum(map(user_turn, messages)) - 1
     done = 0
     for m in reversed(messages):
         if user_turn(m):
             break
-        done += len(m.get("tool_calls") or []) if m["role"] == "assistant" else 0
+        done += calls_in(m) if m["role"] == "assistant" else 0
     gold = task.gold[turn]
-    if done >= len(gold):
-        return {"content": "Done."}
-    return {"tool_calls": [{"name": gold[done].name, "arguments": json.dumps(dict(gold[done].arguments))}]}
+    return gold[done] if done < len(gold) else None
+
+
+def gold_player(messages: list[dict[str, Any]], tools: list[dict[str, Any]], user: str) -> dict[str, Any]:
+    """Plays the gold calls of the current turn one per model call, then answers."""
+    call = _next_gold(messages, user, lambda m: len(m.get("tool_calls") or []))
+    return {"content": "Done."} if call is None else {"tool_calls": [{"name": call.name, "arguments": json.dumps(dict(call.arguments))}]}
 
 
 def gold_player_text(messages: list[dict[str, Any]], tools: list[dict[str, Any]], user: str) -> dict[str, Any]:
     """The same gold, written as `name --arg value` lines (values quoted, newlines and all)."""
-    task = TASKS[dict(kv.split("=", 1) for kv in user.split(";"))["task_id"]]
-    turn = sum(map(user_turn, messages)) - 1
-    done = 0
-    for m in reversed(messages):
-        if user_turn(m):
-            break
-        done += 1 if m["role"] == "assistant" and "```tool" in str(m.get("content") or "") else 0
-    gold = task.gold[turn]
-    if done >= len(gold):
-        return {"content": "Done."}
-    return {"content": "```tool\n" + format_call_line(gold[done]) + "\n```"}
+    call = _next_gold(messages, user, lambda m: int("```tool" in str(m.get("content") or "")))
+    return {"content": "Done."} if call is None else {"content": "```tool\n" + format_call_line(call) + "\n```"}
 
 
 def variant(route: str, fmt: str = "json") -> Any:
