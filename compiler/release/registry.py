@@ -249,11 +249,28 @@ class Registry:
         return read_snapshot(self.resolve(ref))
 
     def snapshots(self, component: str | None = None) -> list[Snapshot]:
-        """Every stored snapshot (of ``component``), oldest first."""
+        """Every stored snapshot (of ``component``), oldest first; one that fails its check raises."""
+        found, bad = self.scan(component)
+        if bad:
+            raise RegistryError(bad[0][1])
+        return found
+
+    def scan(self, component: str | None = None) -> tuple[list[Snapshot], list[tuple[Path, str]]]:
+        """The stored snapshots that pass their check (of ``component``, oldest first), and the
+        files that do not, each with why: one tampered file does not hide the others."""
         if not self.snapshot_dir.is_dir():
-            return []
-        found = [read_snapshot(p) for p in self.snapshot_dir.glob("*.json") if _HASH.fullmatch(p.stem)]
-        return sorted((s for s in found if component is None or s.component == component), key=lambda s: (s.created_at, s.content_hash))
+            return [], []
+        found: list[Snapshot] = []
+        bad: list[tuple[Path, str]] = []
+        for path in sorted(self.snapshot_dir.glob("*.json")):
+            if not _HASH.fullmatch(path.stem):
+                continue
+            try:
+                found.append(read_snapshot(path))
+            except RegistryError as exc:
+                bad.append((path, str(exc)))
+        chosen = sorted((s for s in found if component is None or s.component == component), key=lambda s: (s.created_at, s.content_hash))
+        return chosen, bad
 
     # -- promotions -----------------------------------------------------------------------------
     def promotions(self) -> dict[str, dict[str, tuple[Promotion, ...]]]:

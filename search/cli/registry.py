@@ -171,7 +171,9 @@ def _versions(argv: list[str]) -> int:
     if args.show:
         print(json.dumps(registry.load(args.show).to_dict(), indent=2, ensure_ascii=False))
         return 0
-    snapshots = registry.snapshots(args.component)
+    snapshots, tampered = registry.scan(args.component)
+    for path, why in tampered:  # reported, and left out: the rest still list
+        print(f"tampered: {path}: {why}", file=sys.stderr)
     if not snapshots:
         print(f"no snapshots{f' of {args.component}' if args.component else ''} in {registry.root}")
         return 0

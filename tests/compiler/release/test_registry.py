@@ -365,3 +365,19 @@ def test_cli_tampered_snapshot_and_help_in_a_real_process(tmp_path: Path) -> Non
 def _rehash(path: Path) -> str:
     d = json.loads(path.read_text())
     return definition_hash(d["component"], d["kind"], d["definition"])
+
+
+def test_versions_reports_a_tampered_snapshot_and_still_lists_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from search.cli.registry import versions_main
+
+    reg = Registry(tmp_path)
+    a, b = stored(reg, "A", "B")
+    _edit(reg.path_of(a), lambda d: d["definition"]["model"].update(route="sim/large"))
+    assert versions_main(["--registry", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert b[:12] in out and a[:12] not in out
+    assert err.count("\n") == 1 and err.startswith(f"tampered: {reg.path_of(a)}: snapshot {a} was modified after it was written")
+    good, bad = reg.scan()
+    assert [s.content_hash for s in good] == [b] and [p for p, _ in bad] == [Path(reg.path_of(a))]
+    with pytest.raises(RegistryError, match="was modified after it was written"):
+        reg.snapshots()  # the strict reader still refuses
