@@ -2,12 +2,26 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from compiler.atomic import write_json_atomic
 from compiler.variant import content_hash
+
+log = logging.getLogger(__name__)
+
+
+def _is_reply(record: Any) -> bool:
+    if not isinstance(record, dict) or not isinstance(record.get("tool_calls", []), list):
+        return False
+    if not isinstance(record.get("content"), str | None):
+        return False
+    calls_ok = all(isinstance(c, dict) and {"id", "name", "arguments"} <= set(c) for c in record.get("tool_calls", []))
+    numbers_ok = all(isinstance(record.get(k, 0), int | float) and not isinstance(record.get(k, 0), bool)
+                     for k in ("prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "infra_s"))
+    return calls_ok and numbers_ok
 
 
 def request_key(request: Mapping[str, Any]) -> str:
@@ -23,10 +37,20 @@ class ResponseCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The stored reply, or None. An entry that is not a reply (truncated, edited, another
+        version's) is a miss: the call is made again and the entry rewritten, never half-trusted."""
+        path = self._path(key)
         try:
-            return json.loads(self._path(key).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
             return None
+        except (OSError, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
+            log.warning("response cache entry %s is unreadable (%s): asking the model again", path, exc)
+            return None
+        if not _is_reply(record):
+            log.warning("response cache entry %s is not a model reply: asking the model again", path)
+            return None
+        return record
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         write_json_atomic(self._path(key), value, indent=None)

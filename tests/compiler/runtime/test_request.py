@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from compiler.runtime.models import ModelClient
@@ -23,3 +25,17 @@ def test_the_opt_in_is_not_part_of_the_variant_hash() -> None:
     a = compile_agent(agent, tool=tool, model={**model, "send_episode_id": True})
     b = compile_agent(agent, tool=tool, model={**model, "send_episode_id": False})
     assert a.content_hash == b.content_hash and a.route.send_episode_id and not b.route.send_episode_id
+
+
+@pytest.mark.parametrize("stored", ["{truncated", "[1, 2]", '{"content": 3}', '{"content": null, "tool_calls": [{"id": "a"}]}',
+                                    '{"content": "x", "tool_calls": [], "latency_s": "slow"}', b"\xff\xfe".decode("latin-1")])
+def test_a_cache_entry_that_is_not_a_reply_is_a_miss(tmp_path: Any, stored: str) -> None:
+    from compiler.runtime.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path)
+    good = {"content": "hi", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1,
+            "latency_s": 0.1, "cost_usd": 0.0, "attempts": 1, "infra_s": 0.0}
+    cache.put("ab" * 32, good)
+    assert cache.get("ab" * 32) == good
+    (tmp_path / "ab" / f"{'ab' * 32}.json").write_text(stored, encoding="latin-1")
+    assert cache.get("ab" * 32) is None
