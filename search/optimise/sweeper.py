@@ -3,6 +3,7 @@ joblib, …) as jobs of the search command; results come back as JobReturns."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -17,6 +18,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from compiler.atomic import write_json_atomic
 from search.optimise.trial import TrialResult, TrialSpec
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 class NSGA2SweeperImpl:
@@ -72,11 +77,20 @@ class NSGA2SweeperImpl:
             settings = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
             paths = StudyPaths.of(settings)
             self.job_dir = paths.jobs
-            with study_lock(paths.dir, settings.search.study):
-                summary = SearchRun(settings, launch=self.launch).execute()
+            previous = signal.signal(signal.SIGTERM, _interrupt)  # a TERM stops the run the way Ctrl-C does
+            try:
+                with study_lock(paths.dir, settings.search.study):
+                    summary = SearchRun(settings, launch=self.launch).execute()
+            finally:
+                signal.signal(signal.SIGTERM, previous)
         except (SearchAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
+        except KeyboardInterrupt:
+            # the batch in flight is abandoned: its trials stay RUNNING under no live owner (the study's
+            # lock went with this process), and the next run closes them, marks them and runs them again
+            print("interrupted; resume with the same command", file=sys.stderr)
+            raise SystemExit(130) from None
         print_summary(summary)
         return summary
