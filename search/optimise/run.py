@@ -50,9 +50,15 @@ class SearchAborted(RuntimeError):
     """More trials failed than search.max_failure_rate allows."""
 
 
+class SearchInterrupted(RuntimeError):
+    """The user asked the search to stop (SIGINT/SIGTERM); what finished is kept."""
+
+
 class SearchRun:
-    def __init__(self, settings: RunSettings, *, launch: Launch, echo: Callable[[str], None] = print) -> None:
+    def __init__(self, settings: RunSettings, *, launch: Launch, echo: Callable[[str], None] = print,
+                 should_stop: Callable[[], bool] = lambda: False) -> None:
         self.settings, self.s, self.launch, self.echo = settings, settings.search, launch, echo
+        self.should_stop = should_stop
         self.paths = StudyPaths.of(settings)
         self.paths.dir.mkdir(parents=True, exist_ok=True)
         self.criteria, self.aggregation, self.objectives = settings.criteria, settings.aggregation, settings.objectives
@@ -120,6 +126,8 @@ class SearchRun:
 
     def evaluate(self, jobs: Sequence[tuple[Genome, str, str]]) -> list[TrialResult | BaseException]:
         """Evaluate (genome, split, label) jobs on the latest pools."""
+        if self.should_stop():  # dev and holdout evaluations already stored are read back on resume
+            raise SearchInterrupted("stopped by request")
         results = self.run_jobs([self.spec(g, split, label) for g, split, label in jobs])
         for (g, _, _), res in zip(jobs, results):
             if isinstance(res, TrialResult):
@@ -175,6 +183,8 @@ class SearchRun:
                 specs.append(self.spec(params_to_genome(t.params), "train", f"r{k}-t{t.number}", seed=seed))
             for t, spec, res in zip(trials, specs, self.run_jobs(specs)):
                 self.tell(study, t, spec, res)
+            if self.should_stop():  # after the batch's results are told: nothing paid is lost
+                raise SearchInterrupted("stopped by request")
             done = finished(study)
             failed = sum(1 for t in done if t.state == optuna.trial.TrialState.FAIL)
             if len(done) >= self.s.population_size and failed / len(done) > self.s.max_failure_rate:

@@ -20,8 +20,29 @@ from compiler.atomic import write_json_atomic
 from search.optimise.trial import TrialResult, TrialSpec
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+class StopRequest:
+    """SIGINT/SIGTERM during a search: the first one lets the batch in flight finish (its results are
+    told, nothing paid is lost) and stops before the next; a second one stops at once. The handler only
+    sets a flag: an exception raised at an arbitrary point inside Hydra's job code could be masked."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("stopping after the batch in flight (press Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> StopRequest:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
 
 class NSGA2SweeperImpl:
@@ -64,7 +85,7 @@ class NSGA2SweeperImpl:
         from compiler.release.merge import apply_promoted
         from conf import CONF_DIR
         from search.optimise.lock import study_lock
-        from search.optimise.run import SearchAborted, SearchRun
+        from search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
         from search.optimise.settings import RunSettings, StudyPaths
         from search.records.summary import print_summary
 
@@ -77,17 +98,13 @@ class NSGA2SweeperImpl:
             settings = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
             paths = StudyPaths.of(settings)
             self.job_dir = paths.jobs
-            previous = signal.signal(signal.SIGTERM, _interrupt)  # a TERM stops the run the way Ctrl-C does
-            try:
-                with study_lock(paths.dir, settings.search.study):
-                    summary = SearchRun(settings, launch=self.launch).execute()
-            finally:
-                signal.signal(signal.SIGTERM, previous)
+            with StopRequest() as stop, study_lock(paths.dir, settings.search.study):
+                summary = SearchRun(settings, launch=self.launch, should_stop=lambda: stop.requested).execute()
         except (SearchAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SearchInterrupted):
             # the batch in flight is abandoned: its trials stay RUNNING under no live owner (the study's
             # lock went with this process), and the next run closes them, marks them and runs them again
             print("interrupted; resume with the same command", file=sys.stderr)

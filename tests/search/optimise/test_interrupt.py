@@ -35,7 +35,9 @@ def test_interrupt_then_resume(tmp_path: Path, sig: signal.Signals) -> None:
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
-    assert err.strip().splitlines()[-1] == "interrupted; resume with the same command" and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert lines[-1] == "interrupted; resume with the same command" and "Traceback" not in err
+    assert "stopping after the batch in flight" in err
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     study = optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}")
