@@ -10,7 +10,11 @@ from typing import Any
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write to a temp file beside ``path``, fsync, then os.replace; the temp file never outlives a failure."""
+    """Write to a temp file beside ``path``, fsync, then os.replace; the temp file never outlives a failure.
+    Remembered secret values are scrubbed: no file the project writes holds one (compiler/secrets.py)."""
+    from compiler.secrets import scrub
+
+    text = scrub(text)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)

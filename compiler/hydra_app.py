@@ -10,11 +10,13 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from omegaconf import DictConfig
 
 from compiler.errors import ConfigError
 from compiler.schema import unknown_keys
+from compiler.secrets import install_log_scrubber, remember_config, scrub, scrub_files
 from conf import CONF_DIR
 
 MAX_PREFLIGHT_COMBINATIONS = 64
@@ -85,7 +87,7 @@ def _refuse_secrets(overrides: Sequence[str]) -> None:
         if find_secret({key.lstrip("+~"): value}):
             raise UsageError(
                 f"{key.lstrip('+~')}: the value looks like a credential and would be written into the run's records. "
-                f"Fix: keep it in an environment variable and pass {key}='${{oc.env:YOUR_VAR}}' (or use model.api_key_env)"
+                "Fix: keys are read only from the environment: export it and put the variable's NAME in model.api_key_env"
             )
 
 
@@ -124,12 +126,32 @@ def preflight(argv: Sequence[str], validate: Validator | None) -> None:
             raise UsageError(_one_line_hydra_error(exc, combo)) from None
         finally:
             GlobalHydra.instance().clear()
+        remember_config(cfg)
         extra = unknown_keys(cfg)
         if extra:
             raise ConfigError(extra[0], "is not a setting of this config group, so nothing would read it",
                               "check the spelling against the schema in compiler/schema.py, or drop the override")
         if validate is not None:
             validate(cfg, combo)
+
+
+def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], None]:
+    """The task, in any process a launcher runs it in, with this config's secret values scrubbed
+    from logs, from Hydra's saved configs (written before the task starts) and from every file."""
+    import functools
+
+    @functools.wraps(task)
+    def run(cfg: DictConfig) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        remember_config(cfg)
+        install_log_scrubber()
+        runtime = HydraConfig.get()
+        if runtime.output_subdir is not None:
+            scrub_files(Path(runtime.runtime.output_dir) / str(runtime.output_subdir))
+        return task(cfg)
+
+    return run
 
 
 def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], None], validate: Validator | None) -> int:
@@ -142,14 +164,14 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
     try:
         preflight(argv, validate)
     except (ConfigError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     saved = sys.argv
     # argparse cannot interleave flags and positional overrides: flags go first.
     flags = [a for a in argv if a.startswith("-")]
     sys.argv = [f"evoharness {command}", *flags, *[a for a in argv if not a.startswith("-")], f"hydra.job.name={command}"]
     try:
-        hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(task)()
+        hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_scrubbing(task))()
     finally:
         sys.argv = saved
     return 0

@@ -51,3 +51,147 @@ def public_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # not a database URL (e.g. a journal file): nothing to hide
         return url
+
+
+# --- secrets by value -------------------------------------------------------------------------
+# A key need not look like one: detection by shape misses a plain 40-character token. So the values
+# of every environment variable the config reads (each api_key_env, each ${oc.env:...}) and of any
+# credential-named variable are remembered at start, and every file the run writes, every log
+# record and every error line has them replaced by a marker naming the variable. The marker is the
+# interpolation that reads it, ${oc.env:NAME}: a record says where the value came from, and a
+# registry snapshot holding one is released by re-reading the variable (only one the releasing
+# config itself reads: see compiler/release/merge.py), never by carrying the value.
+
+MIN_SECRET_CHARS = 8  # shorter values ("1", "dev") would scrub ordinary words
+_ENV_REF = re.compile(r"\$\{oc\.env:\s*([A-Za-z_][A-Za-z0-9_]*)")
+_CREDENTIAL_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|ACCESS_KEY)", re.IGNORECASE)
+_MARKER = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_KNOWN: dict[str, str] = {}  # value -> name of the environment variable it came from
+
+
+def marker(name: str) -> str:
+    return "${oc.env:" + name + "}"
+
+
+def remember_env(name: str | None) -> None:
+    """Scrub the value of environment variable ``name`` (if set and long enough) from all output."""
+    import os
+
+    value = os.environ.get(name) if name else None
+    if name and value and len(value) >= MIN_SECRET_CHARS:
+        _KNOWN[value] = name
+
+
+def remember_config(cfg: Any) -> None:
+    """Remember what ``cfg`` (a DictConfig or plain data, unresolved) reads from the environment:
+    every api_key_env variable, every ${oc.env:...}, and every credential-named variable."""
+    import os
+
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    data = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
+    for name in _env_names(data):
+        remember_env(name)
+    for name in os.environ:
+        if _CREDENTIAL_ENV.search(name):
+            remember_env(name)
+
+
+def _env_names(value: Any) -> set[str]:
+    names: set[str] = set()
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if str(key) == "api_key_env" and isinstance(item, str):
+                names.add(item)
+            names |= _env_names(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            names |= _env_names(item)
+    elif isinstance(value, str):
+        names.update(_ENV_REF.findall(value))
+    return names
+
+
+def scrub(text: str) -> str:
+    """``text`` with every remembered secret value (raw or JSON-escaped) replaced by its marker."""
+    import json
+
+    for value in sorted(_KNOWN, key=len, reverse=True):
+        name = _KNOWN[value]
+        if value in text:
+            text = text.replace(value, marker(name))
+        escaped = json.dumps(value, ensure_ascii=False)[1:-1]
+        if escaped != value and escaped in text:
+            text = text.replace(escaped, marker(name))
+    return text
+
+
+def scrub_data(value: Any) -> Any:
+    """Plain data with every string scrubbed (keys included)."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        return {scrub(str(k)): scrub_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub_data(v) for v in value]
+    return value
+
+
+def remembered(name: str) -> bool:
+    """Whether this process read environment variable ``name`` as a secret of its config."""
+    return name in _KNOWN.values()
+
+
+def holds_secret(text: str) -> str | None:
+    """Name of the environment variable whose value ``text`` contains, or None."""
+    return next((name for value, name in _KNOWN.items() if value in text), None)
+
+
+def restore(value: Any) -> Any:
+    """Markers back to the values, for the search's own job files only: a marker naming a variable
+    this process did not remember stays as it is (a snapshot cannot pull an arbitrary variable in)."""
+    if isinstance(value, str):
+        by_name = {name: secret for secret, name in _KNOWN.items()}
+        return _MARKER.sub(lambda m: by_name.get(m.group(1), m.group(0)), value) if "${oc.env:" in value else value
+    if isinstance(value, Mapping):
+        return {k: restore(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [restore(v) for v in value]
+    return value
+
+
+def install_log_scrubber() -> None:
+    """Every log record, from any logger, leaves with secret values scrubbed (idempotent)."""
+    import logging
+
+    factory = logging.getLogRecordFactory()
+    if getattr(factory, "_evoharness_scrubs", False):
+        return
+
+    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = factory(*args, **kwargs)
+        if _KNOWN:
+            record.msg, record.args = scrub(record.getMessage()), None
+        return record
+
+    make._evoharness_scrubs = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(make)
+
+
+def scrub_files(directory: Any) -> None:
+    """Scrub, in place and atomically, every text file under ``directory`` (Hydra's saved configs)."""
+    from pathlib import Path
+
+    from compiler.atomic import write_text_atomic
+
+    root = Path(directory)
+    if not _KNOWN or not root.is_dir():
+        return
+    for path in root.rglob("*"):
+        if path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if scrub(text) != text:
+                write_text_atomic(path, text)

@@ -7,13 +7,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from compiler.secrets import scrub
 from compiler.variant import HarnessVariant
 
 VARIANT_FILE = "variant.json"
 
 
 def _dump(path: Path, data: object) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(scrub(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"), encoding="utf-8")
 
 
 def write_variant(variant: HarnessVariant, root: str | Path) -> Path:
@@ -30,7 +31,7 @@ def write_variant(variant: HarnessVariant, root: str | Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{variant.content_hash[:12]}-", dir=root))
     try:
         _dump(tmp / VARIANT_FILE, variant.to_dict())
-        (tmp / "system_prompt.md").write_text(variant.system_prompt, encoding="utf-8")
+        (tmp / "system_prompt.md").write_text(scrub(variant.system_prompt), encoding="utf-8")
         _dump(tmp / "tools.json", {"tool_format": variant.tool_format, "native": variant.native_tools_for(None),
                                    "bash_usage": {t.name: t.usage for t in variant.tools}})
         _dump(tmp / "workflow.json", {"steps": [s.to_dict() for s in variant.workflow],

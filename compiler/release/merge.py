@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from compiler.errors import ConfigError
 from compiler.release.registry import DEFAULT_ROOT, Registry, RegistryError, Snapshot, make_snapshot
+from compiler.secrets import remembered
 from compiler.variant import content_hash
 
 _RELEASED = ("agent.", "model.", "tool.overrides.")
@@ -42,7 +44,14 @@ def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig
     parsed = _parse(overrides)
     out = copy.deepcopy(cfg)
     where = f"release_slot={cfg.release_slot}"
-    definition = snapshot.definition
+    foreign: set[str] = set()
+    definition = inert(snapshot.definition, foreign)
+    if foreign:
+        name = sorted(foreign)[0]
+        raise ConfigError(where, f"promoted snapshot {snapshot.content_hash[:12]} reads environment variable {name}, which this config "
+                          "does not: a snapshot never pulls a variable in by itself",
+                          f"read it in your config where it belongs (${{oc.env:{name}}}, as when the snapshot was built), "
+                          "or build with release_slot=null")
     try:
         _replace(out, "agent", definition["agent"])
         _replace(out.tool, "overrides", definition["tool_overrides"])
@@ -76,6 +85,32 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
 
     parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
     return [o for o in parsed if o.package is None and not o.is_sweep_override() and not o.is_hydra_override()]
+
+
+_INTERPOLATION = re.compile(r"(\\*)\$\{(oc\.env:([A-Za-z_][A-Za-z0-9_]*)\})?")
+
+
+def inert(value: Any, foreign: set[str] | None = None) -> Any:
+    """A snapshot is data: every ``${...}`` in it is escaped so OmegaConf keeps it as text, never
+    resolving it (a forged ``${oc.env:AWS_SECRET_ACCESS_KEY}`` would otherwise put that variable in
+    the prompt). The one exception is the marker a scrubbed secret left, ``${oc.env:NAME}``, for a
+    variable the releasing config itself reads; markers of other variables are added to ``foreign``."""
+    if isinstance(value, str):
+        def escape(m: re.Match[str]) -> str:
+            slashes, marker, name = m.group(1), m.group(2), m.group(3)
+            if marker and not slashes:
+                if remembered(name):
+                    return m.group(0)
+                if foreign is not None:
+                    foreign.add(name)
+            # n literal backslashes before a literal "${" are written as 2n of them and "\${"
+            return "\\" * (2 * len(slashes)) + "\\${" + (marker or "")
+        return _INTERPOLATION.sub(escape, value)
+    if isinstance(value, Mapping):
+        return {k: inert(v, foreign) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [inert(v, foreign) for v in value]
+    return value
 
 
 def _replace(parent: DictConfig, key: str, value: Mapping[str, Any]) -> None:

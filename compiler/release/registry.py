@@ -25,7 +25,7 @@ from typing import Any
 
 from compiler.atomic import write_text_atomic
 from compiler.names import is_name
-from compiler.secrets import find_secret
+from compiler.secrets import find_secret, holds_secret, scrub_data
 from compiler.variant import content_hash
 
 SCHEMA_VERSION = 1
@@ -101,7 +101,8 @@ def make_snapshot(
 ) -> Snapshot:
     """Build a checked Snapshot with its content hash; values are copied through JSON (plain data only)."""
     try:
-        plain = json.loads(json.dumps({"d": definition, "m": metrics or {}, "p": provenance or {}}, allow_nan=False))
+        # secret values become the ${oc.env:NAME} that read them: the registry never holds one
+        plain = scrub_data(json.loads(json.dumps({"d": definition, "m": metrics or {}, "p": provenance or {}}, allow_nan=False)))
     except (TypeError, ValueError) as exc:
         raise RegistryError(f"snapshot of {component!r} is not plain JSON data ({exc}). "
                             "Fix: pass dicts, lists, strings and numbers") from None
@@ -148,6 +149,11 @@ def check_snapshot(snapshot: Snapshot) -> None:
                 f"snapshot {where} looks like a secret key; keys never enter the registry. "
                 "Fix: remove it, keep the key in an environment variable and put that variable's NAME in model.api_key_env"
             )
+    leaked = holds_secret(json.dumps(snapshot.to_dict(), ensure_ascii=False))
+    if leaked:
+        raise RegistryError(f"snapshot {snapshot.content_hash[:12]} holds the value of environment variable {leaked}; "
+                            "a registry entry is shared data and never carries a secret. "
+                            f"Fix: drop the ${{oc.env:{leaked}}} from the config it was built from")
 
 
 def read_snapshot(path: Path) -> Snapshot:

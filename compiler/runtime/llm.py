@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from types import ModuleType
+from typing import Any
 
 from compiler.plugins import NamedRegistry
 
@@ -31,9 +32,38 @@ MODEL_PROVIDERS: NamedRegistry[ProviderRegistrar] = NamedRegistry(
 )
 
 
-def register_model_provider(name: str) -> Callable[[ProviderRegistrar], ProviderRegistrar]:
-    """Decorator: make routes ``<name>/<model>`` go to the provider the decorated callable registers."""
-    return MODEL_PROVIDERS.register(name)
+ParamsCheck = Callable[[str, Mapping[str, Any]], None]  # (route, completion params) -> raises ValueError
+
+
+def register_model_provider(name: str, *, check: ParamsCheck | None = None) -> Callable[[ProviderRegistrar], ProviderRegistrar]:
+    """Decorator: make routes ``<name>/<model>`` go to the provider the decorated callable registers.
+    ``check(route, params)`` raises ValueError for a model name or parameter the provider cannot serve,
+    so the mistake is reported before the run instead of on every call."""
+    def wrap(registrar: ProviderRegistrar) -> ProviderRegistrar:
+        if check is not None:
+            registrar.check = check  # type: ignore[attr-defined]
+        return MODEL_PROVIDERS.register(name)(registrar)
+    return wrap
+
+
+def check_route(route: str, params: Mapping[str, Any]) -> None:
+    """Raise ValueError if neither litellm nor a registered provider can serve ``route`` with ``params``."""
+    lm = ensure_providers(route)
+    provider = route.partition("/")[0]
+    try:
+        lm.get_llm_provider(route)
+    except Exception:
+        raise ValueError(f"litellm has no provider {provider!r} (route {route!r})") from None
+    check = getattr(MODEL_PROVIDERS.get(provider), "check", None) if provider in MODEL_PROVIDERS else None
+    if check is not None:
+        try:
+            check(route, params)
+        except ValueError as exc:
+            raise ProviderCheckError(str(exc)) from None
+
+
+class ProviderCheckError(ValueError):
+    """A registered provider refused the model name or a parameter (its message says which)."""
 
 
 @lru_cache(maxsize=1)

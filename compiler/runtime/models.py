@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.runtime.cache import ResponseCache, request_key
-from compiler.runtime.llm import ensure_providers, litellm_module
+from compiler.runtime.llm import ProviderCheckError, check_route, ensure_providers, litellm_module
+from compiler.secrets import remember_env
 from compiler.variant import ModelParams, RouteSettings
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,23 @@ class ModelLimitError(Exception):
     """The request exceeds what the model accepts (context window): the harness's fault, scored."""
 
 
+def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env: str | None) -> None:
+    """Before any paid work: the route exists (litellm or a registered provider serves it, with these
+    params) and its key's variable is set. ``path`` names the config node in the error."""
+    from compiler.errors import ConfigError
+
+    try:
+        check_route(route, params)
+    except ProviderCheckError as exc:
+        raise ConfigError(path, str(exc), "use a model and parameters the route's provider serves") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}.route", str(exc), "use provider/model as litellm names it (e.g. openai/gpt-4o-mini), "
+                          "a sim/ tier, or register a model provider") from None
+    if api_key_env and not os.environ.get(api_key_env):
+        raise ConfigError(f"{path}.api_key_env", f"environment variable {api_key_env} is not set",
+                          f"export {api_key_env}=<your key> (keys are read only from the variable model.api_key_env names)")
+
+
 class RouteConfigError(Exception):
     """A failure every call on this route will repeat (bad key, unknown model): stop the run."""
 
@@ -88,6 +106,7 @@ class ModelClient:
         if not self.route.api_key_env:
             return None
         key = os.environ.get(self.route.api_key_env)
+        remember_env(self.route.api_key_env)
         if not key:
             raise RouteConfigError(
                 f"model.api_key_env: environment variable {self.route.api_key_env} is not set; export it (the key never goes in config)"

@@ -144,6 +144,22 @@ def register_sim_provider(gold: GoldSource | None = None) -> SimLLM:
     return handler
 
 
+def check_sim_params(route: str, params: Mapping[str, Any]) -> None:
+    """The provider's pre-run check (see compiler.runtime.llm.register_model_provider)."""
+    from compiler.sim.faults import SimConfig, with_overrides
+
+    name = route.partition("/")[2]
+    if name not in TIERS:
+        raise ValueError(f"route {route!r}: the simulator has no model {name!r}; it has {sorted(TIERS)}")
+    try:
+        with_overrides(SimConfig(), params.get("sim_faults"))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"extra.sim_faults: {exc}") from None
+
+
+register_sim_provider.check = check_sim_params  # type: ignore[attr-defined]
+
+
 def _register_http_routes() -> None:
     """Make ``openai/sim/<tier>`` (the HTTP endpoint) priced and sent the `user` field.
 

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from compiler.atomic import write_text_atomic
 from compiler.config_compile import compile_config, to_plain
 from compiler.errors import ConfigError
+from compiler.runtime.models import check_model
 from compiler.runtime.workload import WORKLOADS, Task, Workload
 
 SPLITS = ("train", "dev", "holdout")
@@ -47,6 +48,7 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     if int(cfg.workload.concurrency) < 1:
         raise ConfigError("workload.concurrency", f"must be at least 1, got {cfg.workload.concurrency}",
                           "set workload.concurrency=1 or more")
+    check_model("model", route=variant.model.route, params=variant.model.extra, api_key_env=variant.route.api_key_env)
     chosen_tasks(cfg, make_workload(cfg))
     return variant
 
@@ -116,5 +118,8 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     from search.optimise.settings import RunSettings
 
     variant = evaluate_validate(cfg, overrides)
-    RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+    settings = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+    named = [(f"search.models.{name}", m) for name, m in settings.models.items() if name != "base"]
+    for path, m in [*named, *([("search.teacher", settings.teacher)] if settings.teacher else [])]:
+        check_model(path, route=str(m["route"]), params=m.get("extra") or {}, api_key_env=m.get("api_key_env"))
     return variant

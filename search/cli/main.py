@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 
 from omegaconf import DictConfig
 
+from compiler.secrets import scrub
+
 USAGE = """usage: evoharness <command> [hydra overrides] [-m]
 
 commands:
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 rest = search_space_overrides(rest)
             except ValueError as exc:
-                print(f"error: {exc}", file=sys.stderr)
+                print(f"error: {scrub(str(exc))}", file=sys.stderr)
                 return 2
             if not any(a in ("-m", "--multirun") for a in rest):
                 rest = ["-m", *rest]

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from compiler.names import is_name
 from compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot
+from compiler.secrets import scrub
 from search.records.format import fmt_metric
 from search.records.versions import checked
 
@@ -46,7 +47,7 @@ def _run(body: Callable[[list[str]], int], argv: Sequence[str] | None) -> int:
     try:
         return body(args)
     except RegistryError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
     except OSError as exc:
         print(f"error: {exc.filename or 'registry'}: {exc.strerror or exc}. Fix: check the --registry path and its permissions",
               file=sys.stderr)

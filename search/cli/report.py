@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compiler.errors import ConfigError
+from compiler.secrets import scrub
 from search.records.report import write_report
 from search.records.versions import checked
 
@@ -27,7 +28,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     try:
         summary = checked("summary", json.loads(source.read_text(encoding="utf-8")), source)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
         print(f"error: cannot read search summary at {source} ({exc}); rerun `evoharness search` with search.study={args.study}",

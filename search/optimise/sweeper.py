@@ -17,6 +17,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from compiler.atomic import write_json_atomic
+from compiler.secrets import scrub
 from search.optimise.trial import TrialResult, TrialSpec
 
 
@@ -102,7 +103,7 @@ class NSGA2SweeperImpl:
                 summary = SearchRun(settings, launch=self.launch, should_stop=lambda: stop.requested).execute()
         except (SearchAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {scrub(str(exc))}", file=sys.stderr)
             raise SystemExit(2) from None
         except (KeyboardInterrupt, SearchInterrupted):
             # the batch in flight is abandoned: its trials stay RUNNING under no live owner (the study's

@@ -19,6 +19,7 @@ from compiler.errors import ConfigError
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.trajectory import Trajectory
 from compiler.runtime.workload import workload_factory
+from compiler.secrets import restore
 from compiler.variant import HarnessVariant, compile_agent, content_hash
 from search.evaluation.metrics import EvalReport
 from search.genome import Genome, Pools, genome_to_config
@@ -65,6 +66,7 @@ class TrialSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrialSpec:
+        d = restore(dict(d))  # the job file was written scrubbed; this process remembered the same variables
         return cls(
             study_dir=d["study_dir"], label=d["label"], split=d["split"], genome=Genome.from_dict(d["genome"]),
             pools=Pools.from_dict(d["pools"]), agent=d["agent"], tool=d["tool"], models=d["models"],
