@@ -4,8 +4,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
+
+if TYPE_CHECKING:
+    from compiler.variant import HarnessVariant
 
 
 def released(cfg: DictConfig, overrides: Sequence[str] | None = None) -> DictConfig:
@@ -31,7 +35,7 @@ def compile_task(cfg: DictConfig) -> None:
     print(f"{variant.content_hash}  {path}")
 
 
-def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
     from compiler.config_compile import compile_config
 
     compile_config(cfg)  # the overrides against the base config

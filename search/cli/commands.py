@@ -14,6 +14,7 @@ from compiler.config_compile import compile_config, to_plain
 from compiler.errors import ConfigError
 from compiler.runtime.models import check_model
 from compiler.runtime.workload import WORKLOADS, Task, Workload
+from compiler.variant import HarnessVariant
 
 SPLITS = ("train", "dev", "holdout")
 
@@ -39,7 +40,7 @@ def chosen_tasks(cfg: DictConfig, workload: Workload) -> list[Task]:
     return tasks
 
 
-def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
+def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
     from compiler.cli import compile_validate
 
     variant = compile_validate(cfg, overrides)
