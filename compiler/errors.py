@@ -1,6 +1,10 @@
 """The one error type for bad input: it names the config path, the bad value and the fix."""
 from __future__ import annotations
 
+import argparse
+import sys
+from typing import NoReturn
+
 
 class ConfigError(ValueError):
     """Bad configuration or override. Rendered as a single line; the CLI exits with code 2."""
@@ -13,3 +17,11 @@ class ConfigError(ValueError):
 
     def one_line(self) -> str:
         return f"{self.path}: {self.problem.rstrip('.')}. Fix: {self.fix}"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse reports a bad flag as usage plus an error over several lines; here it is one line, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}. Fix: see `{self.prog} --help`", file=sys.stderr)
+        raise SystemExit(2)

@@ -8,6 +8,7 @@ input gets one line, exit code 2, and nothing is written.
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,7 +42,7 @@ def _combinations(overrides: list[str], multirun: bool) -> list[list[str]]:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException as exc:
         first = str(exc).strip().splitlines()[0]
-        raise UsageError(f"bad override: {first}. Fix: write key=value (sweeps: key=a,b,c with -m)") from None
+        raise UsageError(_parse_error(overrides, first)) from None
     axes: list[list[str]] = []
     for ov in parsed:
         key = ov.get_key_element()
@@ -59,6 +60,25 @@ def _combinations(overrides: list[str], multirun: bool) -> list[list[str]]:
             axes.append([str(ov.input_line)])
     combos = [list(c) for c in itertools.product(*[a for a in axes if a])]
     return combos[:MAX_PREFLIGHT_COMBINATIONS] or [[]]
+
+
+_NEEDS_QUOTES = re.compile(r"[{}\[\]()'\"\\:,$=\s]|[^\x00-\x7f]")
+
+
+def _parse_error(overrides: Sequence[str], first: str) -> str:
+    """Name the override Hydra could not parse; a value with braces, quotes or non-ASCII text needs quoting."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for ov in overrides:
+        try:
+            OverridesParser.create().parse_overrides([ov])
+        except Exception:
+            key, _, value = ov.partition("=")
+            if value and _NEEDS_QUOTES.search(value):
+                return (f"{key}: cannot parse the value {value!r} ({first}). "
+                        f"Fix: quote it for Hydra, e.g. \"{key}='{value}'\" (escape a ' inside as \\')")
+            return f"bad override {ov!r}: {first}. Fix: write key=value (sweeps: key=a,b,c with -m)"
+    return f"bad override: {first}. Fix: write key=value (sweeps: key=a,b,c with -m)"
 
 
 def _one_line_hydra_error(exc: BaseException, overrides: list[str]) -> str:
@@ -108,6 +128,24 @@ def _refuse_no_ops(overrides: Sequence[str]) -> None:
                              f"Fix: remove entries with ~{key.lstrip('+')}.<name>, or set the ones you want")
 
 
+def _writable_dir(key: str, value: object) -> None:
+    """``value`` is, or can be created as, a directory this process may write (checked without creating it)."""
+    import os
+    import tempfile
+
+    path = Path(str(value)).absolute()
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ConfigError(key, f"{value!r} is under {probe}, which is a file, not a folder", f"point {key} at a folder")
+    try:  # the one reliable test (root passes os.access; /proc and read-only mounts refuse mkdir)
+        os.rmdir(tempfile.mkdtemp(prefix=".evoharness-probe-", dir=probe))
+    except OSError as exc:
+        raise ConfigError(key, f"{value!r} cannot be written ({probe}: {exc.strerror})",
+                          f"point {key} at a folder you can write, e.g. {key}={'runs' if key == 'runs_dir' else 'runs/cache'}") from None
+
+
 def preflight(argv: Sequence[str], validate: Validator | None) -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -127,6 +165,9 @@ def preflight(argv: Sequence[str], validate: Validator | None) -> None:
         finally:
             GlobalHydra.instance().clear()
         remember_config(cfg)
+        for key in ("runs_dir", "cache_dir"):
+            if cfg.get(key):
+                _writable_dir(key, cfg.get(key))
         extra = unknown_keys(cfg)
         if extra:
             raise ConfigError(extra[0], "is not a setting of this config group, so nothing would read it",

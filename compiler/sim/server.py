@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from compiler.errors import OneLineParser
 from compiler.sim.conversation import SimRequestError
 from compiler.sim.engine import SimRequest
 from compiler.sim.faults import SimConfig, configure_sim
@@ -165,11 +166,11 @@ class BackgroundServer:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``evoharness serve-sim --port N [--time-scale S] [--timeout-rate R] ...``"""
-    parser = argparse.ArgumentParser(prog="evoharness serve-sim",
+    parser = OneLineParser(prog="evoharness serve-sim",
                                      description="Serve the simulated model (sim/small|medium|large) "
                                                  "as an OpenAI-compatible endpoint on loopback.")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=_port, default=8765, help="TCP port; 0 picks a free one")
     defaults = SimConfig()
     parser.add_argument("--time-scale", type=float, default=defaults.time_scale)
     for knob in ("timeout_rate", "server_error_rate", "rate_limit_rate", "malformed_rate"):
@@ -180,14 +181,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       args.rate_limit_rate, args.malformed_rate))
     except ValueError as exc:
         parser.error(str(exc))
-    ready = threading.Event()
-    print(f"sim endpoint: http://{args.host}:{args.port}/v1 (models: "
-          f"{', '.join('sim/' + t for t in TIERS)})", flush=True)
     try:
-        serve(args.host, args.port, ready)
+        server = make_server(args.host, args.port)
+    except OSError as exc:  # busy port, a host that is not ours, a privileged port
+        parser.error(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+                     "pick a free port (--port 0 picks one) on a local address")
+    host, port = server.server_address[:2]
+    print(f"sim endpoint: http://{host!s}:{port}/v1 (models: {', '.join('sim/' + t for t in TIERS)})", flush=True)
+    try:
+        server.serve_forever()
     except KeyboardInterrupt:
         pass
+    finally:
+        server.server_close()
     return 0
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535)")
+    return port
 
 
 if __name__ == "__main__":

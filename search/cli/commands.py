@@ -117,9 +117,12 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     (which validates every search, criteria and mutator setting) before anything is paid for."""
     from conf import CONF_DIR
     from search.optimise.settings import RunSettings
+    from search.optimise.study import check_storage
 
     variant = evaluate_validate(cfg, overrides)
     settings = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+    if settings.search.storage:
+        check_storage(settings.search.storage)
     named = [(f"search.models.{name}", m) for name, m in settings.models.items() if name != "base"]
     for path, m in [*named, *([("search.teacher", settings.teacher)] if settings.teacher else [])]:
         check_model(path, route=str(m["route"]), params=m.get("extra") or {}, api_key_env=m.get("api_key_env"))

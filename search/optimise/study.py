@@ -21,6 +21,7 @@ from optuna.samplers.nsgaii import (
 )
 from optuna.trial import FrozenTrial, TrialState
 
+from compiler.errors import ConfigError
 from search.evaluation.criteria import Objective
 from search.genome import Genome
 
@@ -135,3 +136,55 @@ def front_over(rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) 
             attrs = {**t.user_attrs, "round": k, "round_trial": t.number, "params": dict(t.params)}
             combined.add_trial(optuna.trial.create_trial(values=t.values, user_attrs=attrs, system_attrs=t.system_attrs))
     return [TrialRecord.of(t, 0) for t in combined.best_trials]
+
+
+def check_storage(url: str) -> None:
+    """Before any paid work: ``url`` is a database URL Optuna can open, reached once, and writable.
+    A SQLite file is not created here (a folder that would hold it is probed instead)."""
+    import tempfile
+    from pathlib import Path
+
+    import sqlalchemy
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+
+    from compiler.secrets import public_url
+
+    shown = public_url(url)
+    connect_args: dict[str, Any] = {}
+    fix = "use a SQLAlchemy URL, e.g. sqlite:///runs/study.db or postgresql://user@host/db, or leave search.storage null"
+    try:
+        parsed = make_url(url)
+        parsed.get_dialect()
+    except (ArgumentError, ValueError) as exc:
+        raise ConfigError("search.storage", f"{shown!r} is not a database URL ({exc})", fix) from None
+    except (NoSuchModuleError, ImportError) as exc:
+        raise ConfigError("search.storage", f"{shown!r}: no database driver for it ({exc})",
+                          "install the driver (e.g. pip install psycopg2-binary) or use sqlite:///...") from None
+    if parsed.get_backend_name() == "sqlite":
+        folder = Path(parsed.database or "").absolute().parent
+        try:
+            if not folder.is_dir():
+                raise OSError(f"{folder} is not an existing folder")
+            Path(tempfile.mkdtemp(prefix=".evoharness-probe-", dir=folder)).rmdir()
+        except OSError as exc:
+            raise ConfigError("search.storage", f"{shown!r} cannot be written ({exc.strerror or exc})",
+                              "point it at a file in a folder you can write, or leave search.storage null") from None
+        if not Path(parsed.database or "").absolute().exists():
+            return  # Optuna creates it
+    elif parsed.get_backend_name() in ("postgresql", "mysql"):
+        connect_args = {"connect_timeout": 10}
+    try:
+        engine = sqlalchemy.create_engine(parsed, connect_args=connect_args)
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("select 1"))
+            if parsed.get_backend_name() == "sqlite":  # an existing file that is not a database fails here
+                conn.execute(sqlalchemy.text("select count(*) from sqlite_master"))
+        engine.dispose()
+    except ImportError as exc:
+        raise ConfigError("search.storage", f"{shown!r}: no database driver for it ({exc})",
+                          "install the driver (e.g. pip install psycopg2-binary) or use sqlite:///...") from None
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise ConfigError("search.storage", f"cannot open {shown!r} ({first})",
+                          "start the database or correct the URL (host, port, user, database)") from None
