@@ -91,6 +91,11 @@ def _one_line_hydra_error(exc: BaseException, overrides: list[str]) -> str:
     cause: BaseException = exc
     while cause.__cause__ is not None:
         cause = cause.__cause__
+    mark = getattr(cause, "problem_mark", None)
+    if mark is not None:  # a YAML syntax error: name the file and line
+        problem = str(getattr(cause, "problem", None) or str(cause).splitlines()[0])
+        return (f"{mark.name}: line {mark.line + 1}, column {mark.column + 1}: {problem} (not valid YAML). "
+                f"Fix: correct the YAML in {mark.name}")
     lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
     full_key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
     head = lines[0] if lines else type(cause).__name__

@@ -70,6 +70,8 @@ class _Episode:
         """One model call and its tool calls. Returns True when the model gave a final answer."""
         tools = self.v.native_tools_for(self.offered)
         reply = await self.client.complete(self.messages, tools=tools, user=episode_user(self.task, self.sample, self.seed))
+        if reply.unparseable:
+            return self._unparseable(turn, reply)
         native = self._decode_native(reply) if self.v.tool_format != "bash" else []
         text = (decode_text_calls(reply.content, {n: self.specs[n] for n in self.offered})
                 if self.v.tool_format != "json" and not native else None)
@@ -105,6 +107,18 @@ class _Episode:
             self.messages.append({"role": "user", "content": "\n".join(blocks)})
             return False
         return True
+
+    def _unparseable(self, turn: int, reply: ModelReply) -> bool:
+        """A reply nobody can read costs the model its turn, as a malformed call would; it is told and tries again."""
+        self.model_calls.append(ModelCallRecord(
+            turn=turn, prompt_tokens=0, completion_tokens=0, cost_usd=reply.cost_usd, latency_s=reply.latency_s,
+            finish_reason=reply.finish_reason, parse_error=reply.unparseable, cached=reply.cached,
+            attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
+        ))
+        self.messages.append({"role": "assistant", "content": ""})
+        self.messages.append({"role": "user", "content": f"Error: your last reply could not be read ({reply.unparseable}). "
+                                                         "Reply again: plain text, or well-formed tool calls."})
+        return False
 
     async def run(self) -> Trajectory:
         self._offer(())

@@ -38,6 +38,7 @@ class ModelReply:
     cached: bool = False
     attempts: int = 1
     infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
+    unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
 
 
 class InfraError(Exception):
@@ -72,6 +73,15 @@ def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env
 
 class RouteConfigError(Exception):
     """A failure every call on this route will repeat (bad key, unknown model): stop the run."""
+
+
+def unparseable(exc: BaseException) -> str | None:
+    """Why litellm could not read a reply the provider did send (a tool call without a function, content
+    of the wrong type), or None. That is the model's output, not an outage: scored, never retried."""
+    # litellm raises this (as an InternalServerError) when converting a provider's reply fails
+    if type(exc).__module__.startswith("litellm") and "Invalid response object" in str(exc):
+        return "the reply is not a well-formed chat completion"
+    return None
 
 
 def classify(exc: BaseException) -> str:
@@ -163,6 +173,11 @@ class ModelClient:
                     latency = time.perf_counter() - start
                 break
             except Exception as exc:
+                reason = unparseable(exc)
+                if reason is not None:
+                    response = None
+                    latency = time.perf_counter() - start
+                    break
                 kind = classify(exc)
                 if kind == "fatal":
                     raise RouteConfigError(f"model.route={self.model.route}: "
@@ -177,8 +192,14 @@ class ModelClient:
                 delay = self.route.backoff_s * (2 ** (attempts - 1))
                 await asyncio.sleep(delay)
                 infra_s += delay
-        record = _record_from_response(response, latency)
-        record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
+        if response is None or not getattr(response, "choices", None):
+            # billed, but with nothing readable: the tokens are unknown, so the cost is 0 (noted in the record)
+            record: dict[str, Any] = {"content": None, "tool_calls": [], "finish_reason": "unparseable", "prompt_tokens": 0, "completion_tokens": 0,
+                      "latency_s": latency, "cost_usd": 0.0,
+                      "unparseable": reason if response is None else "the reply has no choices"}
+        else:
+            record = _record_from_response(response, latency)
+            record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
         record["attempts"] = attempts
         record["infra_s"] = infra_s
         if self.cache is not None:
@@ -216,4 +237,5 @@ def _reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
         cached=cached,
         attempts=int(rec.get("attempts", 1)),
         infra_s=float(rec.get("infra_s", 0.0)),
+        unparseable=rec.get("unparseable"),
     )
