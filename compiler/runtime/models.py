@@ -194,9 +194,9 @@ class ModelClient:
                 infra_s += delay
         if response is None or not getattr(response, "choices", None):
             # billed, but with nothing readable: the tokens are unknown, so the cost is 0 (noted in the record)
-            record: dict[str, Any] = {"content": None, "tool_calls": [], "finish_reason": "unparseable", "prompt_tokens": 0, "completion_tokens": 0,
-                      "latency_s": latency, "cost_usd": 0.0,
-                      "unparseable": reason if response is None else "the reply has no choices"}
+            record: dict[str, Any] = {"content": None, "tool_calls": [], "finish_reason": "unparseable", "prompt_tokens": 0,
+                                      "completion_tokens": 0, "latency_s": latency, "cost_usd": 0.0,
+                                      "unparseable": reason if response is None else "the reply has no choices"}
         else:
             record = _record_from_response(response, latency)
             record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
