@@ -100,6 +100,9 @@ def _one_line_hydra_error(exc: BaseException, overrides: list[str]) -> str:
     full_key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
     head = lines[0] if lines else type(cause).__name__
     where = f"{full_key}: " if full_key else ""
+    if "is not in struct" in head and full_key:
+        return (f"{where}{head}. Fix: check the spelling; to add a new key where the schema allows free keys "
+                f"(e.g. agent.vars), write +{full_key}=...")
     return f"{where}{head}. Fix: correct the override or YAML value to match the schema in compiler/schema.py"
 
 
@@ -212,6 +215,7 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
     except (ConfigError, UsageError) as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
+    install_log_scrubber()  # before Hydra logs its first line (a launcher logs every job's overrides)
     saved = sys.argv
     # argparse cannot interleave flags and positional overrides: flags go first.
     flags = [a for a in argv if a.startswith("-")]
