@@ -188,7 +188,7 @@ def _dumps(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"  # unsorted: mapping order is meaningful
 
 
-def _check_slot(slot: str) -> None:
+def check_slot(slot: str) -> None:
     if not is_name(slot):
         raise RegistryError(f"slot {slot!r} is not a valid slot name. Fix: use letters, digits, '_', '-' or '.', e.g. default or fast")
 
@@ -307,7 +307,7 @@ class Registry:
 
     def promote(self, ref: str | os.PathLike[str], *, slot: str = DEFAULT_SLOT, by: str = "manual") -> Snapshot:
         """Make ``ref`` the current version of its component in ``slot``; a snapshot given by path is stored first."""
-        _check_slot(slot)
+        check_slot(slot)
         snapshot = self.load(ref)
         check_snapshot(snapshot)
         with self._locked():
@@ -317,7 +317,7 @@ class Registry:
 
     def promoted(self, component: str, slot: str = DEFAULT_SLOT) -> Snapshot | None:
         """The current snapshot of ``component`` in ``slot`` (hash-verified), or None if never promoted."""
-        _check_slot(slot)
+        check_slot(slot)
         entries = self.history(component, slot)
         if not entries:
             return None
@@ -336,7 +336,10 @@ class Registry:
 
     def rollback(self, component: str, slot: str = DEFAULT_SLOT, *, by: str = "manual") -> Snapshot:
         """Move ``slot`` back to the version promoted before the current one (undo, repeatable)."""
-        _check_slot(slot)
+        check_slot(slot)
+        if not self.promotions_path.exists():  # nothing to undo: and no lock file left behind either
+            raise RegistryError(f"{component} has nothing promoted in slot {slot!r} (no promotions in {self.root}). "
+                                "Fix: promote a snapshot first (evoharness promote HASH)")
         with self._locked():
             stack = _effective(self.history(component, slot))
             if not stack:

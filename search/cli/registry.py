@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from omegaconf import DictConfig
 
 from compiler.names import is_name
-from compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot
+from compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot, check_slot
 from compiler.secrets import scrub
 from search.records.format import fmt_metric
 from search.records.versions import checked
@@ -68,6 +68,7 @@ def _promote(argv: list[str]) -> int:
                         help="output root holding <study>/claim.json for --if-win (default: the folder above the snapshot's "
                              "study folder when the ref is runs/<study>/champion.json, else runs)")
     args = parser.parse_args(argv)
+    check_slot(args.slot)  # before any lookup: the slot is a bad argument whatever the ref is
     registry = _registry(args.registry)
     if args.if_win and not Path(args.ref).exists() and str(args.ref).endswith(".json"):
         print(f"nothing promoted: {args.ref} does not exist (the search's champion was the baseline)")

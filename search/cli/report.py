@@ -1,26 +1,30 @@
 """`evoharness report <study> [--runs DIR]`: summary.json in, report.html out; prints its path."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from compiler.errors import ConfigError
+from compiler.errors import ConfigError, OneLineParser
+from compiler.names import is_name
 from compiler.secrets import scrub
 from search.records.report import write_report
 from search.records.versions import checked
 
 
 def report_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="evoharness report", description="render the HTML report of a search study")
+    parser = OneLineParser(prog="evoharness report", description="render the HTML report of a search study")
     parser.add_argument("study")
     parser.add_argument("--runs", default="runs", help="output root holding <study>/summary.json (default: runs)")
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help or a usage error: argparse already printed
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    if not is_name(args.study):
+        print(f"error: study {args.study!r} is not a plain name (a study is a folder under --runs). "
+              f"Fix: give the search.study name, e.g. bfcl_sim, and --runs for its folder", file=sys.stderr)
+        return 2
     source = Path(args.runs) / args.study / "summary.json"
     if not source.is_file():
         print(f"error: no search summary at {source}; run `evoharness search` with search.study={args.study} first", file=sys.stderr)

@@ -70,7 +70,10 @@ class SearchSettings:
         if self.study in RESERVED_STUDY_NAMES:
             raise ConfigError("search.study", f"{self.study!r} is a folder evoharness itself keeps under runs_dir",
                               f"pick another name (not one of {sorted(RESERVED_STUDY_NAMES)})")
-        for key in ("rounds", "trials_per_round", "population_size", "samples"):
+        if self.population_size < 2:  # NSGA-II breeds from pairs
+            raise ConfigError("search.population_size", f"must be at least 2, got {self.population_size}",
+                              "set search.population_size=2 or more")
+        for key in ("rounds", "trials_per_round", "samples"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"search.{key}", f"must be at least 1, got {getattr(self, key)}",
                                   f"set search.{key} to a positive integer")

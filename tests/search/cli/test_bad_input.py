@@ -3,13 +3,23 @@ paid work, and leaves runs/ and the registry as they were (in-process: the prefl
 before Hydra starts)."""
 from __future__ import annotations
 
+import json
+import shutil
+import socket
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from compiler.release.registry import make_snapshot
+from conf import CONF_DIR
 from search.cli.main import main
+from search.records.versions import versioned
 
-CASES = [
+Setup = Callable[[Path, pytest.MonkeyPatch], list[str]]  # writes the bad input, returns argv to append
+
+CASES: list[tuple[list[str], str]] = [
     # compile (every Hydra command goes through the same preflight)
     (["compile", "+agent.foo=1"], "agent.foo: is not a setting"),
     (["compile", "+foo=1"], "foo: is not a setting"),
@@ -50,6 +60,144 @@ CASES = [
     (["versions", "--registry", "/etc/passwd"], "is a file, not a registry folder"),
     (["versions", "--registry", "/etc"], "is not a registry"),
     (["promote", "nope", "--registry", "/etc/passwd"], "is a file, not a registry folder"),
+    # overrides Hydra cannot parse, and values of the wrong type
+    (["compile", "agent.prompt_sections.role=a{b}"], "quote it for Hydra"),
+    (["compile", "agent.prompt_sections.role=é"], "quote it for Hydra"),
+    (["compile", "a..b=1"], "bad override 'a..b=1'"),
+    (["compile", "agent.vars.x=1"], "write +agent.vars.x="),
+    (["compile", "model.temperature=abc"], "model.temperature: Value 'abc'"),
+    (["compile", "model.temperature=-1"], "model.temperature: must be in [0, 2]"),
+    (["compile", "seed=abc"], "seed: Value 'abc'"),
+    (["compile", "agent=nope"], "agent=nope: no such option in config group 'agent'"),
+    (["compile", "model=nope"], "model=nope: no such option in config group 'model'"),
+    (["compile", "agent.max_turns=0"], "agent.max_turns: must be at least 1, got 0"),
+    (["compile", "agent.name=''"], "agent.name: '' is not a plain name"),
+    (["compile", "tool.source=nope"], "tool.source: unknown tool catalog 'nope'"),
+    (["compile", "tool.overrides.nope.description=x"], "tool.overrides.nope: Key 'nope' is not in struct"),
+    (["compile", "+model.api_key=sk-abcdefghijklmnopqrstuvwxyz"], "put the variable's NAME in model.api_key_env"),
+    (["compile", "agent.prompt_sections.role='{{ undefined_var }}'"], "undefined_var"),
+    (["compile", "agent.prompt_sections.role='{{ x.__class__ }}'"], "template reaches outside its variables"),
+    # folders the run would write into
+    (["compile", "runs_dir=/etc/passwd/x"], "runs_dir: '/etc/passwd/x' is under /etc/passwd, which is a file"),
+    (["compile", "runs_dir=/proc/evoharness"], "runs_dir: '/proc/evoharness' cannot be written"),
+    (["evaluate", "cache_dir=/proc/evoharness"], "cache_dir: '/proc/evoharness' cannot be written"),
+    # routes, keys and provider parameters, before the first call
+    (["evaluate", "model.route=nope/x"], "model.route: litellm has no provider 'nope'"),
+    (["evaluate", "model.route=noslash"], "model.route: not a litellm model string: 'noslash'"),
+    (["evaluate", "model.route=sim/huge"], "the simulator has no model 'huge'"),
+    (["evaluate", "model.api_key_env=EVOHARNESS_UNSET_VARIABLE"], "model.api_key_env: environment variable EVOHARNESS_UNSET_VARIABLE is not set"),
+    (["evaluate", "+model.extra.sim_faults.bogus=1"], "unknown sim_faults knobs ['bogus']"),
+    (["evaluate", "+model.extra.sim_faults.timeout_rate=abc"], "extra.sim_faults"),
+    # the workload
+    (["evaluate", "workload.split=nope"], "workload.split: unknown split 'nope'"),
+    (["evaluate", "workload.limit=0"], "workload.limit: must be positive or null, got 0"),
+    (["evaluate", "workload.samples=0"], "workload.samples: must be at least 1, got 0"),
+    (["evaluate", "workload.concurrency=0"], "workload.concurrency: must be at least 1, got 0"),
+    (["evaluate", "workload.name=nope"], "workload.name: unknown workload 'nope'"),
+    (["evaluate", "+workload.options.nope=1"], "workload.options: "),
+    (["evaluate", "workload=nope"], "workload=nope: no such option in config group 'workload'"),
+    # more search settings
+    (["search", "search.models=[nope]"], "search.models: no model config named 'nope'"),
+    (["search", "search.teacher=nope"], "search.teacher: no model config named 'nope'"),
+    (["search", "search.trials_per_round=0"], "search.trials_per_round: must be at least 1, got 0"),
+    (["search", "search.population_size=1"], "search.population_size: must be at least 2, got 1"),
+    (["search", "search.samples=0"], "search.samples: must be at least 1, got 0"),
+    (["search", "search.confidence=2"], "search.confidence: must be in [0.5, 1), got 2.0"),
+    (["search", "search.study=a/b"], "search.study: 'a/b' is not a plain name"),
+    (["search", "search.temperatures=[-1]"], "search.temperatures: [-1.0] has a value outside [0, 2]"),
+    (["search", "search.formats=[xml]"], "search.formats: unknown or empty tool formats ['xml']"),
+    (["search", "criteria.criteria.0.threshold=abc"], "criteria.criteria[0].threshold: Value 'abc'"),
+    (["search", "mutators.enabled=[{name: rule_miner, params: {nope: 1}}]"], "rule_miner() got an unexpected keyword argument 'nope'"),
+    (["search", "search.models=[sim_medium]", "search.teacher=sim_large", "+model.extra.sim_faults.bogus=1"], "sim_faults knobs"),
+    # the study's storage, opened once before any trial
+    (["search", "search.storage='nope://x'"], "search.storage: 'nope://x' is not a database URL"),
+    (["search", "search.storage='not a url'"], "search.storage: 'not a url' is not a database URL"),
+    (["search", "search.storage='sqlite:////proc/nope/x.db'"], "search.storage: 'sqlite:////proc/nope/x.db' cannot be written"),
+    (["search", "search.storage='mysql://u@127.0.0.1:1/db'"], "search.storage: 'mysql://u@127.0.0.1:1/db'"),
+    # report, the registry commands and serve-sim: argparse's usage errors are one line too
+    (["report"], "the following arguments are required: study"),
+    (["report", "../x"], "study '../x' is not a plain name"),
+    (["report", "nostudy"], "no search summary at runs/nostudy/summary.json"),
+    (["promote", "nope"], "'nope' is neither a snapshot hash nor a .json path"),
+    (["promote", "--bogus"], "the following arguments are required: ref"),
+    (["promote", "abcdef", "--class", "../x"], "slot '../x' is not a valid slot name"),
+    (["rollback", "nope"], "nope has nothing promoted in slot 'default'"),
+    (["rollback", "bfcl_agent", "--class", "../x"], "slot '../x' is not a valid slot name"),
+    (["versions", "--show", "nope"], "'nope' is neither a snapshot hash nor a .json path"),
+    (["versions", "--bogus"], "unrecognized arguments: --bogus"),
+    (["serve-sim", "--port", "99999"], "99999 is not a port (0-65535)"),
+    (["serve-sim", "--port", "-1"], "-1 is not a port (0-65535)"),
+    (["serve-sim", "--port", "abc"], "'abc' is not a port number"),
+    (["serve-sim", "--timeout-rate", "2"], "timeout_rate=2.0 must be a probability in [0, 1]"),
+    (["serve-sim", "--host", "192.0.2.1", "--port", "0"], "cannot listen on 192.0.2.1:0"),
+    (["serve-sim", "--bogus"], "unrecognized arguments: --bogus"),
+]
+
+
+def _summary_of_wrong_shape(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    (tmp / "runs" / "s1").mkdir(parents=True)
+    (tmp / "runs" / "s1" / "summary.json").write_text(json.dumps(versioned("summary", {"front": "not a list"})), encoding="utf-8")
+    return ["report", "s1"]
+
+
+def _summary_not_json(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    (tmp / "runs" / "s2").mkdir(parents=True)
+    (tmp / "runs" / "s2" / "summary.json").write_text("{not json", encoding="utf-8")
+    return ["report", "s2"]
+
+
+_held: list[socket.socket] = []
+
+
+def _busy_port(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    _held.append(sock)  # closed by the test's finalizer below
+    return ["serve-sim", "--port", str(sock.getsockname()[1])]
+
+
+def _storage_not_a_database(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    (tmp / "notes.txt").write_text("hello\n", encoding="utf-8")
+    return ["search", f"search.storage='sqlite:///{tmp / 'notes.txt'}'"]
+
+
+def _snapshot(tmp: Path) -> Path:
+    snap = make_snapshot("bfcl_agent", {"agent": {"name": "bfcl_agent"}, "tool_overrides": {}, "model": {"route": "sim/small"}},
+                         author="tester", provenance={"claim": {"verdict": "win"}})
+    path = tmp / "forged.json"
+    path.write_text(json.dumps(snap.to_dict(), indent=2), encoding="utf-8")
+    return path
+
+
+def _tampered_snapshot(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    path = _snapshot(tmp)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["definition"]["model"]["route"] = "sim/large"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return ["promote", str(path)]
+
+
+def _forged_win(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    return ["promote", str(_snapshot(tmp)), "--if-win"]
+
+
+def _broken_yaml_in_config_dir(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    conf = tmp / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    (conf / "model" / "broken.yaml").write_text("route: sim/small\n  bad: [unclosed\n", encoding="utf-8")
+    mp.setattr("compiler.hydra_app.CONF_DIR", str(conf))
+    return ["compile", "model=broken"]
+
+
+SETUPS: list[tuple[Setup, str]] = [
+    (_summary_of_wrong_shape, "is not a search summary this report can render"),
+    (_summary_not_json, "cannot read search summary"),
+    (_busy_port, "Address already in use"),
+    (_storage_not_a_database, "file is not a database"),
+    (_tampered_snapshot, "was modified after it was written"),
+    (_forged_win, "--if-win"),
+    (_broken_yaml_in_config_dir, "broken.yaml: line 2, column 6"),
 ]
 
 
@@ -57,16 +205,45 @@ def files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-@pytest.mark.parametrize("argv, expected", CASES, ids=[" ".join(a) for a, _ in CASES])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: str) -> None:
-    monkeypatch.chdir(tmp_path)  # a default runs/ would land here
+def run_main(argv: list[str]) -> Any:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse-based commands exit from inside
+        return exc.code
+
+
+def check(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -> None:
     registry = tmp_path / "registry"
-    registry.mkdir()
+    registry.mkdir(exist_ok=True)
     before = files(tmp_path)
-    extra = [] if argv[0] in ("versions", "promote") else [f"runs_dir={tmp_path / 'runs'}", f"registry_dir={registry}"]
-    assert main([*argv, *extra]) == 2
+    hydra = argv[0] in ("compile", "evaluate", "search")
+    extra = [f"runs_dir={tmp_path / 'runs'}", f"registry_dir={registry}"] if hydra and not any(a.startswith("runs_dir=") for a in argv) else []
+    assert run_main([*argv, *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert expected in err, err
     assert files(tmp_path) == before  # no runs/, no Hydra output dir, no registry file
+
+
+@pytest.mark.parametrize("argv, expected", CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: str) -> None:
+    monkeypatch.chdir(tmp_path)  # a default runs/ would land here
+    check(tmp_path, capsys, argv, expected)
+
+
+@pytest.mark.parametrize("setup, expected", SETUPS, ids=[f.__name__.strip("_") for f, _ in SETUPS])
+def test_bad_files_are_one_line_exit_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch, setup: Setup, expected: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    try:
+        check(tmp_path, capsys, setup(tmp_path, monkeypatch), expected)
+    finally:
+        while _held:
+            _held.pop().close()
+
+
+def test_the_corpus_covers_every_command() -> None:
+    commands = {a[0] for a, _ in CASES}
+    assert commands >= {"compile", "evaluate", "search", "promote", "versions", "rollback", "report", "serve-sim"}
+    assert len(CASES) + len(SETUPS) >= 80
