@@ -85,7 +85,7 @@ CASES: list[tuple[list[str], str]] = [
     (["evaluate", "model.route=nope/x"], "model.route: litellm has no provider 'nope'"),
     (["evaluate", "model.route=noslash"], "model.route: not a litellm model string: 'noslash'"),
     (["evaluate", "model.route=sim/huge"], "the simulator has no model 'huge'"),
-    (["evaluate", "model.api_key_env=EVOHARNESS_UNSET_VARIABLE"], "model.api_key_env: environment variable EVOHARNESS_UNSET_VARIABLE is not set"),
+    (["evaluate", "model.api_key_env=EVOHARNESS_UNSET_VAR"], "model.api_key_env: environment variable EVOHARNESS_UNSET_VAR is not set"),
     (["evaluate", "+model.extra.sim_faults.bogus=1"], "unknown sim_faults knobs ['bogus']"),
     (["evaluate", "+model.extra.sim_faults.timeout_rate=abc"], "extra.sim_faults"),
     # the workload
@@ -217,7 +217,8 @@ def check(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], e
     registry.mkdir(exist_ok=True)
     before = files(tmp_path)
     hydra = argv[0] in ("compile", "evaluate", "search")
-    extra = [f"runs_dir={tmp_path / 'runs'}", f"registry_dir={registry}"] if hydra and not any(a.startswith("runs_dir=") for a in argv) else []
+    own_runs = any(a.startswith("runs_dir=") for a in argv)
+    extra = [f"runs_dir={tmp_path / 'runs'}", f"registry_dir={registry}"] if hydra and not own_runs else []
     assert run_main([*argv, *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
