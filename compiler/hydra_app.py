@@ -15,9 +15,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from compiler.atomic import write_text_atomic
 from compiler.errors import ConfigError
 from compiler.schema import unknown_keys
-from compiler.secrets import install_log_scrubber, remember_config, scrub, scrub_files
+from compiler.secrets import install_log_scrubber, remember_config, scrub
 from conf import CONF_DIR
 
 MAX_PREFLIGHT_COMBINATIONS = 64
@@ -182,6 +183,21 @@ def preflight(argv: Sequence[str], validate: Validator | None) -> None:
                               "check the spelling against the schema in compiler/schema.py, or drop the override")
         if validate is not None:
             validate(cfg, combo)
+
+
+def scrub_files(directory: str | Path) -> None:
+    """Scrub, in place and atomically, every text file under ``directory`` (Hydra's saved configs)."""
+    root = Path(directory)
+    if not root.is_dir():
+        return
+    for path in root.rglob("*"):
+        if path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if scrub(text) != text:
+                write_text_atomic(path, text)
 
 
 def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], None]:

@@ -176,22 +176,3 @@ def install_log_scrubber() -> None:
 
     make._evoharness_scrubs = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(make)
-
-
-def scrub_files(directory: Any) -> None:
-    """Scrub, in place and atomically, every text file under ``directory`` (Hydra's saved configs)."""
-    from pathlib import Path
-
-    from compiler.atomic import write_text_atomic
-
-    root = Path(directory)
-    if not _KNOWN or not root.is_dir():
-        return
-    for path in root.rglob("*"):
-        if path.is_file():
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if scrub(text) != text:
-                write_text_atomic(path, text)

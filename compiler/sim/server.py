@@ -117,16 +117,26 @@ def make_handler(gold: GoldSource) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # socketserver's 5 refuses connections when a harness runs 16 episodes at once
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client that went away mid-reply (killed, timed out) is not the server's error
+        super().handle_error(request, client_address)
+
+
 def make_server(host: str = "127.0.0.1", port: int = 0,
-                gold: GoldSource | None = None) -> ThreadingHTTPServer:
+                gold: GoldSource | None = None) -> _Server:
     from compiler.sim.provider import register_sim_provider
 
     # the same registration as the in-process route: litellm's token counting for sim/* depends on it,
     # and the endpoint must bill exactly what the in-process route bills
     register_sim_provider()
-    server = ThreadingHTTPServer((host, port), make_handler(gold or WorkloadGoldSource()))
-    server.daemon_threads = True
-    return server
+    return _Server((host, port), make_handler(gold or WorkloadGoldSource()))
 
 
 def serve(host: str = "127.0.0.1", port: int = 8765, ready: threading.Event | None = None,

@@ -40,6 +40,7 @@ from search.optimise.study import (
 )
 from search.optimise.trial import TrialResult, TrialSpec
 from search.records.provenance import tasks_hash
+from search.records.spend import append_spend, spend_row
 from search.records.versions import checked, versioned
 
 Launch = Callable[[Sequence[TrialSpec]], list[TrialResult | BaseException]]
@@ -122,6 +123,10 @@ class SearchRun:
         bad = next((r for r in results if isinstance(r, ConfigError)), None)
         if bad is not None:
             raise bad
+        append_spend(self.paths.spend, [
+            spend_row(eval_key=spec.eval_key(r.variant_hash), label=spec.label, split=spec.split, variant_hash=r.variant_hash,
+                      metrics=r.report.metrics, model_calls=sum(e.model_calls for e in r.report.episodes))
+            for spec, r in zip(specs, results) if isinstance(r, TrialResult) and not r.reused])
         return results
 
     def evaluate(self, jobs: Sequence[tuple[Genome, str, str]]) -> list[TrialResult | BaseException]:

@@ -229,6 +229,10 @@ class StudyPaths:
     def jobs(self) -> Path:
         return self.dir / "jobs"
 
+    @property
+    def spend(self) -> Path:
+        return self.dir / "spend.jsonl"
+
     def pools(self, k: int) -> Path:
         return self.dir / "pools" / f"r{k}.json"
 

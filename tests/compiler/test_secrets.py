@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from compiler import secrets
 from compiler.atomic import write_json_atomic, write_text_atomic
 from compiler.errors import ConfigError
+from compiler.hydra_app import scrub_files
 from compiler.release.merge import inert
 
 PLAIN = "Zq8rT5vW2xY7bN4mK9pL3sD6fG1hJ0aQwErTyUiO"  # 40 characters, no known key shape
@@ -73,7 +74,7 @@ def test_scrub_files_rewrites_hydra_outputs_in_place(tmp_path: Path) -> None:
     secrets.remember_env("PLAIN_VALUE")
     (tmp_path / "overrides.yaml").write_text(f"- agent.vars.x={PLAIN}\n", encoding="utf-8")
     (tmp_path / "clean.yaml").write_text("- seed=1\n", encoding="utf-8")
-    secrets.scrub_files(tmp_path)
+    scrub_files(tmp_path)
     assert PLAIN not in (tmp_path / "overrides.yaml").read_text(encoding="utf-8")
     assert (tmp_path / "clean.yaml").read_text(encoding="utf-8") == "- seed=1\n"
 

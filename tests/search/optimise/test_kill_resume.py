@@ -1,0 +1,155 @@
+"""SIGKILL (no cleanup, no handler) at four moments, each followed by the same command: during a
+round, during dev selection, during the holdout, and during `promote`. The model is the simulator
+behind its real HTTP endpoint, reached through litellm's openai route, so every paid call is a
+request the test counts. After the resumes: every round met its budget exactly, the ledger equals
+the study's storage, the spend journal holds each paid evaluation once, and every request the
+endpoint served belongs to a journaled evaluation or to one a kill cut short."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+import compiler.sim.server as sim_server
+from compiler.release.registry import Registry
+from search.optimise.study import distinct_evaluations
+from search.records.spend import read_spend
+
+ROOT = Path(__file__).resolve().parents[3]
+ROUNDS, PER_ROUND = 2, 4
+ARGS = ["search.study=k", f"search.rounds={ROUNDS}", f"search.trials_per_round={PER_ROUND}", "mutators.enabled=[]",
+        "search.train_limit=6", "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000",
+        "search.models=[]", "model.route=openai/sim/small", "model.api_key_env=SIM_HTTP_KEY", "model.send_episode_id=true"]
+
+
+class Calls:
+    """Every request the endpoint received: its body's digest and when it was sent (wall clock)."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, list[float]] = {}
+
+    def record(self, body: Any) -> None:
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        self.sent.setdefault(digest, []).append(time.time())
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Calls]]:
+    calls = Calls()
+    real = sim_server.handle_chat
+
+    def counted(body: Any, gold: Any) -> Any:
+        calls.record(body)
+        return real(body, gold)
+
+    monkeypatch.setattr(sim_server, "handle_chat", counted)
+    with sim_server.BackgroundServer() as srv:
+        yield srv.api_base, calls
+
+
+def command(tmp: Path, api_base: str) -> tuple[list[str], dict[str, str]]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "SIM_HTTP_KEY": "sk-local-simulator-key"}
+    return [sys.executable, "-m", "search", f"runs_dir={tmp}", f"model.api_base={api_base}", *ARGS], env
+
+
+KILLS: list[float] = []
+
+
+def kill_when(tmp: Path, api_base: str, ready: Callable[[], bool], *, after_s: float = 0.0) -> None:
+    cmd, env = command(tmp, api_base)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not ready():
+        time.sleep(0.1)
+    assert proc.poll() is None, "the search finished before the moment came"
+    time.sleep(after_s)
+    os.killpg(proc.pid, signal.SIGKILL)
+    KILLS.append(time.time())
+    proc.wait()
+
+
+def jobs(tmp: Path, marker: str) -> Callable[[], bool]:
+    return lambda: (tmp / "k" / "jobs").is_dir() and any(marker in p.name for p in (tmp / "k" / "jobs").iterdir())
+
+
+def one_finished(tmp: Path, marker: str) -> Callable[[], bool]:
+    """The batch whose job files carry ``marker`` has started and at least one of its evaluations is
+    stored: a kill now must not pay for that one again."""
+    def ready() -> bool:
+        folder = tmp / "k" / "jobs"
+        started = [p.stat().st_mtime for p in folder.iterdir() if marker in p.name] if folder.is_dir() else []
+        evals = tmp / "k" / "evals"
+        return bool(started) and evals.is_dir() and any(p.stat().st_mtime > min(started) for p in evals.glob("*.json"))
+    return ready
+
+
+def completed_in_round(tmp: Path, k: int, n: int) -> Callable[[], bool]:
+    def ready() -> bool:
+        if not jobs(tmp, f"r{k}-")():  # the study exists once its first trial file does
+            return False
+        try:
+            study = optuna.load_study(study_name=f"k/r{k}", storage=f"sqlite:///{tmp / 'k' / 'study.db'}")
+        except Exception:  # being created: look again
+            return False
+        return sum(t.state.name == "COMPLETE" for t in study.trials) >= n
+    return ready
+
+
+def test_sigkill_at_four_moments_then_resume(tmp_path: Path, endpoint: tuple[str, Calls]) -> None:
+    api_base, calls = endpoint
+    KILLS.clear()
+    kill_when(tmp_path, api_base, completed_in_round(tmp_path, 1, 1), after_s=0.5)  # mid-round (round 1)
+    kill_when(tmp_path, api_base, one_finished(tmp_path, "-dev-"), after_s=0.3)  # dev selection
+    kill_when(tmp_path, api_base, one_finished(tmp_path, "-holdout-"), after_s=0.3)  # holdout
+    cmd, env = command(tmp_path, api_base)
+    final = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+
+    db = f"sqlite:///{tmp_path / 'k' / 'study.db'}"
+    studies = [optuna.load_study(study_name=f"k/r{k}", storage=db) for k in range(ROUNDS)]
+    assert [distinct_evaluations(s) for s in studies] == [PER_ROUND] * ROUNDS  # the budget, exactly
+    assert not any(t.state.name == "RUNNING" for s in studies for t in s.trials)
+    stored = sorted((k, t.state.name, json.dumps(t.user_attrs.get("genome"), sort_keys=True))
+                    for k, s in enumerate(studies) for t in s.trials if t.state.is_finished())
+    ledger = [json.loads(line) for line in (tmp_path / "k" / "ledger.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted((r["round"], r["state"], json.dumps(r["genome"], sort_keys=True)) for r in ledger) == stored
+    # paid calls: each kill may lose the evaluation in flight (at most one per kill), never a finished one
+    # paid evaluations: the journal holds each one once (a finished evaluation is never paid again),
+    # and every request the endpoint served is one of theirs, or of an evaluation a kill cut short
+    paid = read_spend(tmp_path / "k" / "spend.jsonl")
+    keys = [r["eval_key"] for r in paid]
+    assert keys and len(keys) == len(set(keys)), "an evaluation was paid for twice"
+    served = sum(len(t) for t in calls.sent.values())
+    journaled = sum(r["attempts"] for r in paid)
+    assert len(KILLS) == 3 and journaled <= served <= journaled + len(KILLS) * max(r["attempts"] for r in paid)
+    assert json.loads((tmp_path / "k" / "claim.json").read_text(encoding="utf-8"))["verdict"] in ("win", "inconclusive", "loss")
+
+    # promote, killed at increasing delays: the registry is always whole, and a last promote succeeds
+    champion = tmp_path / "k" / "champion.json"
+    target = champion if champion.exists() else sorted((tmp_path / "registry" / "snapshots").glob("*.json"))[0]
+    registry = tmp_path / "registry"
+    for delay in (0.2, 0.5, 0.8, 1.1, 1.4, 1.7):
+        proc = subprocess.Popen([sys.executable, "-c", "from search.cli.main import entry; entry()", "promote", str(target),
+                                 "--registry", str(registry), "--force"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        good, tampered = Registry(registry).scan()
+        assert tampered == [] and not list(registry.rglob("*.tmp"))
+        history = json.loads((registry / "promotions.json").read_text(encoding="utf-8")) if (registry / "promotions.json").exists() else {}
+        assert isinstance(history, dict)
+    last = subprocess.run([sys.executable, "-c", "from search.cli.main import entry; entry()", "promote", str(target),
+                           "--registry", str(registry), "--force"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert last.returncode == 0, last.stderr
