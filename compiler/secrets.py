@@ -37,10 +37,13 @@ def find_secret(value: Any, path: str = "") -> str | None:
 def _secret_key(key: str) -> bool:
     if key.lower().endswith("_env"):  # api_key_env holds the NAME of an env var: the one allowed form
         return False
-    squashed = re.sub(r"[^a-z0-9]", "", key.lower())
-    words = set(re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower()))
-    # whole words only: max_tokens and input_cost_per_token are not credentials
-    return any(part in squashed for part in _SECRET_KEY_PARTS) or bool(words & {"token", "auth"})
+    leaf = key.rsplit(".", 1)[-1]  # an override's key is a dotted path: only the setting's own name counts
+    squashed = re.sub(r"[^a-z0-9]", "", leaf.lower())
+    words = [w for w in re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", leaf).lower()) if w]
+    # "token"/"auth" as the name's last word (access_token, hf_token, auth); not a price or a count
+    # (input_cost_per_token, max_tokens)
+    ends_credential = bool(words) and words[-1] in ("token", "auth") and "per" not in words and "cost" not in words
+    return any(part in squashed for part in _SECRET_KEY_PARTS) or ends_credential
 
 
 def public_url(url: str) -> str:

@@ -99,3 +99,12 @@ def test_error_lines_are_scrubbed() -> None:
     secrets.remember_env("PLAIN_VALUE")
     err = ConfigError("model.api_base", f"bad value {PLAIN}", "fix it")
     assert PLAIN not in secrets.scrub(str(err))
+
+
+@pytest.mark.parametrize("key, credential", [
+    ("model.input_cost_per_token", False), ("output_cost_per_token", False), ("max_tokens", False), ("token_budget", False),
+    ("access_token", True), ("hfToken", True), ("model.extra.api_key", True), ("Authorization", True), ("db_password", True),
+])
+def test_price_and_count_fields_are_not_credentials(key: str, credential: bool) -> None:
+    # a price on the command line is a number in a string; a key-named field with any text is refused
+    assert (secrets.find_secret({key: "1e-7"}) is not None) is credential
