@@ -113,11 +113,13 @@ def _refuse_secrets(overrides: Sequence[str]) -> None:
 
     for ov in overrides:
         key, _, value = ov.partition("=")
-        if find_secret({key.lstrip("+~"): value}):
-            raise UsageError(
-                f"{key.lstrip('+~')}: the value looks like a credential and would be written into the run's records. "
-                "Fix: keys are read only from the environment: export it and put the variable's NAME in model.api_key_env"
-            )
+        name = key.lstrip("+~")
+        if find_secret({name: value}):
+            # a model key has one place (api_key_env); a database URL has none, so it comes whole from the environment
+            fix = (f"export the URL in an environment variable and pass {name}='${{oc.env:YOUR_VAR}}' (the password is masked "
+                   "in every record)" if name.endswith("storage") else
+                   "keys are read only from the environment: export it and put the variable's NAME in model.api_key_env")
+            raise UsageError(f"{name}: the value looks like a credential and would be written into the run's records. Fix: {fix}")
 
 
 def _refuse_no_ops(overrides: Sequence[str]) -> None:
