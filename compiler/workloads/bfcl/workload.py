@@ -1,9 +1,9 @@
 """The BFCL v4 multi-turn workload (bfcl-eval): tasks, splits, environment and scorer.
 
-Tasks come from bfcl-eval's own data files, read lazily and memoized. Splits are by scenario
-index (the number that ends a BFCL id) and shared by all categories, so a scenario and its
-miss_param / miss_func / long_context variants always land in the same split:
-train 0-119, dev 120-159, holdout 160-199.
+Tasks come from bfcl-eval's own data files, read lazily and memoized. Splits are per scenario
+(the number that ends a BFCL id) and shared by all categories, so a scenario and its miss_param /
+miss_func / long_context variants always land in the same split; scenarios are assigned within
+strata of their involved API classes (splits.py), about 120 / 40 / 40.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from compiler.runtime.workload import Environment, EpisodeScore, Task
 from compiler.toolspec import ToolSpec
 from compiler.workloads.bfcl.env import BfclEnvironment
 from compiler.workloads.bfcl.scoring import score_episode
+from compiler.workloads.bfcl.splits import assign, stratified_order, stratum
 from compiler.workloads.bfcl.tools import (
     load_bfcl_tool_specs,
     parse_call,
@@ -31,9 +32,7 @@ from compiler.workloads.bfcl.tools import (
 
 WORKLOAD_NAME = "bfcl"
 CATEGORIES: tuple[str, ...] = tuple(MULTI_TURN_CATEGORY)
-SPLITS: Mapping[str, range] = MappingProxyType(
-    {"train": range(120), "dev": range(120, 160), "holdout": range(160, 200)}
-)
+SPLIT_NAMES = ("train", "dev", "holdout")
 
 
 class UnknownTaskError(KeyError):
@@ -57,11 +56,23 @@ def normalize_category(name: str) -> str:
     return full
 
 
+@cache
+def scenario_classes() -> Mapping[int, tuple[str, ...]]:
+    """Scenario index -> its involved API classes (the same in every category)."""
+    entries = _read_jsonl(str(PROMPT_PATH / f"{VERSION_PREFIX}_multi_turn_base.json"))
+    return MappingProxyType({int(e["id"].rsplit("_", 1)[1]): tuple(e["involved_classes"]) for e in entries})
+
+
+@cache
+def scenario_splits() -> Mapping[int, str]:
+    return MappingProxyType(assign(scenario_classes()))
+
+
 def split_of(index: int) -> str:
-    for split, indices in SPLITS.items():
-        if index in indices:
-            return split
-    raise ValueError(f"BFCL scenario index {index} is outside 0..199; no split holds it")
+    try:
+        return scenario_splits()[index]
+    except KeyError:
+        raise ValueError(f"BFCL scenario index {index} is outside 0..{len(scenario_splits()) - 1}; no split holds it") from None
 
 
 @cache
@@ -114,6 +125,7 @@ def _build_task(category: str, entry: Mapping[str, Any], answer: Mapping[str, An
             "index": index,
             "initial_config": entry.get("initial_config", {}),
             "involved_classes": involved,
+            "stratum": stratum(involved),
             "long_context": "long_context" in category,
             "ground_truth": ground_truth,
             "excluded_function": excluded,
@@ -143,7 +155,9 @@ def _category_tasks(category: str) -> tuple[Task, ...]:
 class BfclWorkload:
     """BFCL v4 multi-turn tasks; ``categories`` picks which ones ``tasks(split)`` returns.
 
-    ``limit_per_split`` keeps the first N scenario indices of each split, per category.
+    ``tasks(split)`` lists scenarios in stratified order (round-robin over API-class strata), each
+    with its categories, so any prefix is a stratified sample; ``limit_per_split`` keeps the first N
+    scenarios of that order.
     """
 
     name = WORKLOAD_NAME
@@ -166,13 +180,12 @@ class BfclWorkload:
         return load_bfcl_tool_specs()
 
     def tasks(self, split: str) -> Sequence[Task]:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; use one of {list(SPLITS)}")
-        selected: list[Task] = []
-        for category in self.categories:
-            in_split = [task for task in category_tasks(category) if task.split == split]
-            selected.extend(in_split[: self.limit_per_split])
-        return tuple(selected)
+        if split not in SPLIT_NAMES:
+            raise ValueError(f"unknown split {split!r}; use one of {list(SPLIT_NAMES)}")
+        indices = [i for i, s in scenario_splits().items() if s == split]
+        order = stratified_order(indices, scenario_classes())[: self.limit_per_split]
+        by_category = {c: category_tasks(c) for c in self.categories}
+        return tuple(by_category[c][i] for i in order for c in self.categories)
 
     def task(self, task_id: str) -> Task:
         """Any category's task, whether or not it is among the configured categories."""

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 
 import pytest
 from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
 
 from compiler.runtime.workload import Workload, workload_factory
 from compiler.workloads.bfcl.tools import tools_of_class
-from compiler.workloads.bfcl.workload import CATEGORIES, BfclWorkload, category_tasks, normalize_category
+from compiler.workloads.bfcl.workload import CATEGORIES, BfclWorkload, category_tasks, normalize_category, split_of
 
 ALL = ("multi_turn_base", "multi_turn_miss_param", "multi_turn_miss_func",
        "multi_turn_long_context")
@@ -27,7 +28,7 @@ def test_split_counts_disjoint_and_aligned_across_categories() -> None:
     by_split = {split: workload.tasks(split) for split in ("train", "dev", "holdout")}
     for category in ALL:
         counts = {s: sum(t.data["category"] == category for t in ts) for s, ts in by_split.items()}
-        assert counts == {"train": 120, "dev": 40, "holdout": 40}
+        assert counts == {"train": 119, "dev": 40, "holdout": 41}  # 60/20/20 within each API-class stratum
     ids = [t.task_id for ts in by_split.values() for t in ts]
     assert len(ids) == len(set(ids)) == 800
     index_split: dict[int, set[str]] = {}
@@ -35,24 +36,53 @@ def test_split_counts_disjoint_and_aligned_across_categories() -> None:
         for task in tasks:
             assert task.split == split
             index_split.setdefault(task.data["index"], set()).add(split)
-    assert all(len(splits) == 1 for splits in index_split.values())
-    assert index_split[119] == {"train"} and index_split[120] == {"dev"}
-    assert index_split[159] == {"dev"} and index_split[160] == {"holdout"}
+    assert all(len(splits) == 1 for splits in index_split.values())  # a scenario's variants share a split
 
 
-def test_default_is_base_only_and_ordered() -> None:
+def test_every_class_of_dev_and_holdout_is_in_train_in_proportion() -> None:
+    workload = BfclWorkload()
+    classes = {s: Counter(c for t in workload.tasks(s) for c in t.data["involved_classes"]) for s in ("train", "dev", "holdout")}
+    assert set(classes["dev"]) <= set(classes["train"]) and set(classes["holdout"]) <= set(classes["train"])
+    assert set(classes["dev"]) == set(classes["holdout"]) == set(classes["train"])  # every class in every split
+    for split in ("dev", "holdout"):
+        for name, n in classes[split].items():
+            # each class's share of a split is within 10 points of its share of train
+            assert abs(n / len(workload.tasks(split)) - classes["train"][name] / len(workload.tasks("train"))) < 0.10, (split, name)
+
+
+def test_the_assignment_is_deterministic_and_seeded_by_the_salt(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.workloads.bfcl import splits
+
+    classes = {i: ("A",) if i % 2 else ("B", "C") for i in range(50)}
+    assert splits.assign(classes) == splits.assign(dict(reversed(list(classes.items()))))
+    first = splits.assign(classes)
+    monkeypatch.setattr(splits, "SALT", "another")
+    assert splits.assign(classes) != first
+    assert sorted(Counter(first.values()).items()) == [("dev", 10), ("holdout", 10), ("train", 30)]
+
+
+def test_a_prefix_of_train_is_a_stratified_sample() -> None:
+    train = BfclWorkload().tasks("train")
+    prefix = train[:40]
+    strata = Counter(t.data["stratum"] for t in train)
+    # the first 40 reach every stratum (20 of them) and no stratum takes more than its share plus one round
+    assert set(Counter(t.data["stratum"] for t in prefix)) == set(strata)
+    assert len({t.data["involved_classes"][0] for t in prefix}) >= 5
+
+
+def test_default_is_base_only_and_deterministic() -> None:
     tasks = BfclWorkload().tasks("dev")
-    assert [t.task_id for t in tasks] == [f"bfcl/multi_turn_base_{i}" for i in range(120, 160)]
+    assert len(tasks) == 40 and all(t.task_id.startswith("bfcl/multi_turn_base_") for t in tasks)
     assert BfclWorkload().tasks("dev") == tasks
 
 
-def test_limit_per_split_applies_per_category() -> None:
+def test_limit_per_split_applies_per_scenario_with_all_its_categories() -> None:
     workload = BfclWorkload(categories=("base", "miss_func"), limit_per_split=3)
-    assert [t.task_id for t in workload.tasks("holdout")] == [
-        "bfcl/multi_turn_base_160", "bfcl/multi_turn_base_161", "bfcl/multi_turn_base_162",
-        "bfcl/multi_turn_miss_func_160", "bfcl/multi_turn_miss_func_161",
-        "bfcl/multi_turn_miss_func_162",
-    ]
+    tasks = workload.tasks("holdout")
+    assert len(tasks) == 6
+    assert [t.data["index"] for t in tasks[::2]] == [t.data["index"] for t in tasks[1::2]]
+    assert [t.data["category"] for t in tasks[:2]] == ["multi_turn_base", "multi_turn_miss_func"]
+    assert [t.task_id for t in tasks[::2]] == [t.task_id for t in BfclWorkload(limit_per_split=3).tasks("holdout")]
 
 
 def test_task_resolves_any_category() -> None:
@@ -83,7 +113,7 @@ def test_bad_configuration_is_named() -> None:
 
 def test_base_task_shape() -> None:
     task = BfclWorkload().task("bfcl/multi_turn_base_0")
-    assert task.split == "train"
+    assert task.split == split_of(task.data["index"]) and task.data["stratum"] == "+".join(sorted(task.data["involved_classes"]))
     assert task.turns[0][0]["role"] == "user" and "final_report.pdf" in task.turns[0][0]["content"]
     assert len(task.turns) == len(task.gold) == len(task.data["ground_truth"])
     involved = task.data["involved_classes"]
