@@ -3,7 +3,7 @@ holdout touched once (champion against baseline), and every record written."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,11 +36,12 @@ class Frozen:
     splits_hash: str
     scorer_hash: str
     seed: int
+    split_strata: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # split -> stratum -> tasks
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Frozen:
         return cls(config_hash=str(d["config_hash"]), workload_hash=str(d["workload_hash"]), splits_hash=str(d["splits_hash"]),
-                   scorer_hash=str(d["scorer_hash"]), seed=int(d["seed"]))
+                   scorer_hash=str(d["scorer_hash"]), seed=int(d["seed"]), split_strata=dict(d.get("split_strata") or {}))
 
     def hashes(self) -> dict[str, str]:
         return {"config": self.config_hash, "workload": self.workload_hash, "splits": self.splits_hash, "scorer": self.scorer_hash}
@@ -144,6 +145,7 @@ def finish(
         "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,
                      "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
         "trials": trials, "front": front, "champion": champion, "claim": claim, "snapshots": snapshots,
+        "splits": {"hash": frozen.splits_hash, "strata": {k: dict(v) for k, v in frozen.split_strata.items()}},
         "paths": {"ledger": str(paths.ledger), "claim": str(paths.claim), "optimization_results": str(paths.results),
                   "report": str(paths.report)},
     })

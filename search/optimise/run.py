@@ -39,7 +39,7 @@ from search.optimise.study import (
     round_study,
 )
 from search.optimise.trial import TrialResult, TrialSpec
-from search.records.provenance import tasks_hash
+from search.records.provenance import split_strata, tasks_hash
 from search.records.spend import append_spend, spend_row
 from search.records.versions import checked, versioned
 
@@ -86,6 +86,7 @@ class SearchRun:
             "splits_hash": content_hash({k: list(v) for k, v in self.task_ids.items()}),
             "scorer_hash": scorer_hash(self.workload),
             "seed": st.seed,
+            "split_strata": split_strata({k: [self.workload.task(t) for t in ids] for k, ids in self.task_ids.items()}),
         }
         path = self.paths.freeze
         if path.exists():

@@ -23,3 +23,16 @@ def provenance(config: Mapping[str, Any], tasks: Sequence[Task]) -> dict[str, An
         "git_revision": git_revision(),
         "versions": package_versions(),
     }
+
+
+def split_strata(tasks: Mapping[str, Sequence[Task]]) -> dict[str, dict[str, int]]:
+    """Per split, how many tasks each stratum holds (a workload labels a task's stratum in
+    ``task.data["stratum"]``, e.g. BFCL's API classes; unlabelled tasks count as "-")."""
+    out: dict[str, dict[str, int]] = {}
+    for split, ts in tasks.items():
+        counts: dict[str, int] = {}
+        for t in ts:
+            key = str((t.data or {}).get("stratum", "-"))
+            counts[key] = counts.get(key, 0) + 1
+        out[split] = dict(sorted(counts.items()))
+    return out

@@ -158,7 +158,20 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
         "banner": _banner(claim, champion is not None), "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
         "compare": _compare(summary, quality) if champion else None, "claim": claim_view, "storage": summary.get("storage"),
         "paths": sorted((summary.get("paths") or {}).items()),
+        "splits": _splits(summary.get("splits") or {}),
     }
+
+
+def _splits(splits: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Rows of stratum x split task counts, so a reader sees every stratum is in every split."""
+    strata: Mapping[str, Mapping[str, int]] = splits.get("strata") or {}
+    if not strata:
+        return None
+    names = sorted({s for counts in strata.values() for s in counts})
+    order = [k for k in ("train", "dev", "holdout") if k in strata] + sorted(k for k in strata if k not in ("train", "dev", "holdout"))
+    return {"hash": str(splits.get("hash") or "–"), "columns": order,
+            "rows": [[name, *[int(strata[k].get(name, 0)) for k in order]] for name in names],
+            "totals": [sum(strata[k].values()) for k in order]}
 
 
 @lru_cache(maxsize=1)
