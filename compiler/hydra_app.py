@@ -13,12 +13,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from compiler.atomic import write_text_atomic
 from compiler.errors import ConfigError
 from compiler.schema import unknown_keys
-from compiler.secrets import install_log_scrubber, remember_config, scrub
+from compiler.secrets import install_log_scrubber, remember_config, remember_credential_env, scrub, watch_env_resolver
 from conf import CONF_DIR
 
 MAX_PREFLIGHT_COMBINATIONS = 64
@@ -154,7 +154,7 @@ def _writable_dir(key: str, value: object) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".evoharness-probe-", dir=probe))
     except OSError as exc:
         raise ConfigError(key, f"{value!r} cannot be written ({probe}: {exc.strerror})",
-                          f"point {key} at a folder you can write, e.g. {key}={'runs' if key == 'runs_dir' else 'runs/cache'}") from None
+                          f"point {key} at a folder you can write, e.g. {key}={'runs/cache' if key == 'cache_dir' else 'runs'}") from None
 
 
 def preflight(argv: Sequence[str], validate: Validator | None) -> None:
@@ -176,15 +176,48 @@ def preflight(argv: Sequence[str], validate: Validator | None) -> None:
         finally:
             GlobalHydra.instance().clear()
         remember_config(cfg)
-        for key in ("runs_dir", "cache_dir"):
-            if cfg.get(key):
-                _writable_dir(key, cfg.get(key))
-        extra = unknown_keys(cfg)
-        if extra:
-            raise ConfigError(extra[0], "is not a setting of this config group, so nothing would read it",
-                              "check the spelling against the schema in compiler/schema.py, or drop the override")
-        if validate is not None:
-            validate(cfg, combo)
+        try:
+            if not str(cfg.get("runs_dir") or "").strip():
+                raise ConfigError("runs_dir", "is empty: outputs would land in the working folder and Hydra's under /",
+                                  "set runs_dir=runs (or any folder)")
+            for key in ("runs_dir", "cache_dir"):
+                if cfg.get(key):
+                    _writable_dir(key, cfg.get(key))
+            extra = unknown_keys(cfg)
+            if extra:
+                raise ConfigError(extra[0], "is not a setting of this config group, so nothing would read it",
+                                  "check the spelling against the schema in compiler/schema.py, or drop the override")
+            if validate is not None:
+                validate(cfg, combo)
+        except (ConfigError, UsageError):
+            raise
+        except Exception as exc:  # an interpolation that cannot resolve, a deleted group, a value of the wrong type
+            raise UsageError(_one_line_hydra_error(exc, combo)) from None
+    hydra_overrides = [o for o in overrides if o.lstrip("+~").startswith("hydra")]
+    if hydra_overrides:
+        _check_hydra_overrides(hydra_overrides)
+
+
+def _check_hydra_overrides(overrides: list[str]) -> None:
+    """Overrides of Hydra's own config (hydra.run.dir=..., hydra/launcher=...) composed once, so a
+    typo or a missing plugin is a line here rather than Hydra's traceback after the run dir exists."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+        for key in ("run.dir", "sweep.dir"):
+            value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
+            if isinstance(value, str) and "${" not in value:
+                _writable_dir(f"hydra.{key}", value)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise UsageError(_one_line_hydra_error(exc, overrides)) from None
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def scrub_files(directory: str | Path) -> None:
@@ -193,13 +226,18 @@ def scrub_files(directory: str | Path) -> None:
     if not root.is_dir():
         return
     for path in root.rglob("*"):
-        if path.is_file():
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if scrub(text) != text:
-                write_text_atomic(path, text)
+        _scrub_file(path)
+
+
+def _scrub_file(path: Path) -> None:
+    if not path.is_file():
+        return
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    if scrub(text) != text:
+        write_text_atomic(path, text)
 
 
 def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], None]:
@@ -210,15 +248,22 @@ def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], Non
     @functools.wraps(task)
     def run(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
 
+        watch_env_resolver()
         remember_config(cfg)
         install_log_scrubber()
         runtime = HydraConfig.get()
         if runtime.output_subdir is not None:
             scrub_files(Path(runtime.runtime.output_dir) / str(runtime.output_subdir))
+        if runtime.mode == RunMode.MULTIRUN:  # the sweep's own record of its overrides
+            _scrub_file(Path(str(runtime.sweep.dir)) / "multirun.yaml")
         return task(cfg)
 
     return run
+
+
+_FLAGS = ("-m", "--multirun", "-h", "--help")
 
 
 def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], None], validate: Validator | None) -> int:
@@ -228,7 +273,13 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
     from compiler.schema import register_configs
 
     register_configs()
+    remember_credential_env()  # before anything can fail and print a value
+    watch_env_resolver()
     try:
+        unknown = [a for a in argv if a.startswith("-") and a not in _FLAGS]
+        if unknown:
+            raise UsageError(f"unknown flag {unknown[0]!r}: evoharness {command} takes Hydra overrides (key=value) and -m. "
+                             f"Fix: drop it, or write it as an override")
         preflight(argv, validate)
     except (ConfigError, UsageError) as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)

@@ -70,34 +70,66 @@ _ENV_REF = re.compile(r"\$\{oc\.env:\s*([A-Za-z_][A-Za-z0-9_]*)")
 _CREDENTIAL_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|ACCESS_KEY)", re.IGNORECASE)
 _MARKER = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _KNOWN: dict[str, str] = {}  # value -> name of the environment variable it came from
+_READ: set[str] = set()  # variables the config itself reads (api_key_env, ${oc.env:...}): a snapshot may re-read only these
 
 
 def marker(name: str) -> str:
     return "${oc.env:" + name + "}"
 
 
-def remember_env(name: str | None) -> None:
-    """Scrub the value of environment variable ``name`` (if set and long enough) from all output."""
+def remember_env(name: str | None, *, read: bool = True) -> None:
+    """Scrub the value of environment variable ``name`` (if set and long enough) from all output;
+    ``read``: the config reads it (so a snapshot's marker of it may be released)."""
     import os
 
     value = os.environ.get(name) if name else None
+    if name and read:
+        _READ.add(name)
     if name and value and len(value) >= MIN_SECRET_CHARS:
         _KNOWN[value] = name
+
+
+def remember_credential_env(config_text: str = "") -> None:
+    """Scrub every credential-named variable's value (``*_API_KEY``, ``*_TOKEN``, ...), read or not:
+    done first thing, so even an error about a config that fails to compose cannot print one. One
+    whose value ``config_text`` holds literally counts as read: the config carries it already."""
+    import os
+
+    for name in os.environ:
+        if _CREDENTIAL_ENV.search(name):
+            value = os.environ[name]
+            remember_env(name, read=bool(config_text) and len(value) >= MIN_SECRET_CHARS and value in config_text)
+
+
+def watch_env_resolver() -> None:
+    """Wrap OmegaConf's ``oc.env`` so every variable it resolves, whatever the spelling (quoted,
+    computed from another interpolation), is remembered as read and scrubbed (idempotent)."""
+    from omegaconf import OmegaConf
+    from omegaconf.resolvers import oc
+
+    if getattr(watch_env_resolver, "_installed", False):
+        return
+
+    def env(key: str, default: Any = oc._DEFAULT_MARKER_) -> Any:
+        value = oc.env(key, default) if default is not oc._DEFAULT_MARKER_ else oc.env(key)
+        remember_env(str(key))
+        return value
+
+    OmegaConf.register_new_resolver("oc.env", env, replace=True, use_cache=False)
+    watch_env_resolver._installed = True  # type: ignore[attr-defined]
 
 
 def remember_config(cfg: Any) -> None:
     """Remember what ``cfg`` (a DictConfig or plain data, unresolved) reads from the environment:
     every api_key_env variable, every ${oc.env:...}, and every credential-named variable."""
-    import os
+    import json
 
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     data = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
     for name in _env_names(data):
         remember_env(name)
-    for name in os.environ:
-        if _CREDENTIAL_ENV.search(name):
-            remember_env(name)
+    remember_credential_env(json.dumps(data, ensure_ascii=False, default=str))
 
 
 def _env_names(value: Any) -> set[str]:
@@ -141,8 +173,9 @@ def scrub_data(value: Any) -> Any:
 
 
 def remembered(name: str) -> bool:
-    """Whether this process read environment variable ``name`` as a secret of its config."""
-    return name in _KNOWN.values()
+    """Whether this process's config reads environment variable ``name`` (api_key_env or ${oc.env:...});
+    a credential-named variable it merely scrubs does not count."""
+    return name in _READ
 
 
 def holds_secret(text: str) -> str | None:

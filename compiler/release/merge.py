@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -52,10 +53,13 @@ def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig
                           "does not: a snapshot never pulls a variable in by itself",
                           f"read it in your config where it belongs (${{oc.env:{name}}}, as when the snapshot was built), "
                           "or build with release_slot=null")
+    takes_model = not any(o.key_or_group == "model" for o in parsed)
+    if takes_model:
+        _check_endpoint(cfg, definition.get("model") or {}, where, snapshot.content_hash)
     try:
         _replace(out, "agent", definition["agent"])
         _replace(out.tool, "overrides", definition["tool_overrides"])
-        if not any(o.key_or_group == "model" for o in parsed):
+        if takes_model:
             _replace(out, "model", definition["model"])
     except Exception as exc:  # OmegaConf validation: the definition does not fit this schema
         first = str(exc).strip().splitlines()[0]
@@ -85,6 +89,36 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
 
     parsed = OverridesParser.create().parse_overrides([str(o) for o in overrides])
     return [o for o in parsed if o.package is None and not o.is_sweep_override() and not o.is_hydra_override()]
+
+
+def _endpoint(model: Any) -> tuple[str | None, str | None]:
+    get = model.get if hasattr(model, "get") else (lambda k: None)
+    base, key = get("api_base"), get("api_key_env")
+    return (str(base) if base else None, str(key) if key else None)
+
+
+def known_endpoints(cfg: DictConfig) -> set[tuple[str | None, str | None]]:
+    """(api_base, api_key_env) pairs this installation names: the config's model and every model config."""
+    from conf import CONF_DIR
+
+    known = {_endpoint(cfg.get("model") or {})}
+    for path in sorted((Path(CONF_DIR) / "model").glob("*.yaml")):
+        try:
+            known.add(_endpoint(OmegaConf.to_container(OmegaConf.load(path), resolve=True)))
+        except Exception:  # an unreadable model config names no endpoint (the search reports it when it is used)
+            continue
+    return known
+
+
+def _check_endpoint(cfg: DictConfig, model: Mapping[str, Any], where: str, digest: str) -> None:
+    """A snapshot chooses the model, not where the key goes: its (api_base, api_key_env) must be one
+    the releasing config or a model config already names, or a forged snapshot could send any
+    variable as a bearer key to any host."""
+    pair = _endpoint(model)
+    if pair not in known_endpoints(cfg):
+        raise ConfigError(where, f"promoted snapshot {digest[:12]} sends the key in {pair[1]!r} to api_base {pair[0]!r}, "
+                          "which neither this config nor any conf/model/*.yaml names",
+                          "roll the slot back, or add a model config with that endpoint if you trust it")
 
 
 _INTERPOLATION = re.compile(r"(\\*)\$\{(oc\.env:([A-Za-z_][A-Za-z0-9_]*)\})?")

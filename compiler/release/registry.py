@@ -162,8 +162,9 @@ def read_snapshot(path: Path) -> Snapshot:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RegistryError(f"no snapshot file {path}. Fix: give an existing path, a full hash or a unique prefix") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RegistryError(f"snapshot {path.stem} is not valid JSON ({exc}); restore it or delete it") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise RegistryError(f"snapshot {path.stem} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]}); "
+                            "restore it or delete it") from None
     if not isinstance(data, dict):
         raise RegistryError(f"snapshot {path.stem} is not a JSON object; restore it or delete it")
     if data.get("schema_version") != SCHEMA_VERSION:
@@ -172,8 +173,9 @@ def read_snapshot(path: Path) -> Snapshot:
     try:
         snapshot = Snapshot.from_dict(data)
         actual = definition_hash(snapshot.component, snapshot.kind, snapshot.definition)
-    except (TypeError, ValueError) as exc:
-        raise RegistryError(f"snapshot {path.stem} is malformed ({exc}); restore it or delete it") from None
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+        raise RegistryError(f"snapshot {path.stem} is malformed ({type(exc).__name__}: {str(exc)[:200]}); "
+                            "restore it or delete it") from None
     named = path.stem if _HASH.fullmatch(path.stem) else None
     if actual != snapshot.content_hash or (named is not None and named != actual):
         raise RegistryError(f"snapshot {named or snapshot.content_hash} was modified after it was written (content hashes to {actual}); "

@@ -69,6 +69,11 @@ def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env
     if api_key_env and not os.environ.get(api_key_env):
         raise ConfigError(f"{path}.api_key_env", f"environment variable {api_key_env} is not set",
                           f"export {api_key_env}=<your key> (keys are read only from the variable model.api_key_env names)")
+    key = os.environ.get(api_key_env or "") or ""
+    if key and (not key.isascii() or key != key.strip() or any(c in key for c in "\r\n")):
+        # it goes in an HTTP header: every call would fail the same way, as a retried "outage"
+        raise ConfigError(f"{path}.api_key_env", f"the key in {api_key_env} has spaces, line breaks or non-ASCII characters",
+                          f"export {api_key_env} again with the key exactly as the provider issued it")
 
 
 class RouteConfigError(Exception):

@@ -191,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       args.rate_limit_rate, args.malformed_rate))
     except ValueError as exc:
         parser.error(str(exc))
+    if not _loopback(args.host):
+        parser.error(f"--host {args.host} is not a loopback address; the simulator serves this machine only "
+                     "(use 127.0.0.1, ::1 or localhost)")
     try:
         server = make_server(args.host, args.port)
     except OSError as exc:  # busy port, a host that is not ours, a privileged port
@@ -205,6 +208,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _port(text: str) -> int:

@@ -58,7 +58,11 @@ def search_space_overrides(args: Sequence[str]) -> list[str]:
         if arg.startswith("-") or "=" not in arg:
             out.append(arg)
             continue
-        parsed = OverridesParser.create().parse_overrides([arg])[0]
+        try:
+            parsed = OverridesParser.create().parse_overrides([arg])[0]
+        except Exception:  # the preflight names what cannot be parsed, and how to quote it
+            out.append(arg)
+            continue
         if not parsed.is_sweep_override():
             out.append(arg)
             continue

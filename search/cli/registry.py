@@ -95,7 +95,8 @@ def _runs_dir(ref: str, given: str | None) -> Path:
     if given is not None:
         return Path(given)
     path = Path(ref)
-    return path.resolve().parent.parent if path.suffix == ".json" and path.exists() else Path("runs")
+    # runs/<study>/champion.json -> runs; any other path (a registry file, a copy) -> the default
+    return path.resolve().parent.parent if path.name == "champion.json" and path.exists() else Path("runs")
 
 
 def study_verdict(snapshot: Snapshot, runs: Path) -> str:

@@ -34,13 +34,17 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         print(f"error: cannot read search summary at {source} ({exc}); rerun `evoharness search` with search.study={args.study}",
               file=sys.stderr)
         return 2
     try:
         print(write_report(summary, source.parent / "report.html"))
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a summary of the wrong shape
+    except IsADirectoryError as exc:
+        print(f"error: {exc.filename} is a folder, not the report file. Fix: move it away and run `evoharness report` again",
+              file=sys.stderr)
+        return 2
+    except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as exc:  # a summary of the wrong shape
         print(f"error: {source} is not a search summary this report can render ({type(exc).__name__}: {exc}); "
               f"rerun `evoharness search` with search.study={args.study}", file=sys.stderr)
         return 2

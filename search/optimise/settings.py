@@ -17,7 +17,7 @@ from compiler.config_compile import to_plain
 from compiler.errors import ConfigError
 from compiler.names import checked_name
 from compiler.schema import TOOL_FORMATS, SearchConfig
-from compiler.secrets import public_url
+from compiler.secrets import holds_secret, public_url
 from search.evaluation.criteria import Objective, OptimisationCriterion, build_criteria
 from search.evaluation.criteria import objectives as objectives_of
 from search.mutators.base import MUTATORS, Mutator
@@ -67,6 +67,8 @@ class SearchSettings:
     def checked(self) -> SearchSettings:
         """These settings, or a ConfigError naming the first bad one and the fix."""
         checked_name("search.study", self.study, example="bfcl_sim")  # runs/<study>/ must stay under runs/
+        if holds_secret(self.study):  # a folder name, a database key and a printed line: never a secret's value
+            raise ConfigError("search.study", "reads a secret's value from the environment", "name the study in plain text")
         if self.study in RESERVED_STUDY_NAMES:
             raise ConfigError("search.study", f"{self.study!r} is a folder evoharness itself keeps under runs_dir",
                               f"pick another name (not one of {sorted(RESERVED_STUDY_NAMES)})")
@@ -165,7 +167,13 @@ class RunSettings:
         mutators = tuple(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {})
                          for m in cfg.mutators.enabled)
         for i, mutator in enumerate(mutators):
+            if not mutator.weight > 0:
+                raise ConfigError(f"mutators.enabled[{i}].weight", f"must be positive, got {mutator.weight}",
+                                  "give a weight above 0, or drop the mutator from mutators.enabled")
             mutator.build(i)
+        if int(cfg.mutators.pool_size) < 2:  # entry 0 is the baseline: below 2 no mutator could ever add one
+            raise ConfigError("mutators.pool_size", f"must be at least 2, got {cfg.mutators.pool_size}",
+                              "set mutators.pool_size=2 or more (the baseline takes one entry)")
         resolved: dict[str, Any] = to_plain(cfg)
         if resolved["search"].get("storage"):
             resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))

@@ -23,6 +23,7 @@ SHAPED = "sk-proj-abcdefghijklmnopqrstuvwx0123456789"
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(secrets, "_KNOWN", {})
+    monkeypatch.setattr(secrets, "_READ", set())
     monkeypatch.setenv("PLAIN_VALUE", PLAIN)
     monkeypatch.setenv("ROUTE_KEY", SHAPED)
 

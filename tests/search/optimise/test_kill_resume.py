@@ -132,7 +132,8 @@ def test_sigkill_at_four_moments_then_resume(tmp_path: Path, endpoint: tuple[str
     served = sum(len(t) for t in calls.sent.values())
     journaled = sum(r["attempts"] for r in paid)
     assert len(KILLS) == 3 and journaled <= served <= journaled + len(KILLS) * max(r["attempts"] for r in paid)
-    assert json.loads((tmp_path / "k" / "claim.json").read_text(encoding="utf-8"))["verdict"] in ("win", "no_win", "inconclusive", "equivalent")
+    verdict = json.loads((tmp_path / "k" / "claim.json").read_text(encoding="utf-8"))["verdict"]
+    assert verdict in ("win", "no_win", "inconclusive", "equivalent")
 
     # promote, killed at increasing delays: the registry is always whole, and a last promote succeeds
     champion = tmp_path / "k" / "champion.json"
