@@ -66,7 +66,7 @@ def _promote(argv: list[str]) -> int:
                         help="promote only the champion of a study whose own holdout claim is a win; otherwise say why and exit 0")
     parser.add_argument("--runs", default=None, metavar="DIR",
                         help="output root holding <study>/claim.json for --if-win (default: the folder above the snapshot's "
-                             "study folder when the ref is runs/<study>/champion.json, else runs)")
+                             "study folder when the ref sits beside a claim.json, as runs/<study>/champion.json does, else runs)")
     args = parser.parse_args(argv)
     check_slot(args.slot)  # before any lookup: the slot is a bad argument whatever the ref is
     registry = _registry(args.registry)
@@ -95,8 +95,10 @@ def _runs_dir(ref: str, given: str | None) -> Path:
     if given is not None:
         return Path(given)
     path = Path(ref)
-    # runs/<study>/champion.json -> runs; any other path (a registry file, a copy) -> the default
-    return path.resolve().parent.parent if path.name == "champion.json" and path.exists() else Path("runs")
+    # a file in a study's folder (runs/<study>/champion.json) -> that runs root; any other path (a
+    # registry file, a copy elsewhere) -> the default
+    folder = path.resolve().parent
+    return folder.parent if path.suffix == ".json" and (folder / "claim.json").exists() else Path("runs")
 
 
 def study_verdict(snapshot: Snapshot, runs: Path) -> str:
