@@ -142,7 +142,7 @@ class SearchConfig:
     train_limit: int | None = 40  # first N train tasks per candidate; None = the whole split
     max_front_dev: int = 6  # front members re-evaluated on dev (highest train quality first)
     confidence: float = 0.95  # holdout bootstrap CI level
-    min_effect: float = 0.0  # smallest quality gain the claim's CI must clear to be a win
+    min_effect: float = 0.03  # smallest quality gain the claim must clear to be a win; inside ±it: equivalent
     resamples: int = 10000  # bootstrap resamples
     max_failure_rate: float = 0.5  # abort when a larger share of trials fails
     teacher: str | None = None  # model config name the teacher-gap rewriter may run

@@ -1,4 +1,5 @@
-"""The holdout claim: champion against baseline on the sealed split, paired bootstrap CI."""
+"""The holdout claim: champion against baseline on the sealed split, on the quality metric the
+search selected by: a sign-flip permutation test and a BCa interval over paired tasks."""
 from __future__ import annotations
 
 import hashlib
@@ -7,10 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from search.evaluation.metrics import EvalReport, paired_scores
-from search.evaluation.stats import claim_verdict, paired_bootstrap_ci
+from search.evaluation.stats import MIN_DISCORDANT, paired_test, superiority_verdict
 
 
 def scorer_hash(workload: Any) -> str:
@@ -32,19 +31,24 @@ def scorer_hash(workload: Any) -> str:
 
 def make_claim(
     baseline: EvalReport, champion: EvalReport, *, confidence: float, resamples: int, min_effect: float, seed: int,
-    hashes: Mapping[str, str]
+    hashes: Mapping[str, str], metric: str = "pass_rate",
 ) -> dict[str, Any]:
-    task_ids, a, b = paired_scores(baseline, champion)
-    result = paired_bootstrap_ci(a, b, resamples=resamples, confidence=confidence, rng=np.random.default_rng(seed))
-    verdict = claim_verdict(result, min_effect=min_effect)
+    task_ids, a, b = paired_scores(baseline, champion, metric=metric)
+    result = paired_test(a, b, shift=min_effect, resamples=resamples, confidence=confidence, seed=seed)
+    verdict = superiority_verdict(result, min_effect=min_effect)
     bm, cm = baseline.metrics, champion.metrics
     return {
         "verdict": verdict,
-        "metric": "score",
+        "metric": metric,
+        "test": "superiority: one-sided sign-flip permutation test of mean(champion - baseline) > min_effect, BCa interval",
         "mean_diff": result.mean_diff,
         "low": result.low,
         "high": result.high,
+        "p_value": result.p_value,
+        "alpha": (1.0 - confidence) / 2,
         "n": result.n,
+        "discordant": result.discordant,
+        "min_discordant": MIN_DISCORDANT,
         "confidence": confidence,
         "min_effect": min_effect,
         "resamples": resamples,
@@ -55,5 +59,5 @@ def make_claim(
         "latency_delta": cm.get("latency_p95", 0.0) - bm.get("latency_p95", 0.0),
         "tasks": list(task_ids),
         "hashes": dict(hashes),
-        "note": "only verdict 'win' is an improvement; 'no_win' and 'inconclusive' are not",
+        "note": "only verdict 'win' is an improvement; 'no_win', 'inconclusive' and 'equivalent' (within ±min_effect) are not",
     }

@@ -310,9 +310,10 @@ def aggregate(
 
 
 def paired_scores(
-    a: EvalReport, b: EvalReport
+    a: EvalReport, b: EvalReport, *, metric: str = "score_mean"
 ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
-    """Per-task mean scores of the tasks scored in both reports, in task_id order.
+    """Per-task means of ``metric`` (``pass_rate``: the share of samples that passed; else the
+    score) over the tasks scored in both reports, in task_id order.
 
     A task skipped entirely in either report drops out of the pairing rather than counting
     as 0 for that side.
@@ -320,6 +321,13 @@ def paired_scores(
     a_rows = {r.task_id: r for r in a.tasks}
     b_rows = {r.task_id: r for r in b.tasks}
     task_ids = tuple(sorted(a_rows.keys() & b_rows.keys()))
-    a_means = np.array([a_rows[t].score_mean for t in task_ids], dtype=float)
-    b_means = np.array([b_rows[t].score_mean for t in task_ids], dtype=float)
+    def value(row: TaskRow) -> float:
+        if metric == "pass_rate":
+            return row.pass_fraction
+        if metric.startswith("score.") and metric[len("score."):] in row.named_means:
+            return float(row.named_means[metric[len("score."):]])
+        return row.score_mean
+
+    a_means = np.array([value(a_rows[t]) for t in task_ids], dtype=float)
+    b_means = np.array([value(b_rows[t]) for t in task_ids], dtype=float)
     return task_ids, a_means, b_means

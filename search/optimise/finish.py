@@ -113,7 +113,8 @@ def finish(
     baseline_hold, champion_hold = _report(hold[0], "baseline holdout"), _report(hold[1], "champion holdout")
     s = settings.search
     claim = versioned("claim", make_claim(baseline_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
-                                          min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes()))
+                                          min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes(),
+                                          metric=quality_objective(settings.objectives)))
     write_json_atomic(paths.claim, claim)
 
     per_round = trials_of.per_round

@@ -82,6 +82,7 @@ def _banner(claim: Mapping[str, Any] | None, has_champion: bool) -> dict[str, st
         return {"cls": "win", "headline": "Holdout: improvement confirmed (win)", "detail": ci}
     verdict = str(claim.get("verdict"))
     why = {"no_win": "the champion did not beat the baseline on the holdout",
+           "equivalent": "champion and baseline are equal on the holdout within the smallest effect that counts",
            "inconclusive": "the holdout confidence interval does not separate champion and baseline"}.get(verdict, "unknown verdict")
     return {"cls": "nowin", "headline": f"Holdout: {verdict} – no improvement claimed", "detail": f"{why.capitalize()}. {ci}"}
 
@@ -151,7 +152,8 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
                       "high": fmt_metric(claim.get("high"), "diff"), "confidence": f"{conf * 100:.0f}%" if conf is not None else "–",
                       "n": fmt_metric(claim.get("n"), "n"), "cost_delta": fmt_metric(claim.get("cost_delta"), COST, signed=True),
                       "latency_delta": fmt_metric(claim.get("latency_delta"), LATENCY, signed=True),
-                      "hashes": list((claim.get("hashes") or {}).items())}
+                      "hashes": list((claim.get("hashes") or {}).items()),
+                      "p_value": f"{claim['p_value']:.3g}" if isinstance(claim.get("p_value"), (int, float)) else None}
     return {
         "study": str(summary.get("study") or "(unnamed study)"), "meta": _meta(summary),
         "n_unplotted": sum(1 for t in trials if not t.get("values")),

@@ -40,11 +40,14 @@ def summary_text(summary: Mapping[str, Any]) -> str:
         )
     claim = summary.get("claim") or {}
     verdict = claim.get("verdict", "none")
-    word = "improvement confirmed" if verdict == "win" else "no improvement claimed"
+    word = {"win": "improvement confirmed", "equivalent": f"equal within ±{claim.get('min_effect', 0):g}; no improvement claimed"
+            }.get(verdict, "no improvement claimed")
+    p = claim.get("p_value")
     lines.append(
-        f"Holdout verdict: {verdict} ({word}); score difference {claim.get('mean_diff', 0):+.3f}, "
-        f"{int(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}] "
-        f"over {claim.get('n', 0)} tasks; "
+        f"Holdout verdict: {verdict} ({word}); {claim.get('metric', 'score')} difference {claim.get('mean_diff', 0):+.3f}, "
+        f"{int(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}]"
+        f"{f', p = {p:.3g}' if isinstance(p, (int, float)) else ''} over {claim.get('n', 0)} tasks "
+        f"({claim.get('discordant', '?')} differ); "
         f"cost/task {claim.get('cost_delta', 0):+.5f} USD, latency p95 {claim.get('latency_delta', 0):+.2f}s"
     )
     snap = (summary.get("snapshots") or {}).get("champion_path")
