@@ -52,9 +52,9 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     results = yaml.safe_load((tmp / "e2e" / "optimization_results.yaml").read_text())
     assert results["solutions"] and all(len(s["values"]) == len(results["objectives"]) for s in results["solutions"])
     claim = json.loads((tmp / "e2e" / "claim.json").read_text())
-    assert claim["verdict"] in ("win", "no_win", "inconclusive") and claim["n"] == 41
+    assert claim["verdict"] in ("win", "no_win", "inconclusive", "equivalent") and claim["n"] == 41
     assert set(claim["hashes"]) == {"config", "workload", "splits", "scorer"}
-    assert claim["low"] <= claim["mean_diff"] <= claim["high"]
+    assert claim["low"] <= claim["mean_diff"] <= claim["high"] and 0 <= claim["p_value"] <= 1 and claim["metric"] == "pass_rate"
     ledger = [json.loads(line) for line in (tmp / "e2e" / "ledger.jsonl").read_text().splitlines()]
     assert (len(ledger) == len(trials(tmp, "e2e", 0)) + len(trials(tmp, "e2e", 1))
             and {"genome", "authors", "diff", "decision", "train", "eval_cost_usd"} <= set(ledger[0]))
