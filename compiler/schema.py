@@ -146,6 +146,7 @@ class SearchConfig:
     resamples: int = 10000  # bootstrap resamples
     max_failure_rate: float = 0.5  # abort when a larger share of trials fails
     teacher: str | None = None  # model config name the teacher-gap rewriter may run
+    second_look: bool = False  # allow a holdout claim for a champion other than the one the holdout was first looked at for
 
 
 @dataclass
@@ -162,6 +163,7 @@ class EvoConfig:
     registry_dir: str = "${runs_dir}/registry"  # registry root
     release_slot: str | None = "default"  # promoted slot merged into the base config (e.g. fast); null = base config only
     cache_dir: str | None = "${runs_dir}/cache"  # model response cache; None disables it
+    unseal_holdout: bool = False  # `evaluate workload.split=holdout` only with this set; each such look is journaled
 
 
 SCHEMAS: dict[str, type] = {"agent": AgentConfig, "tool": ToolCatalogConfig, "model": ModelConfig, "workload": WorkloadConfig,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,9 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
         raise ConfigError("workload.concurrency", f"must be at least 1, got {cfg.workload.concurrency}",
                           "set workload.concurrency=1 or more")
     check_model("model", route=variant.model.route, params=variant.model.extra, api_key_env=variant.route.api_key_env)
+    if str(cfg.workload.split) == "holdout" and not cfg.get("unseal_holdout", False) and "trial" not in cfg:
+        raise ConfigError("workload.split", "holdout is the sealed split a search's claim is made on; every look at it weakens that claim",
+                          "evaluate on dev, or pass unseal_holdout=true (the look is recorded in <registry_dir>/holdout_looks.jsonl)")
     chosen_tasks(cfg, make_workload(cfg))
     return variant
 
@@ -82,6 +86,12 @@ def evaluate_task(cfg: DictConfig) -> None:
         progress=len(tasks) * samples >= 20,
     )
     out = Path(HydraConfig.get().runtime.output_dir) / "eval.json"
+    if str(cfg.workload.split) == "holdout":  # unsealed on purpose: the registry keeps the record of the look
+        from search.records.journal import append_lines
+
+        append_lines(Path(str(cfg.registry_dir)) / "holdout_looks.jsonl", [{
+            "at": datetime.now(UTC).isoformat(), "by": "evaluate", "variant_hash": variant.content_hash,
+            "pass_rate": report.metrics.get("pass_rate"), "tasks": len(tasks), "eval": str(out)}])
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     if resolved.get("search", {}).get("storage"):
         resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))  # never a database password

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from compiler.atomic import write_json_atomic, write_text_atomic
+from compiler.errors import ConfigError
 from compiler.variant import HarnessVariant
 from search.evaluation.claim import make_claim
 from search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
@@ -21,6 +22,7 @@ from search.optimise.snapshots import snapshot_for_search
 from search.optimise.study import TrialRecord
 from search.optimise.trial import TrialResult
 from search.records.ledger import unified_diff, write_ledger
+from search.records.looks import append_look, champions_seen, look_row, read_looks
 from search.records.report import write_report
 from search.records.versions import versioned
 
@@ -109,12 +111,24 @@ def finish(
     champion = ranked[champion_index([key for key, _ in ranked])][1]
     champion["champion"] = True
 
+    s = settings.search
+    champion_hash = variant_of(Genome.from_dict(champion["genome"])).content_hash
+    seen = champions_seen(read_looks(paths.looks))
+    if seen and champion_hash not in seen and not s.second_look:
+        # before the holdout is run: adding rounds until a champion wins would be peeking
+        raise ConfigError("search.second_look", f"study {s.study!r} already looked at its holdout for champion {seen[0][:12]}; "
+                          f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split",
+                          "start a new search.study, or pass search.second_look=true (the claim and the report then say so)")
     hold = evaluate([(BASELINE, "holdout", "baseline-holdout"), (Genome.from_dict(champion["genome"]), "holdout", "champion-holdout")])
     baseline_hold, champion_hold = _report(hold[0], "baseline holdout"), _report(hold[1], "champion holdout")
-    s = settings.search
     claim = versioned("claim", make_claim(baseline_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
                                           min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes(),
                                           metric=quality_objective(settings.objectives)))
+    looks = len(seen) + (0 if champion_hash in seen else 1)
+    claim = {**claim, "looks": looks, "second_look": looks > 1}
+    if champion_hash not in seen:  # the same champion again (a resume) is the same look, not a new one
+        append_look(paths.looks, look_row(champion_hash=champion_hash, baseline_hash=baseline_variant.content_hash, claim=claim,
+                                          look=looks))
     write_json_atomic(paths.claim, claim)
 
     per_round = trials_of.per_round

@@ -55,6 +55,7 @@ class SearchSettings:
     resamples: int
     max_failure_rate: float
     teacher: str | None
+    second_look: bool = False
 
     @classmethod
     def from_config(cls, node: DictConfig) -> SearchSettings:
@@ -240,6 +241,10 @@ class StudyPaths:
     @property
     def spend(self) -> Path:
         return self.dir / "spend.jsonl"
+
+    @property
+    def looks(self) -> Path:
+        return self.dir / "holdout_looks.jsonl"
 
     def pools(self, k: int) -> Path:
         return self.dir / "pools" / f"r{k}.json"

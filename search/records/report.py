@@ -78,6 +78,8 @@ def _banner(claim: Mapping[str, Any] | None, has_champion: bool) -> dict[str, st
         why = "no holdout claim was made" if has_champion else "the search selected no champion"
         return {"cls": "none", "headline": "Holdout: no claim – no improvement claimed", "detail": f"{why.capitalize()}."}
     ci = _ci_text(claim)
+    if claim.get("second_look"):
+        ci = f"Second look at the holdout (look {claim.get('looks')}): the claim is weaker than its interval says. {ci}"
     if claim.get("verdict") == "win":
         return {"cls": "win", "headline": "Holdout: improvement confirmed (win)", "detail": ci}
     verdict = str(claim.get("verdict"))

@@ -43,6 +43,8 @@ def summary_text(summary: Mapping[str, Any]) -> str:
     word = {"win": "improvement confirmed", "equivalent": f"equal within ±{claim.get('min_effect', 0):g}; no improvement claimed"
             }.get(verdict, "no improvement claimed")
     p = claim.get("p_value")
+    if claim.get("second_look"):
+        lines.append(f"Second look at the holdout (look {claim.get('looks')}): read the verdict as weaker than its interval says")
     lines.append(
         f"Holdout verdict: {verdict} ({word}); {claim.get('metric', 'score')} difference {claim.get('mean_diff', 0):+.3f}, "
         f"{int(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}]"

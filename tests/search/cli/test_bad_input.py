@@ -141,6 +141,7 @@ CASES: list[tuple[list[str], str]] = [
     (["compile", "+agent.prompt_sections.x='${nonexistent.key}'"], "Interpolation key 'nonexistent.key' not found"),
     (["compile", "model.input_cost_per_token=abc"], "model.input_cost_per_token: Value 'abc'"),
     (["search", "search.study=é"], "quote it for Hydra"),
+    (["evaluate", "workload.split=holdout"], "workload.split: holdout is the sealed split"),
     (["search", "mutators.pool_size=0"], "mutators.pool_size: must be at least 2, got 0"),
     (["search", "mutators.enabled=[{name: identity, weight: -1}]"], "mutators.enabled[0].weight: must be positive"),
     (["serve-sim", "--bogus"], "unrecognized arguments: --bogus"),
