@@ -142,7 +142,8 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
     cols = (quality, COST, LATENCY)
     rows = [{"trial": f.get("trial", "–"), "round": f.get("round", "–"),
              "authors": f.get("changes") or ", ".join(map(str, f.get("authors") or [])) or "–",
-             "champion": champion is not None and (bool(f.get("champion")) or f.get("trial") == champion.get("trial")),
+             # by variant: trial numbers restart every round, so a number can name two members
+             "champion": champion is not None and f.get("variant_hash") == champion.get("variant_hash"),
              "train": [fmt_metric((f.get("train") or {}).get(m), m) for m in cols],
              "dev": [fmt_metric((f.get("dev") or {}).get(m), m) for m in cols],
              "diff": diff_lines(str(f.get("diff") or ""))} for f in front]

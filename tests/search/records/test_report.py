@@ -184,3 +184,20 @@ def test_write_report_is_atomic(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         write_report(bad, target)
     assert [p.name for p in target.parent.iterdir()] == ["report.html"] and "<svg" in target.read_text(encoding="utf-8")
+
+
+def test_one_champion_star_when_trial_numbers_repeat_across_rounds() -> None:
+    summary = make_summary()
+    twin = dict(summary["front"][1], trial=summary["champion"]["trial"], round=summary["champion"]["round"] + 1, champion=False)
+    summary["front"].append(twin)  # the same trial number in another round, another variant
+    from search.records.report import report_context
+
+    rows = report_context(summary)["rows"]
+    assert sum(r["champion"] for r in rows) == 1
+
+
+def test_the_report_shows_the_splits_strata() -> None:
+    summary = make_summary()
+    summary["splits"] = {"hash": "ab" * 32, "strata": {"train": {"A": 3, "A+B": 2}, "dev": {"A": 1, "A+B": 1}, "holdout": {"A": 1}}}
+    html = render_report(summary)
+    assert "<h2>Splits</h2>" in html and "<td>A+B</td><td>2</td><td>1</td><td>0</td>" in html.replace("\n", "")
