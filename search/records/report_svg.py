@@ -40,6 +40,17 @@ def _domain(values: Sequence[float], metric: str) -> tuple[float, float, list[fl
     return lo, hi, ticks
 
 
+def log_domain(values: Sequence[float]) -> tuple[float, float, list[float]] | None:
+    """Decades covering ``values`` and ticks at 1-2-5 of each, when they are all positive and span at
+    least a decade (cost across models does: the cheap ones would sit on top of each other), else None."""
+    if not values or min(values) <= 0 or max(values) / min(values) < 10:
+        return None
+    lo, hi = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    steps = (1.0, 2.0, 5.0) if hi - lo <= 3 else (1.0,)
+    ticks = [m * 10.0 ** e for e in range(lo, hi + 1) for m in steps if m * 10.0 ** e <= 10.0 ** hi]
+    return 10.0 ** lo, 10.0 ** hi, ticks
+
+
 def _tick_label(value: float, step: float, metric: str) -> str:
     digits = max(0, -math.floor(math.log10(step) + 1e-9)) if step > 0 else 2
     text = f"{value:.{digits}f}"
@@ -79,10 +90,16 @@ def scatter_svg(points: Sequence[Point], x_metric: str, y_metric: str, *, title:
     left, right, top, bottom = 72, 34, 62, 52
     pw, ph = width - left - right, height - top - bottom
     drawn = [p for p in points if p.x is not None and p.y is not None and math.isfinite(p.x) and math.isfinite(p.y)]
-    x0, x1, xt = _domain([p.x for p in drawn if p.x is not None], x_metric)
+    xs = [p.x for p in drawn if p.x is not None]
+    log_x = log_domain(xs) if x_metric.startswith("cost") else None
+    x0, x1, xt = log_x or _domain(xs, x_metric)
     y0, y1, yt = _domain([p.y for p in drawn if p.y is not None], y_metric)
+    if log_x:
+        x_title = f"{x_title or x_metric} (log scale)"
 
     def sx(v: float) -> float:
+        if log_x:
+            return left + (math.log10(v) - math.log10(x0)) / (math.log10(x1) - math.log10(x0)) * pw
         return left + (v - x0) / (x1 - x0) * pw
 
     def sy(v: float) -> float:
@@ -99,7 +116,7 @@ def scatter_svg(points: Sequence[Point], x_metric: str, y_metric: str, *, title:
     for t in xt:
         out.append(f'<line x1="{sx(t):.1f}" y1="{top}" x2="{sx(t):.1f}" y2="{top + ph}" stroke="#eee"/>'
                    f'<text x="{sx(t):.1f}" y="{top + ph + 16}" text-anchor="middle" fill="#555">'
-                   f'{_tick_label(t, xt[1] - xt[0] if len(xt) > 1 else 0, x_metric)}</text>')
+                   f'{_tick_label(t, t if log_x else xt[1] - xt[0] if len(xt) > 1 else 0, x_metric)}</text>')
     for t in yt:
         out.append(f'<line x1="{left}" y1="{sy(t):.1f}" x2="{left + pw}" y2="{sy(t):.1f}" stroke="#eee"/>'
                    f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end" fill="#555">'

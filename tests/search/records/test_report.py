@@ -201,3 +201,17 @@ def test_the_report_shows_the_splits_strata() -> None:
     summary["splits"] = {"hash": "ab" * 32, "strata": {"train": {"A": 3, "A+B": 2}, "dev": {"A": 1, "A+B": 1}, "holdout": {"A": 1}}}
     html = render_report(summary)
     assert "<h2>Splits</h2>" in html and "<td>A+B</td><td>2</td><td>1</td><td>0</td>" in html.replace("\n", "")
+
+
+def test_a_cost_axis_spanning_decades_is_log_scale() -> None:
+    from search.records.report_svg import log_domain
+
+    lo, hi, ticks = log_domain([0.003, 0.1]) or (0.0, 0.0, [])
+    assert (lo, hi) == (pytest.approx(0.001), pytest.approx(0.1))
+    assert ticks == pytest.approx([0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1])
+    assert log_domain([0.003, 0.04]) is not None and log_domain([0.003, 0.006]) is None and log_domain([0.0, 0.1]) is None
+    pts = [Point(0.003, 0.5, "baseline", "b"), Point(0.1, 0.9, "champion", "c"), Point(0.02, 0.7, "front", "f")]
+    svg = scatter_svg(pts, "cost_per_task", "pass_rate", x_title="cost")
+    assert "cost (log scale)" in svg and "$0.01" in svg
+    linear = scatter_svg([Point(0.003, 0.5, "baseline", "b"), Point(0.006, 0.9, "champion", "c")], "cost_per_task", "pass_rate")
+    assert "log scale" not in linear
