@@ -168,9 +168,9 @@ class RunSettings:
         mutators = tuple(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {})
                          for m in cfg.mutators.enabled)
         for i, mutator in enumerate(mutators):
-            if not mutator.weight > 0:
-                raise ConfigError(f"mutators.enabled[{i}].weight", f"must be positive, got {mutator.weight}",
-                                  "give a weight above 0, or drop the mutator from mutators.enabled")
+            if not mutator.weight >= 0:  # 0 = never runs (documented); below 0 means nothing
+                raise ConfigError(f"mutators.enabled[{i}].weight", f"must be 0 or more, got {mutator.weight}",
+                                  "give a weight of 0 (never) to 1 or more (every round)")
             mutator.build(i)
         if int(cfg.mutators.pool_size) < 2:  # entry 0 is the baseline: below 2 no mutator could ever add one
             raise ConfigError("mutators.pool_size", f"must be at least 2, got {cfg.mutators.pool_size}",

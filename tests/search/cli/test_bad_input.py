@@ -143,7 +143,7 @@ CASES: list[tuple[list[str], str]] = [
     (["search", "search.study=é"], "quote it for Hydra"),
     (["evaluate", "workload.split=holdout"], "workload.split: holdout is the sealed split"),
     (["search", "mutators.pool_size=0"], "mutators.pool_size: must be at least 2, got 0"),
-    (["search", "mutators.enabled=[{name: identity, weight: -1}]"], "mutators.enabled[0].weight: must be positive"),
+    (["search", "mutators.enabled=[{name: identity, weight: -1}]"], "mutators.enabled[0].weight: must be 0 or more, got -1.0"),
     (["serve-sim", "--bogus"], "unrecognized arguments: --bogus"),
 ]
 
