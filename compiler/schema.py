@@ -111,6 +111,8 @@ class CriteriaConfig:
 
     criteria: list[CriterionConfig] = field(default_factory=list)  # judged in this order
     aggregation: str = "all"  # all = every criterion must hold; weighted = see module doc
+    decision: str = "best_quality"  # which front member ships: best_quality | cheapest_noninferior
+    margin: float = 0.05  # cheapest_noninferior: quality may fall this far below the incumbent's
 
 
 @dataclass

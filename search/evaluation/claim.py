@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from search.evaluation.metrics import EvalReport, paired_scores
-from search.evaluation.stats import MIN_DISCORDANT, paired_test, superiority_verdict
+from search.evaluation.stats import MIN_DISCORDANT, noninferiority_verdict, paired_test, superiority_verdict
 
 
 def scorer_hash(workload: Any) -> str:
@@ -31,16 +31,29 @@ def scorer_hash(workload: Any) -> str:
 
 def make_claim(
     baseline: EvalReport, champion: EvalReport, *, confidence: float, resamples: int, min_effect: float, seed: int,
-    hashes: Mapping[str, str], metric: str = "pass_rate",
+    hashes: Mapping[str, str], metric: str = "pass_rate", decision: str = "best_quality", margin: float = 0.05,
 ) -> dict[str, Any]:
     task_ids, a, b = paired_scores(baseline, champion, metric=metric)
-    result = paired_test(a, b, shift=min_effect, resamples=resamples, confidence=confidence, seed=seed)
-    verdict = superiority_verdict(result, min_effect=min_effect)
+    extra: dict[str, Any] = {"decision": decision}
+    if decision == "cheapest_noninferior":
+        result = paired_test(a, b, shift=-margin, resamples=resamples, confidence=confidence, seed=seed)
+        _, cost_a, cost_b = paired_scores(baseline, champion, metric="cost_per_task")
+        saving = paired_test(cost_b, cost_a, shift=0.0, resamples=resamples, confidence=confidence, seed=seed)  # baseline - champion
+        verdict = noninferiority_verdict(result, saving, margin=margin)
+        test = (f"non-inferiority: {metric} difference > -{margin:g} (one-sided sign-flip test, BCa interval) "
+                "and per-task cost saving > 0 (the same)")
+        extra |= {"margin": margin, "cost_saving": saving.mean_diff, "cost_saving_low": saving.low, "cost_saving_high": saving.high,
+                  "cost_saving_p_value": saving.p_value, "cost_discordant": saving.discordant}
+    else:
+        result = paired_test(a, b, shift=min_effect, resamples=resamples, confidence=confidence, seed=seed)
+        verdict = superiority_verdict(result, min_effect=min_effect)
+        test = "superiority: one-sided sign-flip permutation test of mean(champion - baseline) > min_effect, BCa interval"
     bm, cm = baseline.metrics, champion.metrics
     return {
         "verdict": verdict,
         "metric": metric,
-        "test": "superiority: one-sided sign-flip permutation test of mean(champion - baseline) > min_effect, BCa interval",
+        "test": test,
+        **extra,
         "mean_diff": result.mean_diff,
         "low": result.low,
         "high": result.high,

@@ -324,6 +324,8 @@ def paired_scores(
     def value(row: TaskRow) -> float:
         if metric == "pass_rate":
             return row.pass_fraction
+        if metric == "cost_per_task":
+            return row.cost_mean
         if metric.startswith("score.") and metric[len("score."):] in row.named_means:
             return float(row.named_means[metric[len("score."):]])
         return row.score_mean

@@ -93,3 +93,19 @@ def superiority_verdict(result: PairedTest, *, min_effect: float) -> ClaimVerdic
     if result.n >= 2 and result.high <= min_effect:
         return "no_win"
     return "inconclusive"
+
+
+def noninferiority_verdict(quality: PairedTest, cost_saving: PairedTest, *, margin: float) -> ClaimVerdict:
+    """For ``cheapest_noninferior``: ``win`` when quality is non-inferior (the one-sided test of
+    mean difference > -``margin`` rejects, and the interval's low end is above -``margin``) AND the
+    per-task cost saving is positive by the same standard, with at least MIN_DISCORDANT tasks whose
+    cost differs. ``no_win`` when quality is shown inferior (interval below -``margin``) or the
+    saving is shown absent (interval at or below 0). Else ``inconclusive``."""
+    alpha = (1.0 - quality.confidence) / 2
+    noninferior = quality.n >= 2 and quality.p_value < alpha and quality.low > -margin
+    cheaper = cost_saving.n >= 2 and cost_saving.p_value < alpha and cost_saving.low > 0 and cost_saving.discordant >= MIN_DISCORDANT
+    if noninferior and cheaper:
+        return "win"
+    if quality.high < -margin or cost_saving.high <= 0:
+        return "no_win"
+    return "inconclusive"

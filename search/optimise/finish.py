@@ -16,7 +16,7 @@ from search.evaluation.claim import make_claim
 from search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
 from search.evaluation.metrics import EvalReport
 from search.genome import BASELINE, Genome, Pools, authors, describe
-from search.optimise.select import champion_index, dev_picks, distinct_front, ledger_decision
+from search.optimise.select import champion_index, cheapest_noninferior, dev_picks, distinct_front, ledger_decision
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.snapshots import snapshot_for_search
 from search.optimise.study import TrialRecord
@@ -109,6 +109,16 @@ def finish(
     if not ranked:
         raise RuntimeError("no front member could be evaluated on dev; see the job logs under the sweep dir")
     champion = ranked[champion_index([key for key, _ in ranked])][1]
+    if settings.decision == "cheapest_noninferior":
+        reference = float(baseline_dev.metrics.get(q, 0.0))
+        pick = cheapest_noninferior([(float(m["dev"].get(q, 0.0)), float(m["dev"].get("cost_per_task", 0.0)),
+                                      bool(m["dev_verdict"]["feasible"])) for _, m in ranked], reference=reference, margin=settings.margin,
+                                    reference_cost=float(baseline_dev.metrics.get("cost_per_task", float("inf"))))
+        if pick is None:
+            echo(f"warning: no front member is cheaper than the incumbent and within criteria.margin={settings.margin} of its dev "
+                 f"{q} ({reference:.3f}); the best-quality member is the champion")
+        else:
+            champion = ranked[pick][1]
     champion["champion"] = True
 
     s = settings.search
@@ -123,7 +133,8 @@ def finish(
     baseline_hold, champion_hold = _report(hold[0], "baseline holdout"), _report(hold[1], "champion holdout")
     claim = versioned("claim", make_claim(baseline_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
                                           min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes(),
-                                          metric=quality_objective(settings.objectives)))
+                                          metric=quality_objective(settings.objectives), decision=settings.decision,
+                                          margin=settings.margin))
     looks = len(seen) + (0 if champion_hash in seen else 1)
     claim = {**claim, "looks": looks, "second_look": looks > 1}
     if champion_hash not in seen:  # the same champion again (a resume) is the same look, not a new one

@@ -38,6 +38,17 @@ def champion_index(rank_keys: Sequence[tuple[float, ...]]) -> int:
     return max(range(len(rank_keys)), key=lambda i: rank_keys[i])
 
 
+def cheapest_noninferior(candidates: Sequence[tuple[float, float, bool]], *, reference: float, margin: float,
+                         reference_cost: float = float("inf")) -> int | None:
+    """Index of the cheapest feasible candidate ``(quality, cost, feasible)`` that is cheaper than
+    the reference and whose quality is at least ``reference - margin`` (ties: higher quality, then
+    the first); None when none is (the reference itself is then the cheapest that is as good)."""
+    eligible = [i for i, (q, c, ok) in enumerate(candidates) if ok and q >= reference - margin - 1e-12 and c < reference_cost]
+    if not eligible:
+        return None
+    return min(eligible, key=lambda i: (candidates[i][1], -candidates[i][0], i))
+
+
 def round_winner(best: Sequence[TrialRecord], quality: str) -> TrialRecord | None:
     """A round's winner: the best train quality on its front (the first of equals)."""
     members = [t for t in best if t.genome is not None]

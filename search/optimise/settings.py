@@ -140,6 +140,8 @@ class RunSettings:
     search: SearchSettings
     criteria: tuple[OptimisationCriterion, ...]  # validated (search.evaluation.criteria)
     aggregation: str  # criteria.aggregation
+    decision: str  # criteria.decision: best_quality | cheapest_noninferior
+    margin: float  # criteria.margin
     objectives: tuple[Objective, ...]  # the search's objectives, from the criteria
     agent: Mapping[str, Any]  # the incumbent agent (promoted snapshot merged in)
     tool: Mapping[str, Any]
@@ -182,6 +184,8 @@ class RunSettings:
             search=search,
             criteria=criteria,
             aggregation=str(cfg.criteria.aggregation),
+            decision=_decision(str(cfg.criteria.get("decision", "best_quality"))),
+            margin=_margin(float(cfg.criteria.get("margin", 0.05))),
             objectives=objectives_of(criteria),
             agent=to_plain(cfg.agent),
             tool=to_plain(cfg.tool),
@@ -272,3 +276,18 @@ class StudyPaths:
     @property
     def champion(self) -> Path:
         return self.dir / "champion.json"
+
+
+DECISIONS = ("best_quality", "cheapest_noninferior")
+
+
+def _decision(value: str) -> str:
+    if value not in DECISIONS:
+        raise ConfigError("criteria.decision", f"unknown decision rule {value!r}", f"use one of {list(DECISIONS)}")
+    return value
+
+
+def _margin(value: float) -> float:
+    if not 0.0 <= value < 1.0:
+        raise ConfigError("criteria.margin", f"must be in [0, 1), got {value}", "use e.g. 0.05 (five points of quality)")
+    return value

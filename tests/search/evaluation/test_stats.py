@@ -76,3 +76,19 @@ def test_negative_min_effect_is_rejected() -> None:
     r = PairedTest(mean_diff=0.1, low=0.05, high=0.2, p_value=0.01, n=40, discordant=10, confidence=0.95, resamples=1000, shift=0.0)
     with pytest.raises(ValueError, match="min_effect=-0.1"):
         superiority_verdict(r, min_effect=-0.1)
+
+
+def test_noninferiority_needs_both_quality_within_margin_and_a_real_saving() -> None:
+    from search.evaluation.stats import noninferiority_verdict
+
+    rng = np.random.default_rng(4)
+    same = list(rng.choice([-0.02, 0.0, 0.02], size=80))
+    quality = paired_test(*pair(same), shift=-0.05, seed=1)
+    saving = paired_test(*pair(list(rng.uniform(0.05, 0.1, size=80)), base=0.01), seed=1)  # 80 tasks each cheaper
+    none = paired_test(*pair([0.0] * 80, base=0.01), seed=1)
+    worse = paired_test(*pair([-0.5] * 40 + [0.0] * 40), shift=-0.05, seed=1)
+    assert noninferiority_verdict(quality, saving, margin=0.05) == "win"
+    assert noninferiority_verdict(quality, none, margin=0.05) == "no_win"  # not cheaper: nothing to claim
+    assert noninferiority_verdict(worse, saving, margin=0.05) == "no_win"  # cheaper but clearly worse
+    few = paired_test(*pair([0.05] * 3 + [0.0] * 77, base=0.01), seed=1)
+    assert noninferiority_verdict(quality, few, margin=0.05) != "win"  # three cheaper tasks are not a saving

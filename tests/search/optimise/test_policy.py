@@ -160,3 +160,24 @@ def test_ledger_decision(state: str, vh: str, feasible: bool, expected: str) -> 
 )
 def test_quality_objective(objectives: tuple[Any, ...], expected: str) -> None:
     assert quality_objective(objectives) == expected
+
+
+@pytest.mark.parametrize("candidates, reference, margin, expected", [
+    ([(0.9, 0.10, True), (0.82, 0.02, True), (0.70, 0.001, True)], 0.85, 0.05, 1),  # cheapest within 0.05 of 0.85
+    ([(0.9, 0.10, True), (0.82, 0.02, False), (0.70, 0.001, True)], 0.85, 0.05, 0),  # infeasible is never picked
+    ([(0.9, 0.10, True), (0.85, 0.10, True)], 0.85, 0.0, 0),  # equal cost: the better quality
+    ([(0.5, 0.01, True)], 0.85, 0.05, None),  # nothing is non-inferior
+    ([(0.80, 0.03, True), (0.80, 0.03, True)], 0.85, 0.05, 0),  # exact tie: the first
+])
+def test_cheapest_noninferior(candidates: list[tuple[float, float, bool]], reference: float, margin: float,
+                              expected: int | None) -> None:
+    from search.optimise.select import cheapest_noninferior
+
+    assert cheapest_noninferior(candidates, reference=reference, margin=margin) == expected
+
+
+def test_cheapest_noninferior_never_picks_what_costs_more_than_the_incumbent() -> None:
+    from search.optimise.select import cheapest_noninferior
+
+    assert cheapest_noninferior([(0.9, 0.12, True), (0.8, 0.085, True)], reference=0.8, margin=0.05, reference_cost=0.078) is None
+    assert cheapest_noninferior([(0.9, 0.12, True), (0.8, 0.05, True)], reference=0.8, margin=0.05, reference_cost=0.078) == 1

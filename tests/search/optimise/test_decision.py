@@ -1,0 +1,36 @@
+"""criteria.decision=cheapest_noninferior through a real small search: the incumbent is the big
+model, the champion is the cheapest feasible dev member within the margin of its dev quality, and
+the claim tests non-inferiority plus a per-task cost saving."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+ARGS = ["search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
+        "search.samples=1", "search.population_size=2", "search.max_front_dev=4", "search.resamples=2000",
+        "model=sim_large", "search.models=[sim_small,sim_medium]", "criteria.decision=cheapest_noninferior", "criteria.margin=0.1"]
+
+
+def test_cheapest_noninferior_ships_the_cheapest_member_within_the_margin(tmp_path: Path) -> None:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *ARGS], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "cheap" / "summary.json").read_text(encoding="utf-8"))
+    claim = summary["claim"]
+    assert claim["decision"] == "cheapest_noninferior" and claim["margin"] == 0.1 and "cost_saving_low" in claim
+    assert claim["verdict"] in ("win", "no_win", "inconclusive")
+    reference = summary["baseline"]["dev"]["pass_rate"]
+    on_dev = [m for m in summary["front"] if m.get("dev") and m["dev_verdict"]["feasible"]]
+    base_cost = summary["baseline"]["dev"]["cost_per_task"]
+    eligible = [m for m in on_dev if m["dev"]["pass_rate"] >= reference - 0.1 - 1e-12 and m["dev"]["cost_per_task"] < base_cost]
+    champion = summary["champion"]
+    if eligible:
+        assert champion["dev"]["cost_per_task"] == min(m["dev"]["cost_per_task"] for m in eligible)
+        assert champion["dev"]["pass_rate"] >= reference - 0.1 - 1e-12 and champion["dev"]["cost_per_task"] < base_cost
+    else:
+        assert "no front member is cheaper than the incumbent" in proc.stdout + proc.stderr
