@@ -157,24 +157,29 @@ def _writable_dir(key: str, value: object) -> None:
                           f"point {key} at a folder you can write, e.g. {key}={'runs/cache' if key == 'cache_dir' else 'runs'}") from None
 
 
-def preflight(argv: Sequence[str], validate: Validator | None) -> None:
+def _compose(overrides: list[str], *, with_hydra: bool = False) -> DictConfig:
+    """conf/ composed with ``overrides`` outside any run; a composition error is one UsageError line."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return compose(config_name="config", overrides=overrides, return_hydra_config=with_hydra)
+    except ConfigError:
+        raise
+    except Exception as exc:  # Hydra/OmegaConf composition and validation errors
+        raise UsageError(_one_line_hydra_error(exc, overrides)) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def preflight(argv: Sequence[str], validate: Validator | None) -> None:
     overrides, multirun = _split_overrides(argv)
     _refuse_secrets(overrides)
     _refuse_no_ops(overrides)
     for combo in _combinations(overrides, multirun):
-        GlobalHydra.instance().clear()
-        try:
-            with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-                cfg = compose(config_name="config", overrides=combo)
-        except ConfigError:
-            raise
-        except Exception as exc:  # Hydra/OmegaConf composition and validation errors
-            raise UsageError(_one_line_hydra_error(exc, combo)) from None
-        finally:
-            GlobalHydra.instance().clear()
+        cfg = _compose(combo)
         remember_config(cfg)
         try:
             if not str(cfg.get("runs_dir") or "").strip():
@@ -201,23 +206,11 @@ def preflight(argv: Sequence[str], validate: Validator | None) -> None:
 def _check_hydra_overrides(overrides: list[str]) -> None:
     """Overrides of Hydra's own config (hydra.run.dir=..., hydra/launcher=...) composed once, so a
     typo or a missing plugin is a line here rather than Hydra's traceback after the run dir exists."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
-        for key in ("run.dir", "sweep.dir"):
-            value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
-            if isinstance(value, str) and "${" not in value:
-                _writable_dir(f"hydra.{key}", value)
-    except ConfigError:
-        raise
-    except Exception as exc:
-        raise UsageError(_one_line_hydra_error(exc, overrides)) from None
-    finally:
-        GlobalHydra.instance().clear()
+    cfg = _compose(overrides, with_hydra=True)
+    for key in ("run.dir", "sweep.dir"):
+        value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
+        if isinstance(value, str) and "${" not in value:
+            _writable_dir(f"hydra.{key}", value)
 
 
 def scrub_files(directory: str | Path) -> None:
