@@ -85,7 +85,8 @@ def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, d
     from search.evaluation.evaluate import evaluate_variant
     from search.genome import genome_to_config, initial_pools, param_space, params_to_genome
 
-    configure_sim(None, time_scale=0.0)  # cost and pass rate do not depend on the simulated sleep
+    # shared draws: the enumerated surface is the low-variance true front the search is measured against
+    configure_sim(None, time_scale=0.0, shared_draws=True)  # cost and pass rate do not depend on the sleep
     agent = base_agent()
     pools = replace(
         initial_pools(agent, models=MODELS, temperatures=TEMPERATURES, base_model="sim_small", base_temperature=0.0),

@@ -111,7 +111,7 @@ class CriteriaConfig:
 
     criteria: list[CriterionConfig] = field(default_factory=list)  # judged in this order
     aggregation: str = "all"  # all = every criterion must hold; weighted = see module doc
-    decision: str = "best_quality"  # which front member ships: best_quality | cheapest_noninferior
+    decision: str = "cheapest_noninferior"  # which front member ships: cheapest_noninferior | best_quality
     margin: float = 0.05  # cheapest_noninferior: quality may fall this far below the incumbent's
 
 

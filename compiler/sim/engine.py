@@ -101,9 +101,14 @@ def _replay(env: TurnEnv, conv: Conversation) -> _Replayed:
     return _Replayed(state, since, seen, turn_results, actions)
 
 
+def harness_digest(tier: Tier, system_prompt: str, tools_text: str, temperature: float) -> str:
+    """What a variant sends that stays fixed over an episode: its draws' key when unshared."""
+    return digest_hex(tier.name, system_prompt, tools_text, temperature)
+
+
 def simulate(request: SimRequest, gold: GoldSource,
              count_prompt: Callable[..., int] = count_prompt_tokens,
-             count_text: Callable[[str], int] = count_text_tokens) -> SimResult:
+             count_text: Callable[[str], int] = count_text_tokens, *, shared_draws: bool = False) -> SimResult:
     tier = tier_for(request.model)
     meta = parse_user(request.user)
     if meta.task_id.startswith(REWRITE_PREFIX):
@@ -118,7 +123,8 @@ def simulate(request: SimRequest, gold: GoldSource,
     conv = split_conversation(request.messages, turn_texts)
     tools_text = tools_json(request.tools)
     features = _features(conv.system_prompt, tools_text, float(temperature))
-    draws = Draws(meta.task_id, meta.seed, meta.sample if temperature > 0 else None, conv.turn)
+    harness = None if shared_draws else harness_digest(tier, conv.system_prompt, tools_text, float(temperature))
+    draws = Draws(meta.task_id, meta.seed, meta.sample if temperature > 0 else None, conv.turn, harness)
     env = TurnEnv(
         tier=tier, features=features,
         gold=tuple(task.gold[conv.turn]) if conv.turn < len(task.gold) else (),

@@ -27,6 +27,7 @@ class SimConfig:
     server_error_rate: float = 0.0  # litellm.InternalServerError / HTTP 500
     rate_limit_rate: float = 0.0  # litellm.RateLimitError / HTTP 429
     malformed_rate: float = 0.0  # truncated output: invalid tool-call JSON or cut-off text
+    shared_draws: bool = False  # variants share random numbers (a benchmark's true front); see rng.py
 
     def __post_init__(self) -> None:
         if self.time_scale < 0:
@@ -77,7 +78,17 @@ def with_overrides(config: SimConfig, overrides: Mapping[str, Any] | None) -> Si
     unknown = set(overrides) - known
     if unknown:
         raise ValueError(f"unknown sim_faults knobs {sorted(unknown)}; known: {sorted(known)}")
-    return replace(config, **{k: float(v) for k, v in overrides.items()})
+    changes: dict[str, Any] = {}
+    for k, v in overrides.items():
+        if k == "shared_draws":
+            if not isinstance(v, bool):
+                raise ValueError(f"sim_faults.shared_draws={v!r} must be true or false")
+            changes[k] = v
+        else:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"sim_faults.{k}={v!r} must be a number")
+            changes[k] = float(v)
+    return replace(config, **changes)
 
 
 def sim_config(route: str) -> SimConfig:

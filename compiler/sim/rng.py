@@ -1,10 +1,13 @@
 """Hash-keyed random draws: every decision gets its own named uniform.
 
 Keying each draw by what it decides (task, turn, gold call, error kind) rather than by a running
-stream gives common random numbers across harness variants: an error happens iff its uniform
-falls below its probability, so a better-documented harness can only remove errors for the same
-(task, seed, sample), never reshuffle them. That makes variant comparisons low-variance and the
-response surface monotone.
+stream makes every decision reproducible. By default the key also holds a digest of what the
+harness sends (model, system prompt, tools, temperature): two variants get independent noise, as
+two prompts do on a real model. With shared draws (``SimConfig.shared_draws``) the digest is left
+out, so variants share random numbers: an error happens iff its uniform falls below its
+probability, and a better-documented harness can only remove errors for the same (task, seed,
+sample), never reshuffle them. That low-variance, per-task monotone surface is what a benchmark
+needs to enumerate a true front; it overstates how well real comparisons separate variants.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ def digest_hex(*parts: object, length: int = 16) -> str:
 
 @dataclass(frozen=True)
 class Draws:
-    """Named draws for one (task, seed, sample, turn).
+    """Named draws for one (task, seed, sample, turn), and the harness unless shared.
 
     ``sample`` is None at temperature 0: greedy decoding does not depend on which sample this is,
     so every sample replays the same trajectory.
@@ -45,9 +48,14 @@ class Draws:
     seed: int
     sample: int | None
     turn: int
+    harness: str | None = None  # digest of what the variant sends; None = shared across variants
+
+    def _key(self) -> tuple[object, ...]:
+        base = ("sim", self.task_id, self.seed, self.sample, self.turn)
+        return base if self.harness is None else (*base, self.harness)
 
     def u(self, kind: str, *parts: object) -> float:
-        return uniform("sim", self.task_id, self.seed, self.sample, self.turn, kind, *parts)
+        return uniform(*self._key(), kind, *parts)
 
     def rng(self, kind: str, *parts: object) -> random.Random:
-        return rng("sim", self.task_id, self.seed, self.sample, self.turn, kind, *parts)
+        return rng(*self._key(), kind, *parts)

@@ -175,7 +175,7 @@ class BackgroundServer:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``evoharness serve-sim --port N [--time-scale S] [--timeout-rate R] ...``"""
+    """``evoharness serve-sim --port N [--time-scale S] [--timeout-rate R] ... [--shared-draws]``"""
     parser = OneLineParser(prog="evoharness serve-sim",
                                      description="Serve the simulated model (sim/small|medium|large) "
                                                  "as an OpenAI-compatible endpoint on loopback.")
@@ -185,10 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-scale", type=float, default=defaults.time_scale)
     for knob in ("timeout_rate", "server_error_rate", "rate_limit_rate", "malformed_rate"):
         parser.add_argument(f"--{knob.replace('_', '-')}", type=float, default=0.0, dest=knob)
+    parser.add_argument("--shared-draws", action="store_true",
+                        help="variants share random numbers (a benchmark's low-variance true front)")
     args = parser.parse_args(argv)
     try:
         configure_sim(None, SimConfig(args.time_scale, args.timeout_rate, args.server_error_rate,
-                                      args.rate_limit_rate, args.malformed_rate))
+                                      args.rate_limit_rate, args.malformed_rate, args.shared_draws))
     except ValueError as exc:
         parser.error(str(exc))
     if not _loopback(args.host):

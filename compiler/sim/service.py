@@ -10,6 +10,7 @@ from compiler.sim.engine import SimRequest, SimResult, simulate
 from compiler.sim.faults import FaultKind, decide_fault, next_attempt, sim_config, with_overrides
 from compiler.sim.gold import GoldSource
 from compiler.sim.render import Rendered, render_fault
+from compiler.sim.tiers import tier_for
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,8 @@ class SimOutcome:
 def run_request(request: SimRequest, gold: GoldSource,
                 sim_faults: Mapping[str, Any] | None = None) -> SimOutcome:
     """``sim_faults``: per-request knob overrides (the request's ``sim_faults`` parameter)."""
-    result = simulate(request, gold)
-    config = with_overrides(sim_config(result.model_name), sim_faults)
+    config = with_overrides(sim_config(f"sim/{tier_for(request.model).name}"), sim_faults)
+    result = simulate(request, gold, shared_draws=config.shared_draws)
     attempt = result.meta.attempt if result.meta.attempt is not None else next_attempt(result.digest)
     fault = decide_fault(config, result.digest, attempt)
     rendered = render_fault(result.rendered) if fault == "malformed" else result.rendered

@@ -14,15 +14,17 @@ from compiler.errors import ConfigError
 from compiler.variant import HarnessVariant
 from search.evaluation.claim import make_claim
 from search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
-from search.evaluation.metrics import EvalReport
+from search.evaluation.metrics import EvalReport, paired_scores
 from search.genome import BASELINE, Genome, Pools, authors, describe
-from search.optimise.select import champion_index, cheapest_noninferior, dev_picks, distinct_front, ledger_decision
+from search.evaluation.stats import paired_test
+from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, dev_picks, distinct_front, ledger_decision
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.snapshots import snapshot_for_search
 from search.optimise.study import TrialRecord
 from search.optimise.trial import TrialResult
 from search.records.ledger import unified_diff, write_ledger
 from search.records.looks import append_look, champions_seen, look_row, read_looks
+from search.records.headline import headline
 from search.records.report import write_report
 from search.records.versions import versioned
 
@@ -98,6 +100,7 @@ def finish(
                             *[(Genome.from_dict(m["genome"]), "dev", f"front-{m['trial']}-dev") for m in dev_members]])
     baseline_dev = _report(dev_results[0], "baseline dev evaluation")
     ranked: list[tuple[tuple[float, ...], dict[str, Any]]] = []
+    dev_reports: list[EvalReport] = []
     for m, res in zip(dev_members, dev_results[1:]):
         if isinstance(res, BaseException):
             echo(f"warning: dev evaluation of trial {m['trial']} failed: {res}")
@@ -106,19 +109,13 @@ def finish(
         verdict = evaluate_criteria(res.report.metrics, criteria, aggregation)
         m["dev_verdict"] = verdict.to_dict()
         ranked.append((rank_key(verdict, res.report.metrics), m))
+        dev_reports.append(res.report)
     if not ranked:
         raise RuntimeError("no front member could be evaluated on dev; see the job logs under the sweep dir")
     champion = ranked[champion_index([key for key, _ in ranked])][1]
+    decision: dict[str, Any] = {"rule": settings.decision, "reference": "incumbent", "evidence": "best_quality"}
     if settings.decision == "cheapest_noninferior":
-        reference = float(baseline_dev.metrics.get(q, 0.0))
-        pick = cheapest_noninferior([(float(m["dev"].get(q, 0.0)), float(m["dev"].get("cost_per_task", 0.0)),
-                                      bool(m["dev_verdict"]["feasible"])) for _, m in ranked], reference=reference, margin=settings.margin,
-                                    reference_cost=float(baseline_dev.metrics.get("cost_per_task", float("inf"))))
-        if pick is None:
-            echo(f"warning: no front member is cheaper than the incumbent and within criteria.margin={settings.margin} of its dev "
-                 f"{q} ({reference:.3f}); the best-quality member is the champion")
-        else:
-            champion = ranked[pick][1]
+        champion, decision = _cheapest(settings, q, baseline_dev, ranked, dev_reports, champion, echo)
     champion["champion"] = True
 
     s = settings.search
@@ -170,14 +167,42 @@ def finish(
         "objectives": results["objectives"],
         "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,
                      "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
-        "trials": trials, "front": front, "champion": champion, "claim": claim, "snapshots": snapshots,
+        "trials": trials, "front": front, "champion": champion, "decision": decision, "claim": claim, "snapshots": snapshots,
         "splits": {"hash": frozen.splits_hash, "strata": {k: dict(v) for k, v in frozen.split_strata.items()}},
         "paths": {"ledger": str(paths.ledger), "claim": str(paths.claim), "optimization_results": str(paths.results),
                   "report": str(paths.report)},
     })
+    summary["headline"] = headline(summary)
     write_json_atomic(paths.summary, summary)
     write_report(summary, paths.report)
     return summary
+
+
+def _cheapest(settings: RunSettings, q: str, baseline_dev: EvalReport, ranked: Sequence[tuple[Any, dict[str, Any]]],
+              reports: Sequence[EvalReport], best: dict[str, Any], echo: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cheapest_noninferior pick, each member's paired dev difference against the incumbent
+    recorded on it; the best-quality member (with a warning) when nothing cheaper is as good."""
+    s, margin = settings.search, settings.margin
+    reference = float(baseline_dev.metrics.get(q, 0.0))
+    candidates = []
+    for (_, m), report in zip(ranked, reports):
+        _, a, b = paired_scores(baseline_dev, report, metric=q)
+        test = paired_test(a, b, shift=-margin, resamples=s.resamples, confidence=s.confidence, seed=settings.seed)
+        m["dev_vs_reference"] = {"mean_diff": test.mean_diff, "low": test.low, "high": test.high, "n": test.n}
+        candidates.append(DevCandidate(float(m["dev"].get(q, 0.0)), test.low, float(m["dev"].get("cost_per_task", 0.0)),
+                                       bool(m["dev_verdict"]["feasible"])))
+    decision: dict[str, Any] = {"rule": settings.decision, "margin": margin, "reference": "incumbent", "reference_quality": reference}
+    pick = cheapest_noninferior(candidates, reference=reference, margin=margin,
+                                reference_cost=float(baseline_dev.metrics.get("cost_per_task", float("inf"))))
+    if pick is None:
+        echo(f"warning: no front member is cheaper than the incumbent and within criteria.margin={margin} of its dev "
+             f"{q} ({reference:.3f}); the best-quality member is the champion")
+        return best, {**decision, "evidence": "best_quality"}
+    index, evidence = pick
+    if evidence == "point":
+        echo(f"warning: no cheaper member's dev interval clears -{margin:g}; the champion is the cheapest whose dev {q} "
+             f"point estimate is within the margin, and the holdout may well not confirm it")
+    return ranked[index][1], {**decision, "evidence": evidence}
 
 
 def _diff_for(r: TrialRecord, variant_of: Callable[[Genome], HarnessVariant], baseline: HarnessVariant) -> str | None:

@@ -3,6 +3,7 @@ ledger's decision on every trial. Pure: records in, choices out."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from search.optimise.study import TrialRecord
@@ -38,15 +39,36 @@ def champion_index(rank_keys: Sequence[tuple[float, ...]]) -> int:
     return max(range(len(rank_keys)), key=lambda i: rank_keys[i])
 
 
-def cheapest_noninferior(candidates: Sequence[tuple[float, float, bool]], *, reference: float, margin: float,
-                         reference_cost: float = float("inf")) -> int | None:
-    """Index of the cheapest feasible candidate ``(quality, cost, feasible)`` that is cheaper than
-    the reference and whose quality is at least ``reference - margin`` (ties: higher quality, then
-    the first); None when none is (the reference itself is then the cheapest that is as good)."""
-    eligible = [i for i, (q, c, ok) in enumerate(candidates) if ok and q >= reference - margin - 1e-12 and c < reference_cost]
-    if not eligible:
-        return None
-    return min(eligible, key=lambda i: (candidates[i][1], -candidates[i][0], i))
+@dataclass(frozen=True)
+class DevCandidate:
+    """A front member as the cheapest_noninferior rule sees it: its dev quality, the lower bound of
+    its paired dev difference against the reference (same tasks, one-sided at the claim's
+    confidence), its dev cost per task and whether it meets every hard criterion."""
+
+    quality: float
+    diff_low: float
+    cost: float
+    feasible: bool
+
+
+Evidence = Literal["interval", "point"]
+
+
+def cheapest_noninferior(candidates: Sequence[DevCandidate], *, reference: float, margin: float,
+                         reference_cost: float = float("inf")) -> tuple[int, Evidence] | None:
+    """Index of the cheapest feasible candidate cheaper than the reference whose dev quality is
+    non-inferior within ``margin``, and on what evidence: ``interval`` when the lower bound of its
+    paired dev difference clears ``-margin`` (what the holdout claim will test, so a lucky dev
+    point estimate does not ship), else ``point`` when only its point estimate does. Ties: higher
+    quality, then the first. None when no candidate qualifies even on its point estimate (the
+    reference itself is then the cheapest that is as good)."""
+    cheaper = [i for i, c in enumerate(candidates) if c.feasible and c.cost < reference_cost]
+    for evidence, ok in (("interval", lambda c: c.diff_low >= -margin - 1e-12),
+                         ("point", lambda c: c.quality >= reference - margin - 1e-12)):
+        eligible = [i for i in cheaper if ok(candidates[i])]
+        if eligible:
+            return min(eligible, key=lambda i: (candidates[i].cost, -candidates[i].quality, i)), evidence  # type: ignore[return-value]
+    return None
 
 
 def round_winner(best: Sequence[TrialRecord], quality: str) -> TrialRecord | None:

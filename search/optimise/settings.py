@@ -184,7 +184,7 @@ class RunSettings:
             search=search,
             criteria=criteria,
             aggregation=str(cfg.criteria.aggregation),
-            decision=_decision(str(cfg.criteria.get("decision", "best_quality"))),
+            decision=_decision(str(cfg.criteria.get("decision", "cheapest_noninferior"))),
             margin=_margin(float(cfg.criteria.get("margin", 0.05))),
             objectives=objectives_of(criteria),
             agent=to_plain(cfg.agent),

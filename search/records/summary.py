@@ -6,6 +6,7 @@ from typing import Any
 
 from search.evaluation.criteria import quality_objective
 from search.records.format import fmt_metric
+from search.records.headline import headline
 
 
 def _fmt(metrics: Mapping[str, Any] | None, key: str) -> str:
@@ -45,6 +46,7 @@ def summary_text(summary: Mapping[str, Any]) -> str:
     p = claim.get("p_value")
     if claim.get("second_look"):
         lines.append(f"Second look at the holdout (look {claim.get('looks')}): read the verdict as weaker than its interval says")
+    lines.append(f"Decision: {summary.get('headline') or headline(summary)}")
     lines.append(
         f"Holdout verdict: {verdict} ({word}); {claim.get('metric', 'score')} difference {claim.get('mean_diff', 0):+.3f}, "
         f"{int(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}]"

@@ -90,7 +90,7 @@ class EpisodeLog:
 def play_episode(model: str, task: Task, gold: GoldSource, tool_fn: ToolFn, *,
                  system_prompt: str, tools: Sequence[Mapping[str, Any]] | None,
                  temperature: float = 0.0, seed: int = 0, sample: int = 0,
-                 max_steps: int = 20) -> EpisodeLog:
+                 max_steps: int = 20, shared_draws: bool = False) -> EpisodeLog:
     features = extract_features(system_prompt, tools, temperature)
     verify = next((s for s in features.procedure if s.is_verify), None)
     native = features.tool_format != "bash"
@@ -103,7 +103,7 @@ def play_episode(model: str, task: Task, gold: GoldSource, tool_fn: ToolFn, *,
         verified = verify is None
         for _ in range(max_steps):
             result = simulate(SimRequest(model, messages, tools if native else None,
-                                         temperature, user), gold)
+                                         temperature, user), gold, shared_draws=shared_draws)
             log.results.append(result)
             r = result.rendered
             message: dict[str, Any] = {"role": "assistant", "content": r.content}

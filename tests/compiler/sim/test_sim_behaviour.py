@@ -142,3 +142,17 @@ def test_injected_fault_is_ignored_on_replay():
     feedback = {"role": "tool", "tool_call_id": "x", "content": "Error: arguments are not valid JSON"}
     again = simulate(SimRequest("sim/large", msgs + [faulty, feedback], tools, 0.0, USER), GOLD)
     assert again.action == first.action and again.rendered == first.rendered
+
+
+def test_unshared_draws_give_each_harness_its_own_noise():
+    """By default a variant's draws depend on what it sends: the clean-stays-clean coupling of
+    shared draws breaks on some samples, while each harness stays reproducible and the better one
+    still passes more often."""
+    def clean(log):
+        return passed(log) and not errors_of(log) and all(r.action.reason != "redo" for r in log.results)
+
+    pairs = [(play(sample=s, temperature=1.2, shared_draws=False), play(sample=s, temperature=0.4, shared_draws=False))
+             for s in range(N)]
+    assert any(clean(worse) and not clean(better) for worse, better in pairs)
+    assert sum(passed(b) for _, b in pairs) > sum(passed(w) for w, _ in pairs)
+    assert signature(play(sample=4, shared_draws=False)) == signature(play(sample=4, shared_draws=False))

@@ -69,12 +69,14 @@ def prompt(fmt: str = "json", *, sections: tuple[tuple[str, str], ...] = (("Role
 def play(model: str = "sim/small", fmt: str = "json", *, temperature: float = 1.0,
          sample: int = 0, seed: int = 0, specs: tuple[ToolSpec, ...] = SPECS,
          sections: tuple[tuple[str, str], ...] = (("Role", "You manage files."),),
-         procedure: tuple[tuple[str, str], ...] = ()) -> EpisodeLog:
+         procedure: tuple[tuple[str, str], ...] = (), shared_draws: bool = True) -> EpisodeLog:
+    # shared by default here: these tests pin one mechanism at a time, and shared draws keep the
+    # rest of the episode fixed while one cue changes
     return play_episode(
         model, TASK, GOLD, fake_env,
         system_prompt=prompt(fmt, sections=sections, procedure=procedure, specs=specs),
         tools=openai_tools(specs) if fmt != "bash" else None,
-        temperature=temperature, seed=seed, sample=sample)
+        temperature=temperature, seed=seed, sample=sample, shared_draws=shared_draws)
 
 
 def passed(log: EpisodeLog) -> bool:

@@ -12,7 +12,7 @@ from compiler.sim.faults import DEFAULT_TIME_SCALE, SimConfig, configure_sim, de
 from compiler.sim.provider import register_sim_provider
 from compiler.sim.tiers import TIERS
 from tests.compiler.sim.sim_selfplay import openai_tools
-from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, converse, start
+from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, converse, prompt, start
 
 lm = litellm_module()
 TOOLS = openai_tools(SPECS)
@@ -168,3 +168,27 @@ def test_mutator_requests_are_answered_by_the_rewriter():
     with pytest.raises(lm.BadRequestError, match="no answer"):
         lm.completion(model="sim/medium", messages=[{"role": "user", "content": "hi"}],
                       user="task_id=mutator/unknown;sample=0;seed=1")
+
+
+def test_shared_draws_is_a_knob_per_request_and_per_route():
+    """Two prompts that differ only in a sentence no cue reads: with shared draws they get the same
+    trajectory, by default each gets its own (a real model's noise is not shared between prompts)."""
+    def first_moves(sim_faults, role):
+        moves = []
+        for sample in range(12):
+            user = USER.replace("sample=0", f"sample={sample}")
+            msgs = [{"role": "system", "content": prompt(sections=(("Role", role),))}, start()[1]]
+            r = lm.completion(model="sim/small", messages=msgs, tools=TOOLS, user=user, temperature=1.5,
+                              **({"sim_faults": sim_faults} if sim_faults else {}))
+            call = (r.choices[0].message.tool_calls or [None])[0]
+            moves.append(call.function.arguments if call else r.choices[0].message.content)
+        return moves
+
+    a, b = "You manage files.", "You manage the user's files."
+    assert first_moves({"shared_draws": True}, a) == first_moves({"shared_draws": True}, b)
+    assert first_moves(None, a) != first_moves(None, b)
+    assert first_moves(None, a) == first_moves(None, a)  # each harness stays reproducible
+    configure_sim("sim/small", shared_draws=True)
+    assert first_moves(None, a) == first_moves(None, b)
+    with pytest.raises(lm.BadRequestError, match="shared_draws"):
+        lm.completion(model="sim/small", messages=start(), tools=TOOLS, user=USER, sim_faults={"shared_draws": "yes"})

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-ARGS = ["search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
+ARGS = ["search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6", "workload.options.categories=[multi_turn_base]",
         "search.samples=1", "search.population_size=2", "search.max_front_dev=4", "search.resamples=2000",
         "model=sim_large", "search.models=[sim_small,sim_medium]", "criteria.decision=cheapest_noninferior", "criteria.margin=0.1"]
 
@@ -27,10 +27,19 @@ def test_cheapest_noninferior_ships_the_cheapest_member_within_the_margin(tmp_pa
     reference = summary["baseline"]["dev"]["pass_rate"]
     on_dev = [m for m in summary["front"] if m.get("dev") and m["dev_verdict"]["feasible"]]
     base_cost = summary["baseline"]["dev"]["cost_per_task"]
-    eligible = [m for m in on_dev if m["dev"]["pass_rate"] >= reference - 0.1 - 1e-12 and m["dev"]["cost_per_task"] < base_cost]
-    champion = summary["champion"]
+    cheaper = [m for m in on_dev if m["dev"]["cost_per_task"] < base_cost]
+    by_interval = [m for m in cheaper if m["dev_vs_reference"]["low"] >= -0.1 - 1e-12]
+    by_point = [m for m in cheaper if m["dev"]["pass_rate"] >= reference - 0.1 - 1e-12]
+    champion, decision = summary["champion"], summary["decision"]
+    assert decision["rule"] == "cheapest_noninferior" and decision["reference"] == "incumbent"
+    for m in on_dev:  # the paired dev difference is the pass-rate difference on the same tasks
+        assert abs(m["dev_vs_reference"]["mean_diff"] - (m["dev"]["pass_rate"] - reference)) < 1e-9
+    eligible, evidence = (by_interval, "interval") if by_interval else (by_point, "point")
     if eligible:
+        assert decision["evidence"] == evidence
         assert champion["dev"]["cost_per_task"] == min(m["dev"]["cost_per_task"] for m in eligible)
-        assert champion["dev"]["pass_rate"] >= reference - 0.1 - 1e-12 and champion["dev"]["cost_per_task"] < base_cost
+        assert champion["dev"]["cost_per_task"] < base_cost
     else:
+        assert decision["evidence"] == "best_quality"
         assert "no front member is cheaper than the incumbent" in proc.stdout + proc.stderr
+    assert summary["headline"].startswith(f"decision cheapest_noninferior (margin 0.1):")

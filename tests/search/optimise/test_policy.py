@@ -162,22 +162,31 @@ def test_quality_objective(objectives: tuple[Any, ...], expected: str) -> None:
     assert quality_objective(objectives) == expected
 
 
-@pytest.mark.parametrize("candidates, reference, margin, expected", [
-    ([(0.9, 0.10, True), (0.82, 0.02, True), (0.70, 0.001, True)], 0.85, 0.05, 1),  # cheapest within 0.05 of 0.85
-    ([(0.9, 0.10, True), (0.82, 0.02, False), (0.70, 0.001, True)], 0.85, 0.05, 0),  # infeasible is never picked
-    ([(0.9, 0.10, True), (0.85, 0.10, True)], 0.85, 0.0, 0),  # equal cost: the better quality
-    ([(0.5, 0.01, True)], 0.85, 0.05, None),  # nothing is non-inferior
-    ([(0.80, 0.03, True), (0.80, 0.03, True)], 0.85, 0.05, 0),  # exact tie: the first
+def _dev(quality: float, cost: float, feasible: bool = True, low: float | None = None):
+    from search.optimise.select import DevCandidate
+
+    return DevCandidate(quality, quality - 0.85 if low is None else low, cost, feasible)
+
+
+@pytest.mark.parametrize("candidates, margin, expected", [
+    ([_dev(0.9, 0.10), _dev(0.82, 0.02, low=-0.04), _dev(0.70, 0.001)], 0.05, (1, "interval")),  # cheapest whose interval clears
+    ([_dev(0.9, 0.10), _dev(0.82, 0.02, False, -0.01), _dev(0.70, 0.001)], 0.05, (0, "interval")),  # infeasible is never picked
+    ([_dev(0.9, 0.10), _dev(0.85, 0.10)], 0.0, (0, "interval")),  # equal cost: the better quality
+    ([_dev(0.5, 0.01)], 0.05, None),  # nothing is non-inferior, not even its point estimate
+    ([_dev(0.80, 0.03, low=0.0), _dev(0.80, 0.03, low=0.0)], 0.05, (0, "interval")),  # exact tie: the first
+    # a lucky dev point estimate within the margin (0.82 vs 0.85) whose interval does not clear -0.05
+    # loses to a dearer member whose interval does
+    ([_dev(0.82, 0.01, low=-0.12), _dev(0.86, 0.05, low=-0.03)], 0.05, (1, "interval")),
+    ([_dev(0.82, 0.01, low=-0.12), _dev(0.60, 0.005, low=-0.3)], 0.05, (0, "point")),  # only point estimates: flagged
 ])
-def test_cheapest_noninferior(candidates: list[tuple[float, float, bool]], reference: float, margin: float,
-                              expected: int | None) -> None:
+def test_cheapest_noninferior(candidates, margin: float, expected) -> None:
     from search.optimise.select import cheapest_noninferior
 
-    assert cheapest_noninferior(candidates, reference=reference, margin=margin) == expected
+    assert cheapest_noninferior(candidates, reference=0.85, margin=margin) == expected
 
 
 def test_cheapest_noninferior_never_picks_what_costs_more_than_the_incumbent() -> None:
     from search.optimise.select import cheapest_noninferior
 
-    assert cheapest_noninferior([(0.9, 0.12, True), (0.8, 0.085, True)], reference=0.8, margin=0.05, reference_cost=0.078) is None
-    assert cheapest_noninferior([(0.9, 0.12, True), (0.8, 0.05, True)], reference=0.8, margin=0.05, reference_cost=0.078) == 1
+    assert cheapest_noninferior([_dev(0.9, 0.12), _dev(0.85, 0.085)], reference=0.85, margin=0.05, reference_cost=0.078) is None
+    assert cheapest_noninferior([_dev(0.9, 0.12), _dev(0.85, 0.05)], reference=0.85, margin=0.05, reference_cost=0.078) == (1, "interval")

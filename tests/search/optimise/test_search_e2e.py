@@ -14,7 +14,7 @@ import yaml
 from search.optimise.study import distinct_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]
-TINY = ["search.train_limit=6", "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
+TINY = ["search.train_limit=6", "workload.options.categories=[multi_turn_base]", "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
 
 
 def search(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:

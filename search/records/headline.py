@@ -1,0 +1,67 @@
+"""The one line a finished search answers its question with: the decision rule, what ships (or
+that the incumbent stays), its holdout quality against the incumbent with the interval, and what
+it does to cost and latency. Pure: a summary in, a sentence out."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_MEANING = {
+    ("cheapest_noninferior", "win"): "non-inferior within {margin:g} and cheaper",
+    ("cheapest_noninferior", "equivalent"): "equal within ±{margin:g}",
+    ("cheapest_noninferior", "no_win"): "not shown non-inferior within {margin:g}, or not cheaper",
+    ("cheapest_noninferior", "inconclusive"): "not shown non-inferior within {margin:g}",
+    ("best_quality", "win"): "better by more than {min_effect:g}",
+    ("best_quality", "equivalent"): "equal within ±{min_effect:g}: no improvement",
+    ("best_quality", "no_win"): "not better by more than {min_effect:g}",
+    ("best_quality", "inconclusive"): "not shown better by more than {min_effect:g}",
+}
+
+
+def _change(new: float | None, old: float | None) -> str:
+    if new is None or old is None:
+        return "n/a"
+    if old == 0:
+        return "+0%" if new == 0 else "n/a (incumbent 0)"
+    return f"{100 * (new - old) / old:+.0f}%"
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def headline(summary: Mapping[str, Any]) -> str:
+    claim = summary.get("claim") or {}
+    decision = summary.get("decision") or {}
+    rule = str(claim.get("decision") or decision.get("rule") or "best_quality")
+    margin, min_effect = float(claim.get("margin", decision.get("margin", 0.05))), float(claim.get("min_effect", 0.0))
+    bound = f"margin {margin:g}" if rule == "cheapest_noninferior" else f"min_effect {min_effect:g}"
+    verdict = str(claim.get("verdict", "none"))
+    metric = str(claim.get("metric", "pass_rate"))
+    champion, base = summary.get("champion") or {}, summary.get("baseline") or {}
+    hold_c, hold_b = champion.get("holdout") or {}, base.get("holdout") or {}
+    changes = champion.get("changes") or "baseline"
+    if champion.get("variant_hash") == base.get("variant_hash") or changes == "baseline":
+        return f"decision {rule} ({bound}): keep the incumbent; no front member differs from it"
+    q_c, q_b = _num(hold_c.get(metric)), _num(hold_b.get(metric))
+    quality = (f"holdout {metric} {q_c:.3f} vs {q_b:.3f} for the incumbent" if q_c is not None and q_b is not None
+               else f"holdout {metric}")
+    pct = int(round(100 * float(claim.get("confidence", 0.95))))
+    meaning = _MEANING.get((rule, verdict), verdict).format(margin=margin, min_effect=min_effect)
+    interval = (f"({float(claim.get('mean_diff', 0.0)):+.3f}, {pct}% CI {float(claim.get('low', 0.0)):+.3f}.."
+                f"{float(claim.get('high', 0.0)):+.3f}: {meaning})")
+    c_c, c_b = _num(hold_c.get("cost_per_task")), _num(hold_b.get("cost_per_task"))
+    cost = f"cost/task {_change(c_c, c_b)}" + (f" (${c_c:.4f} vs ${c_b:.4f})" if c_c is not None and c_b is not None else "")
+    latency = f"latency p95 {_change(_num(hold_c.get('latency_p95')), _num(hold_b.get('latency_p95')))}"
+    second = " (second look at the holdout)" if claim.get("second_look") else ""
+    half = (float(claim.get("high", 0.0)) - float(claim.get("low", 0.0))) / 2
+    room = float(claim.get("mean_diff", 0.0)) + (margin if rule == "cheapest_noninferior" else -min_effect)
+    if verdict == "inconclusive" and room > 0 and half > room:
+        # an interval narrows as 1/sqrt(n): how many tasks would decide it if the difference holds
+        second += (f"; too few holdout tasks to decide: at this difference the interval would need to be ±{room:.3f}, "
+                   f"not ±{half:.3f} (about {(half / room) ** 2:.1f}x the {claim.get('n', '?')} tasks)")
+    if verdict == "win":
+        action = f"ship {changes}"
+    else:
+        action = f"keep the incumbent: {changes} is not confirmed"
+    return f"decision {rule} ({bound}): {action}; {quality} {interval}, {cost}, {latency}; verdict {verdict}{second}"
