@@ -15,16 +15,16 @@ from compiler.variant import HarnessVariant
 from search.evaluation.claim import make_claim
 from search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
 from search.evaluation.metrics import EvalReport, paired_scores
-from search.genome import BASELINE, Genome, Pools, authors, describe
 from search.evaluation.stats import paired_test
+from search.genome import BASELINE, Genome, Pools, authors, describe
 from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, dev_picks, distinct_front, ledger_decision
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.snapshots import snapshot_for_search
 from search.optimise.study import TrialRecord
 from search.optimise.trial import TrialResult
+from search.records.headline import headline
 from search.records.ledger import unified_diff, write_ledger
 from search.records.looks import append_look, champions_seen, look_row, read_looks
-from search.records.headline import headline
 from search.records.report import write_report
 from search.records.versions import versioned
 

@@ -18,9 +18,9 @@ from markupsafe import Markup
 
 from compiler.atomic import write_text_atomic
 from search.evaluation.criteria import quality_objective
-from search.records.headline import headline
 from search.records.format import fmt_metric
 from search.records.format import number as _num
+from search.records.headline import headline
 from search.records.report_svg import COMPARE, COST, LABELS, LATENCY, Point, scatter_svg
 
 # ---------------------------------------------------------------- view model
@@ -161,7 +161,8 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "study": str(summary.get("study") or "(unnamed study)"), "meta": _meta(summary),
         "n_unplotted": sum(1 for t in trials if not t.get("values")),
-        "banner": _banner(claim, champion is not None), "decision_line": headline(summary) if claim else None, "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
+        "banner": _banner(claim, champion is not None), "decision_line": headline(summary) if claim else None,
+        "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
         "compare": _compare(summary, quality) if champion else None, "claim": claim_view, "storage": summary.get("storage"),
         "paths": sorted((summary.get("paths") or {}).items()),
         "splits": _splits(summary.get("splits") or {}),

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-ARGS = ["search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6", "workload.options.categories=[multi_turn_base]",
+ARGS = ["search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
+        "workload.options.categories=[multi_turn_base]",
         "search.samples=1", "search.population_size=2", "search.max_front_dev=4", "search.resamples=2000",
         "model=sim_large", "search.models=[sim_small,sim_medium]", "criteria.decision=cheapest_noninferior", "criteria.margin=0.1"]
 
@@ -42,4 +43,4 @@ def test_cheapest_noninferior_ships_the_cheapest_member_within_the_margin(tmp_pa
     else:
         assert decision["evidence"] == "best_quality"
         assert "no front member is cheaper than the incumbent" in proc.stdout + proc.stderr
-    assert summary["headline"].startswith(f"decision cheapest_noninferior (margin 0.1):")
+    assert summary["headline"].startswith("decision cheapest_noninferior (margin 0.1):")

@@ -16,7 +16,8 @@ import optuna
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6", "workload.options.categories=[multi_turn_base]", "search.samples=1",
+ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
+        "workload.options.categories=[multi_turn_base]", "search.samples=1",
         "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000", "search.models=[]",
         "model.backoff_s=0.001", "model.retries=2"]
 INFRA = "+model.extra.sim_faults={timeout_rate: 0.10, server_error_rate: 0.05, rate_limit_rate: 0.05}"

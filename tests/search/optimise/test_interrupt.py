@@ -15,7 +15,8 @@ import pytest
 from search.optimise.study import distinct_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]
-ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6", "workload.options.categories=[multi_turn_base]", "search.samples=1",
+ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
+        "workload.options.categories=[multi_turn_base]", "search.samples=1",
         "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
 
 

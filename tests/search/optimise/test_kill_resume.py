@@ -28,7 +28,9 @@ from search.records.spend import read_spend
 ROOT = Path(__file__).resolve().parents[3]
 ROUNDS, PER_ROUND = 2, 4
 ARGS = ["search.study=k", f"search.rounds={ROUNDS}", f"search.trials_per_round={PER_ROUND}", "mutators.enabled=[]",
-        "search.train_limit=6", "workload.options.categories=[multi_turn_base]", "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000",
+        "search.train_limit=6",
+        "workload.options.categories=[multi_turn_base]", "search.samples=1", "search.population_size=2", "search.max_front_dev=2",
+        "search.resamples=2000",
         "search.models=[]", "model.route=openai/sim/small", "model.api_key_env=SIM_HTTP_KEY", "model.send_episode_id=true"]
 
 

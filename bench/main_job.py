@@ -1,0 +1,55 @@
+"""The README's main job at default settings: how long it takes and what it answers.
+
+Runs ``evoharness search`` (every default: BFCL with three categories, the sim_large incumbent,
+the cheapest_noninferior decision) in a fresh runs dir and prints its wall time, the decision
+rule, the verdict, the shipped (or proposed) variant and its holdout cost relative to the
+incumbent. Target: at most 6 minutes on 2 cores.
+
+    python bench/main_job.py [overrides...]     # ~6 min; overrides go to the search command
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import ROOT
+
+TARGET_S = 360.0
+
+
+def figure(name: str, value: object, target: object, met: object, **extra: object) -> None:
+    print(json.dumps({"figure": name, "value": value, "target": target, "met": met, **extra}), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    overrides = list(sys.argv[1:] if argv is None else argv)
+    runs = Path(tempfile.mkdtemp(prefix="main-job-"))
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={runs}", *overrides], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    figure("main_job_wall_s", round(seconds, 1), f"<= {TARGET_S:.0f}", seconds <= TARGET_S and proc.returncode == 0,
+           exit_code=proc.returncode)
+    summaries = sorted(runs.glob("*/summary.json"))
+    if proc.returncode != 0 or not summaries:
+        print(f"main job failed: {proc.stderr.strip().splitlines()[-1:]}")
+        return 0
+    summary = json.loads(summaries[0].read_text(encoding="utf-8"))
+    claim, champion, base = summary["claim"], summary["champion"], summary["baseline"]
+    ratio = champion["holdout"]["cost_per_task"] / base["holdout"]["cost_per_task"]
+    figure("main_job_decision", summary["decision"]["rule"], None, None, evidence=summary["decision"].get("evidence"))
+    figure("main_job_verdict", claim["verdict"], "win", claim["verdict"] == "win",
+           mean_diff=round(claim["mean_diff"], 3), low=round(claim["low"], 3), high=round(claim["high"], 3), n=claim["n"])
+    figure("main_job_cost_ratio", round(ratio, 3), "< 1 (cheaper than the incumbent)", ratio < 1, changes=champion.get("changes"))
+    print(summary["headline"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
