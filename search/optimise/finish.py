@@ -96,12 +96,15 @@ def finish(
     front = [_member(settings, r, pools, variant_of(r.genome), baseline_variant) for r in front_records if r.genome is not None]
     dev_members = [front[i] for i in dev_picks(len(front), settings.search.max_front_dev)]
 
+    ref_genome = _reference_genome(settings, pools)
     dev_results = evaluate([(BASELINE, "dev", "baseline-dev"),
-                            *[(Genome.from_dict(m["genome"]), "dev", f"front-{m['trial']}-dev") for m in dev_members]])
+                            *[(Genome.from_dict(m["genome"]), "dev", f"front-{m['trial']}-dev") for m in dev_members],
+                            *([(ref_genome, "dev", "reference-dev")] if ref_genome else [])])
     baseline_dev = _report(dev_results[0], "baseline dev evaluation")
+    reference_dev = _report(dev_results[-1], "reference dev evaluation") if ref_genome else baseline_dev
     ranked: list[tuple[tuple[float, ...], dict[str, Any]]] = []
     dev_reports: list[EvalReport] = []
-    for m, res in zip(dev_members, dev_results[1:]):
+    for m, res in zip(dev_members, dev_results[1:1 + len(dev_members)]):
         if isinstance(res, BaseException):
             echo(f"warning: dev evaluation of trial {m['trial']} failed: {res}")
             continue
@@ -115,7 +118,7 @@ def finish(
     champion = ranked[champion_index([key for key, _ in ranked])][1]
     decision: dict[str, Any] = {"rule": settings.decision, "reference": "incumbent", "evidence": "best_quality"}
     if settings.decision == "cheapest_noninferior":
-        champion, decision = _cheapest(settings, q, baseline_dev, ranked, dev_reports, champion, echo)
+        champion, decision = _cheapest(settings, q, reference_dev, ranked, dev_reports, champion, echo)
     champion["champion"] = True
 
     s = settings.search
@@ -126,9 +129,11 @@ def finish(
         raise ConfigError("search.second_look", f"study {s.study!r} already looked at its holdout for champion {seen[0][:12]}; "
                           f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split",
                           "start a new search.study, or pass search.second_look=true (the claim and the report then say so)")
-    hold = evaluate([(BASELINE, "holdout", "baseline-holdout"), (Genome.from_dict(champion["genome"]), "holdout", "champion-holdout")])
+    hold = evaluate([(BASELINE, "holdout", "baseline-holdout"), (Genome.from_dict(champion["genome"]), "holdout", "champion-holdout"),
+                     *([(ref_genome, "holdout", "reference-holdout")] if ref_genome else [])])
     baseline_hold, champion_hold = _report(hold[0], "baseline holdout"), _report(hold[1], "champion holdout")
-    claim = versioned("claim", make_claim(baseline_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
+    reference_hold = _report(hold[2], "reference holdout") if ref_genome else baseline_hold
+    claim = versioned("claim", make_claim(reference_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
                                           min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes(),
                                           metric=quality_objective(settings.objectives), decision=settings.decision,
                                           margin=settings.margin))
@@ -168,6 +173,9 @@ def finish(
         "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,
                      "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
         "trials": trials, "front": front, "champion": champion, "decision": decision, "claim": claim, "snapshots": snapshots,
+        **({"reference": {"name": settings.reference, "variant_hash": reference_hold.variant_hash, "genome": ref_genome.to_dict(),
+                          "changes": f"model={settings.reference}", "dev": dict(reference_dev.metrics),
+                          "holdout": dict(reference_hold.metrics)}} if ref_genome else {}),
         "splits": {"hash": frozen.splits_hash, "strata": {k: dict(v) for k, v in frozen.split_strata.items()}},
         "paths": {"ledger": str(paths.ledger), "claim": str(paths.claim), "optimization_results": str(paths.results),
                   "report": str(paths.report)},
@@ -176,6 +184,15 @@ def finish(
     write_json_atomic(paths.summary, summary)
     write_report(summary, paths.report)
     return summary
+
+
+def _reference_genome(settings: RunSettings, pools: Pools) -> Genome | None:
+    """The genome a named reference stands for: the incumbent's harness on that model (None for
+    the incumbent itself, and for best_quality, which always compares with the incumbent)."""
+    if settings.decision != "cheapest_noninferior" or settings.reference == "incumbent":
+        return None
+    index = next(i for i, e in enumerate(pools.models) if e.value == settings.reference)
+    return Genome(model=index)
 
 
 def _cheapest(settings: RunSettings, q: str, baseline_dev: EvalReport, ranked: Sequence[tuple[Any, dict[str, Any]]],
@@ -191,11 +208,12 @@ def _cheapest(settings: RunSettings, q: str, baseline_dev: EvalReport, ranked: S
         m["dev_vs_reference"] = {"mean_diff": test.mean_diff, "low": test.low, "high": test.high, "n": test.n}
         candidates.append(DevCandidate(float(m["dev"].get(q, 0.0)), test.low, float(m["dev"].get("cost_per_task", 0.0)),
                                        bool(m["dev_verdict"]["feasible"])))
-    decision: dict[str, Any] = {"rule": settings.decision, "margin": margin, "reference": "incumbent", "reference_quality": reference}
+    decision: dict[str, Any] = {"rule": settings.decision, "margin": margin, "reference": settings.reference,
+                                "reference_quality": reference}
     pick = cheapest_noninferior(candidates, reference=reference, margin=margin,
                                 reference_cost=float(baseline_dev.metrics.get("cost_per_task", float("inf"))))
     if pick is None:
-        echo(f"warning: no front member is cheaper than the incumbent and within criteria.margin={margin} of its dev "
+        echo(f"warning: no front member is cheaper than the {settings.reference} and within criteria.margin={margin} of its dev "
              f"{q} ({reference:.3f}); the best-quality member is the champion")
         return best, {**decision, "evidence": "best_quality"}
     index, evidence = pick

@@ -142,6 +142,7 @@ class RunSettings:
     aggregation: str  # criteria.aggregation
     decision: str  # criteria.decision: best_quality | cheapest_noninferior
     margin: float  # criteria.margin
+    reference: str  # criteria.reference: "incumbent" or a model name (the incumbent's harness on that model)
     objectives: tuple[Objective, ...]  # the search's objectives, from the criteria
     agent: Mapping[str, Any]  # the incumbent agent (promoted snapshot merged in)
     tool: Mapping[str, Any]
@@ -186,6 +187,8 @@ class RunSettings:
             aggregation=str(cfg.criteria.aggregation),
             decision=_decision(str(cfg.criteria.get("decision", "cheapest_noninferior"))),
             margin=_margin(float(cfg.criteria.get("margin", 0.05))),
+            reference=_reference(str(cfg.criteria.get("reference", "incumbent")), models,
+                                 str(cfg.criteria.get("decision", "cheapest_noninferior"))),
             objectives=objectives_of(criteria),
             agent=to_plain(cfg.agent),
             tool=to_plain(cfg.tool),
@@ -284,6 +287,19 @@ DECISIONS = ("best_quality", "cheapest_noninferior")
 def _decision(value: str) -> str:
     if value not in DECISIONS:
         raise ConfigError("criteria.decision", f"unknown decision rule {value!r}", f"use one of {list(DECISIONS)}")
+    return value
+
+
+def _reference(value: str, models: Mapping[str, Mapping[str, Any]], decision: str) -> str:
+    if value == "incumbent":
+        return value
+    if decision != "cheapest_noninferior":
+        raise ConfigError("criteria.reference", f"a reference ({value!r}) applies only to criteria.decision=cheapest_noninferior",
+                          "drop criteria.reference, or set criteria.decision=cheapest_noninferior")
+    if value not in models:
+        named = [m for m in models if m != "base"]
+        raise ConfigError("criteria.reference", f"unknown reference {value!r}",
+                          f"use incumbent, or one of search.models other than the incumbent's own model: {named}")
     return value
 
 

@@ -38,13 +38,14 @@ def headline(summary: Mapping[str, Any]) -> str:
     bound = f"margin {margin:g}" if rule == "cheapest_noninferior" else f"min_effect {min_effect:g}"
     verdict = str(claim.get("verdict", "none"))
     metric = str(claim.get("metric", "pass_rate"))
-    champion, base = summary.get("champion") or {}, summary.get("baseline") or {}
+    champion, base = summary.get("champion") or {}, summary.get("reference") or summary.get("baseline") or {}
+    against = f"the reference ({base['name']})" if base.get("name") else "the incumbent"
     hold_c, hold_b = champion.get("holdout") or {}, base.get("holdout") or {}
     changes = champion.get("changes") or "baseline"
-    if champion.get("variant_hash") == base.get("variant_hash") or changes == "baseline":
+    if champion.get("variant_hash") == (summary.get("baseline") or {}).get("variant_hash") or changes == "baseline":
         return f"decision {rule} ({bound}): keep the incumbent; no front member differs from it"
     q_c, q_b = _num(hold_c.get(metric)), _num(hold_b.get(metric))
-    quality = (f"holdout {metric} {q_c:.3f} vs {q_b:.3f} for the incumbent" if q_c is not None and q_b is not None
+    quality = (f"holdout {metric} {q_c:.3f} vs {q_b:.3f} for {against}" if q_c is not None and q_b is not None
                else f"holdout {metric}")
     pct = int(round(100 * float(claim.get("confidence", 0.95))))
     meaning = _MEANING.get((rule, verdict), verdict).format(margin=margin, min_effect=min_effect)
@@ -58,8 +59,8 @@ def headline(summary: Mapping[str, Any]) -> str:
     room = float(claim.get("mean_diff", 0.0)) + (margin if rule == "cheapest_noninferior" else -min_effect)
     if verdict == "inconclusive" and room > 0 and half > room:
         # an interval narrows as 1/sqrt(n): how many tasks would decide it if the difference holds
-        second += (f"; too few holdout tasks to decide: at this difference the interval would need to be ±{room:.3f}, "
-                   f"not ±{half:.3f} (about {(half / room) ** 2:.1f}x the {claim.get('n', '?')} tasks)")
+        second += (f"; too few holdout tasks to decide: if the observed difference is real, about {(half / room) ** 2:.1f}x "
+                   f"the {claim.get('n', '?')} tasks would (the interval would need to be ±{room:.3f}, not ±{half:.3f})")
     if verdict == "win":
         action = f"ship {changes}"
     else:

@@ -44,3 +44,23 @@ def test_cheapest_noninferior_ships_the_cheapest_member_within_the_margin(tmp_pa
         assert decision["evidence"] == "best_quality"
         assert "no front member is cheaper than the incumbent" in proc.stdout + proc.stderr
     assert summary["headline"].startswith("decision cheapest_noninferior (margin 0.1):")
+
+
+def test_a_named_reference_model_is_what_the_champion_must_match(tmp_path: Path) -> None:
+    """criteria.reference=sim_large on a sim_small incumbent: "the cheapest that is as good as the big
+    model": the base harness on sim_large is evaluated on dev and holdout, selection and the claim
+    compare with it, and the summary says so."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    args = [a for a in ARGS if not a.startswith(("model=", "search.models=", "search.study="))]
+    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *args, "search.study=ref", "model=sim_small",
+                           "search.models=[sim_medium,sim_large]", "criteria.reference=sim_large"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "ref" / "summary.json").read_text(encoding="utf-8"))
+    reference, claim, decision = summary["reference"], summary["claim"], summary["decision"]
+    assert reference["name"] == "sim_large" and decision["reference"] == "sim_large"
+    assert claim["baseline_hash"] == reference["variant_hash"] != summary["baseline"]["variant_hash"]
+    assert decision["reference_quality"] == reference["dev"]["pass_rate"]
+    assert "for the reference (sim_large)" in summary["headline"]
+    if decision["evidence"] != "best_quality":
+        assert summary["champion"]["dev"]["cost_per_task"] < reference["dev"]["cost_per_task"]

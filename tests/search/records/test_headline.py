@@ -29,7 +29,7 @@ def test_an_unconfirmed_pick_keeps_the_incumbent_and_says_how_many_tasks_would_d
     line = headline(summary("inconclusive", diff=0.024, low=-0.073, high=0.122))
     assert "keep the incumbent: model=sim_small, +step verify is not confirmed" in line and "ship " not in line
     # room = 0.024 + 0.05 = 0.074 against a half-width of 0.0975: (0.0975 / 0.074)^2 = 1.7
-    assert "need to be ±0.074, not ±0.098 (about 1.7x the 123 tasks)" in line
+    assert "if the observed difference is real, about 1.7x the 123 tasks would (the interval would need to be ±0.074, not ±0.098)" in line
 
 
 def test_no_task_count_hint_when_more_tasks_would_not_help() -> None:
@@ -47,3 +47,11 @@ def test_best_quality_words_superiority() -> None:
 def test_the_incumbent_as_champion_is_said_plainly() -> None:
     s = summary("inconclusive", changes="baseline")
     assert headline(s) == "decision cheapest_noninferior (margin 0.05): keep the incumbent; no front member differs from it"
+
+
+def test_a_named_reference_is_what_the_champion_is_compared_with() -> None:
+    s = summary("win")
+    s["reference"] = {"name": "sim_large", "variant_hash": "r" * 64,
+                      "holdout": {"pass_rate": 0.85, "cost_per_task": 0.1, "latency_p95": 2.4}}
+    line = headline(s)
+    assert "pass_rate 0.810 vs 0.850 for the reference (sim_large)" in line and "cost/task -88%" in line
