@@ -2,7 +2,8 @@
 
 A null model (litellm provider ``null/coin``, defined here) passes or fails each episode by a coin
 whose bias depends on the task only: every harness has exactly the same expected quality. Each
-episode's coin is drawn from (task, seed, sample, harness digest), so two variants get
+episode's coin is drawn from (task, seed, sample, what the variant sends: system prompt, tools,
+temperature), so two variants get
 independent noise, as two prompts do on a real model. On a pass it replays the task's reference
 calls (in the tool format the harness asked for), on a fail it answers without calling a tool.
 
@@ -69,7 +70,9 @@ def register_null_provider() -> None:
         task = gold.task(meta.task_id)
         conv = split_conversation(messages, [[str(m.get("content", "")) for m in t] for t in task.turns])
         tools = optional.get("tools")
-        harness = hashlib.sha256((conv.system_prompt + json.dumps(tools, sort_keys=True, default=str)).encode()).hexdigest()
+        # what the variant sends: prompt, tools and temperature (a real model's noise differs for each)
+        sent = [conv.system_prompt, tools, optional.get("temperature")]
+        harness = hashlib.sha256(json.dumps(sent, sort_keys=True, default=str).encode()).hexdigest()
         passes = _u("null-coin", meta.task_id, meta.seed, meta.sample, harness) < task_pass_rate(meta.task_id)
         calls = tuple(task.gold[conv.turn]) if passes and conv.turn < len(task.gold) else ()
         made = sum(len(e.results) for e in conv.current if e.kind == "tool_results")
@@ -100,8 +103,10 @@ def register_null_provider() -> None:
 
     @register_model_provider("null")
     def _null() -> None:
-        litellm.custom_provider_map = [e for e in litellm.custom_provider_map if e.get("provider") != "null"]
-        litellm.custom_provider_map.append({"provider": "null", "custom_handler": NullLLM()})
+        # idempotent, and never a moment without the entry: this runs before every model call
+        if any(e.get("provider") == "null" for e in litellm.custom_provider_map):
+            return
+        litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "null", "custom_handler": NullLLM()}]
         litellm.register_model({ROUTE: {"input_cost_per_token": PRICE_IN, "output_cost_per_token": PRICE_OUT,
                                         "litellm_provider": "null", "mode": "chat", "supports_function_calling": True}})
 

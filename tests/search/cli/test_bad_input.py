@@ -145,7 +145,7 @@ CASES: list[tuple[list[str], str]] = [
     (["search", "criteria.decision=nope"], "criteria.decision: unknown decision rule 'nope'"),
     (["search", "criteria.reference=nope"], "criteria.reference: unknown reference 'nope'"),
     (["search", "criteria.reference=sim_large"], "criteria.reference: unknown reference 'sim_large'"),  # the incumbent's own model
-    (["search", "criteria.reference=sim_small", "criteria.decision=best_quality"], "applies only to criteria.decision=cheapest_noninferior"),
+    (["search", "criteria.reference=sim_small", "criteria.decision=best_quality"], "applies only to criteria.decision=cheapest_"),
     (["search", "criteria.margin=1.5"], "criteria.margin: must be in [0, 1), got 1.5"),
     (["search", "mutators.pool_size=0"], "mutators.pool_size: must be at least 2, got 0"),
     (["search", "mutators.enabled=[{name: identity, weight: -1}]"], "mutators.enabled[0].weight: must be 0 or more, got -1.0"),

@@ -215,3 +215,15 @@ def test_a_cost_axis_spanning_decades_is_log_scale() -> None:
     assert "cost (log scale)" in svg and "$0.01" in svg
     linear = scatter_svg([Point(0.003, 0.5, "baseline", "b"), Point(0.006, 0.9, "champion", "c")], "cost_per_task", "pass_rate")
     assert "log scale" not in linear
+
+
+def test_the_banner_carries_the_decision_headline_escaped() -> None:
+    from search.records.headline import headline
+
+    summary = make_summary("inconclusive")
+    summary["champion"] = {**summary["champion"], "changes": "model=<b>x</b>"}
+    page = render_report(summary)
+    line = headline(summary)
+    assert "model=<b>x</b>" in line and "model=&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+    assert "verdict inconclusive" in page
+    assert 'class="decision"' not in render_report(make_summary(None))  # no claim, no decision line
