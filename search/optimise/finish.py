@@ -115,31 +115,37 @@ def finish(
         dev_reports.append(res.report)
     if not ranked:
         raise RuntimeError("no front member could be evaluated on dev; see the job logs under the sweep dir")
-    champion = ranked[champion_index([key for key, _ in ranked])][1]
+    champion: dict[str, Any] | None = ranked[champion_index([key for key, _ in ranked])][1]
     decision: dict[str, Any] = {"rule": settings.decision, "reference": "incumbent", "evidence": "best_quality"}
     if settings.decision == "cheapest_noninferior":
-        champion, decision = _cheapest(settings, q, reference_dev, ranked, dev_reports, champion, echo)
+        pick, decision = _cheapest(settings, q, reference_dev, ranked, dev_reports, echo)
+        champion = pick
+    if champion is None:  # nothing cheaper is as good: the incumbent stays, and so does the seal
+        champion = _incumbent_member(settings, trials_of, baseline_variant, baseline_dev)
     champion["champion"] = True
 
     s = settings.search
     champion_hash = variant_of(Genome.from_dict(champion["genome"])).content_hash
+    candidate = champion_hash != baseline_variant.content_hash  # the incumbent itself is no look at a candidate
     seen = champions_seen(read_looks(paths.looks))
-    if seen and champion_hash not in seen and not s.second_look:
+    if candidate and seen and champion_hash not in seen and not s.second_look:
         # before the holdout is run: adding rounds until a champion wins would be peeking
         raise ConfigError("search.second_look", f"study {s.study!r} already looked at its holdout for champion {seen[0][:12]}; "
                           f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split",
                           "start a new search.study, or pass search.second_look=true (the claim and the report then say so)")
-    hold = evaluate([(BASELINE, "holdout", "baseline-holdout"), (Genome.from_dict(champion["genome"]), "holdout", "champion-holdout"),
+    hold = evaluate([(BASELINE, "holdout", "baseline-holdout"),
+                     *([(Genome.from_dict(champion["genome"]), "holdout", "champion-holdout")] if candidate else []),
                      *([(ref_genome, "holdout", "reference-holdout")] if ref_genome else [])])
-    baseline_hold, champion_hold = _report(hold[0], "baseline holdout"), _report(hold[1], "champion holdout")
-    reference_hold = _report(hold[2], "reference holdout") if ref_genome else baseline_hold
+    baseline_hold = _report(hold[0], "baseline holdout")
+    champion_hold = _report(hold[1], "champion holdout") if candidate else baseline_hold
+    reference_hold = _report(hold[-1], "reference holdout") if ref_genome else baseline_hold
     claim = versioned("claim", make_claim(reference_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
                                           min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes(),
                                           metric=quality_objective(settings.objectives), decision=settings.decision,
                                           margin=settings.margin))
-    looks = len(seen) + (0 if champion_hash in seen else 1)
+    looks = len(seen) + (1 if candidate and champion_hash not in seen else 0)
     claim = {**claim, "looks": looks, "second_look": looks > 1}
-    if champion_hash not in seen:  # the same champion again (a resume) is the same look, not a new one
+    if candidate and champion_hash not in seen:  # the same champion again (a resume) is the same look, not a new one
         append_look(paths.looks, look_row(champion_hash=champion_hash, baseline_hash=baseline_variant.content_hash, claim=claim,
                                           look=looks))
     write_json_atomic(paths.claim, claim)
@@ -186,6 +192,15 @@ def finish(
     return summary
 
 
+def _incumbent_member(settings: RunSettings, trials_of: SearchTrials, baseline: HarnessVariant, dev: EvalReport) -> dict[str, Any]:
+    """The incumbent as the champion row, when no candidate is chosen."""
+    first = next((r for rs in trials_of.per_round[:1] for r in rs if r.origin == "baseline"), None)
+    return {"trial": first.number if first else "base", "round": 0, "variant_hash": baseline.content_hash, "genome": BASELINE.to_dict(),
+            "authors": [], "changes": "baseline", "params": dict(first.params) if first else {},
+            "values": list(first.values or []) if first else [], "train": dict(first.train) if first else {},
+            "dev": dict(dev.metrics), "diff": "", "champion": False}
+
+
 def _reference_genome(settings: RunSettings, pools: Pools) -> Genome | None:
     """The genome a named reference stands for: the incumbent's harness on that model (None for
     the incumbent itself, and for best_quality, which always compares with the incumbent)."""
@@ -196,9 +211,9 @@ def _reference_genome(settings: RunSettings, pools: Pools) -> Genome | None:
 
 
 def _cheapest(settings: RunSettings, q: str, baseline_dev: EvalReport, ranked: Sequence[tuple[Any, dict[str, Any]]],
-              reports: Sequence[EvalReport], best: dict[str, Any], echo: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The cheapest_noninferior pick, each member's paired dev difference against the incumbent
-    recorded on it; the best-quality member (with a warning) when nothing cheaper is as good."""
+              reports: Sequence[EvalReport], echo: Callable[[str], None]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The cheapest_noninferior pick, each member's paired dev difference against the reference
+    recorded on it; None (with a warning) when nothing cheaper is as good."""
     s, margin = settings.search, settings.margin
     reference = float(baseline_dev.metrics.get(q, 0.0))
     candidates = []
@@ -214,8 +229,8 @@ def _cheapest(settings: RunSettings, q: str, baseline_dev: EvalReport, ranked: S
                                 reference_cost=float(baseline_dev.metrics.get("cost_per_task", float("inf"))))
     if pick is None:
         echo(f"warning: no front member is cheaper than the {settings.reference} and within criteria.margin={margin} of its dev "
-             f"{q} ({reference:.3f}); the best-quality member is the champion")
-        return best, {**decision, "evidence": "best_quality"}
+             f"{q} ({reference:.3f}); the incumbent stays the champion and no candidate is claimed on the holdout")
+        return None, {**decision, "evidence": "none"}
     index, evidence = pick
     if evidence == "point":
         echo(f"warning: no cheaper member's dev interval clears -{margin:g}; the champion is the cheapest whose dev {q} "

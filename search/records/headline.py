@@ -43,6 +43,9 @@ def headline(summary: Mapping[str, Any]) -> str:
     hold_c, hold_b = champion.get("holdout") or {}, base.get("holdout") or {}
     changes = champion.get("changes") or "baseline"
     if champion.get("variant_hash") == (summary.get("baseline") or {}).get("variant_hash") or changes == "baseline":
+        if decision.get("evidence") == "none":
+            return (f"decision {rule} ({bound}): keep the incumbent; no front member is cheaper than {against} and within "
+                    f"{margin:g} of its dev quality, so no candidate was claimed and the holdout stays sealed")
         return f"decision {rule} ({bound}): keep the incumbent; no front member differs from it"
     q_c, q_b = _num(hold_c.get(metric)), _num(hold_b.get(metric))
     quality = (f"holdout {metric} {q_c:.3f} vs {q_b:.3f} for {against}" if q_c is not None and q_b is not None

@@ -40,9 +40,10 @@ def test_cheapest_noninferior_ships_the_cheapest_member_within_the_margin(tmp_pa
         assert decision["evidence"] == evidence
         assert champion["dev"]["cost_per_task"] == min(m["dev"]["cost_per_task"] for m in eligible)
         assert champion["dev"]["cost_per_task"] < base_cost
-    else:
-        assert decision["evidence"] == "best_quality"
+    else:  # the incumbent stays, and no look at the holdout is spent on it
+        assert decision["evidence"] == "none" and champion["variant_hash"] == summary["baseline"]["variant_hash"]
         assert "no front member is cheaper than the incumbent" in proc.stdout + proc.stderr
+        assert not (tmp_path / "cheap" / "holdout_looks.jsonl").exists() and claim["looks"] == 0
     assert summary["headline"].startswith("decision cheapest_noninferior (margin 0.1):")
 
 
@@ -61,6 +62,23 @@ def test_a_named_reference_model_is_what_the_champion_must_match(tmp_path: Path)
     assert reference["name"] == "sim_large" and decision["reference"] == "sim_large"
     assert claim["baseline_hash"] == reference["variant_hash"] != summary["baseline"]["variant_hash"]
     assert decision["reference_quality"] == reference["dev"]["pass_rate"]
-    assert "for the reference (sim_large)" in summary["headline"]
+    assert "the reference (sim_large)" in summary["headline"]
     if decision["evidence"] != "best_quality":
         assert summary["champion"]["dev"]["cost_per_task"] < reference["dev"]["cost_per_task"]
+
+
+def test_when_nothing_cheaper_is_as_good_the_incumbent_stays_and_the_holdout_stays_sealed(tmp_path: Path) -> None:
+    """sim_small is the incumbent and every alternative (sim_large, the verify step) costs more: the
+    answer is "keep what you run", with nothing to promote and no holdout look spent."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    args = [a for a in ARGS if not a.startswith(("model=", "search.models=", "search.study="))]
+    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *args, "search.study=keep", "model=sim_small",
+                           "search.models=[sim_large]", "search.formats=[json]", "search.temperatures=[0.0]"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "keep" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["decision"]["evidence"] == "none"
+    assert summary["champion"]["variant_hash"] == summary["baseline"]["variant_hash"]
+    assert summary["claim"]["looks"] == 0 and not (tmp_path / "keep" / "holdout_looks.jsonl").exists()
+    assert not (tmp_path / "keep" / "champion.json").exists()
+    assert "the holdout stays sealed" in summary["headline"] and "the holdout stays sealed" in proc.stdout

@@ -55,3 +55,10 @@ def test_a_named_reference_is_what_the_champion_is_compared_with() -> None:
                       "holdout": {"pass_rate": 0.85, "cost_per_task": 0.1, "latency_p95": 2.4}}
     line = headline(s)
     assert "pass_rate 0.810 vs 0.850 for the reference (sim_large)" in line and "cost/task -88%" in line
+
+
+def test_nothing_cheaper_keeps_the_incumbent_and_the_seal() -> None:
+    s = summary("no_win", changes="baseline")
+    s["decision"]["evidence"] = "none"
+    assert headline(s) == ("decision cheapest_noninferior (margin 0.05): keep the incumbent; no front member is cheaper than "
+                           "the incumbent and within 0.05 of its dev quality, so no candidate was claimed and the holdout stays sealed")
