@@ -33,17 +33,30 @@ MODEL_PROVIDERS: NamedRegistry[ProviderRegistrar] = NamedRegistry(
 
 
 ParamsCheck = Callable[[str, Mapping[str, Any]], None]  # (route, completion params) -> raises ValueError
+CacheTag = Callable[[str], str]  # route -> what else decides the answer
 
 
-def register_model_provider(name: str, *, check: ParamsCheck | None = None) -> Callable[[ProviderRegistrar], ProviderRegistrar]:
+def register_model_provider(name: str, *, check: ParamsCheck | None = None,
+                            cache_tag: CacheTag | None = None) -> Callable[[ProviderRegistrar], ProviderRegistrar]:
     """Decorator: make routes ``<name>/<model>`` go to the provider the decorated callable registers.
     ``check(route, params)`` raises ValueError for a model name or parameter the provider cannot serve,
-    so the mistake is reported before the run instead of on every call."""
+    so the mistake is reported before the run instead of on every call. ``cache_tag(route)`` names
+    whatever besides the request decides the provider's answer (its version, a server-side mode):
+    it is part of every response-cache key, so a changed provider is never answered from old entries."""
     def wrap(registrar: ProviderRegistrar) -> ProviderRegistrar:
         if check is not None:
             registrar.check = check  # type: ignore[attr-defined]
+        if cache_tag is not None:
+            registrar.cache_tag = cache_tag  # type: ignore[attr-defined]
         return MODEL_PROVIDERS.register(name)(registrar)
     return wrap
+
+
+def provider_cache_tag(route: str) -> str | None:
+    """The registered provider's cache tag for ``route`` (None for routes litellm serves itself)."""
+    provider = route.partition("/")[0]
+    tag = getattr(MODEL_PROVIDERS.get(provider), "cache_tag", None) if provider in MODEL_PROVIDERS else None
+    return None if tag is None else str(tag(route))
 
 
 def check_route(route: str, params: Mapping[str, Any]) -> None:

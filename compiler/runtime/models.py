@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.runtime.cache import ResponseCache, request_key
-from compiler.runtime.llm import ProviderCheckError, check_route, ensure_providers, litellm_module
+from compiler.runtime.llm import ProviderCheckError, check_route, ensure_providers, litellm_module, provider_cache_tag
 from compiler.secrets import remember_env
 from compiler.variant import ModelParams, RouteSettings
 
@@ -115,6 +115,8 @@ class ModelClient:
         self.route = route
         self.cache = cache
         self._semaphore = asyncio.Semaphore(max(1, route.concurrency))
+        ensure_providers(model.route)
+        self._cache_tag = provider_cache_tag(model.route)  # read once: a provider's mode is fixed for a run
         self._warned_price = False
 
     def _api_key(self) -> str | None:
@@ -155,7 +157,8 @@ class ModelClient:
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str) -> ModelReply:
         req = self.request(messages, tools, user)
-        key = request_key(req)
+        tag = self._cache_tag
+        key = request_key(req if tag is None else {**req, "provider_cache_tag": tag})
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return _reply_from_record(hit, cached=True)
         lm = ensure_providers()

@@ -157,7 +157,18 @@ def check_sim_params(route: str, params: Mapping[str, Any]) -> None:
         raise ValueError(f"extra.sim_faults: {exc}") from None
 
 
+BEHAVIOUR_VERSION = 2  # bump when the same request may get another answer (2: draws keyed by the harness)
+
+
+def sim_cache_tag(route: str) -> str:
+    """Besides the request, the route's configured draw mode decides the answer."""
+    from compiler.sim.faults import sim_config
+
+    return f"sim-v{BEHAVIOUR_VERSION};shared_draws={sim_config(route).shared_draws}"
+
+
 register_sim_provider.check = check_sim_params  # type: ignore[attr-defined]
+register_sim_provider.cache_tag = sim_cache_tag  # type: ignore[attr-defined]
 
 
 def _register_http_routes() -> None:

@@ -51,9 +51,14 @@ class Frozen:
         return {"config": self.config_hash, "workload": self.workload_hash, "splits": self.splits_hash, "scorer": self.scorer_hash}
 
 
+class FinishAborted(RuntimeError):
+    """An evaluation the selection or the claim needs failed or scored nothing: the study keeps
+    every finished trial and evaluation, and a rerun with the same command resumes here."""
+
+
 def _report(res: TrialResult | BaseException, what: str) -> EvalReport:
     if isinstance(res, BaseException):
-        raise RuntimeError(f"{what} failed: {type(res).__name__}: {res}") from res
+        raise FinishAborted(f"{what} failed: {type(res).__name__}: {str(res).splitlines()[0] if str(res) else ''}") from res
     return res.report
 
 
@@ -114,7 +119,7 @@ def finish(
         ranked.append((rank_key(verdict, res.report.metrics), m))
         dev_reports.append(res.report)
     if not ranked:
-        raise RuntimeError("no front member could be evaluated on dev; see the job logs under the sweep dir")
+        raise FinishAborted("no front member could be evaluated on dev; see the job logs under the sweep dir")
     champion: dict[str, Any] | None = ranked[champion_index([key for key, _ in ranked])][1]
     decision: dict[str, Any] = {"rule": settings.decision, "reference": "incumbent", "evidence": "best_quality"}
     if settings.decision == "cheapest_noninferior":
@@ -216,9 +221,16 @@ def _cheapest(settings: RunSettings, q: str, baseline_dev: EvalReport, ranked: S
     recorded on it; None (with a warning) when nothing cheaper is as good."""
     s, margin = settings.search, settings.margin
     reference = float(baseline_dev.metrics.get(q, 0.0))
+    if not any(r.scored for r in baseline_dev.tasks):
+        raise FinishAborted(f"the {settings.reference}'s dev evaluation scored no task (every episode was skipped as an "
+                           "infrastructure failure), so nothing can be compared with it; see the job logs under the sweep dir")
     candidates = []
     for (_, m), report in zip(ranked, reports):
-        _, a, b = paired_scores(baseline_dev, report, metric=q)
+        tasks, a, b = paired_scores(baseline_dev, report, metric=q)
+        if not tasks:  # every episode of this member was skipped: no evidence either way, so never chosen
+            m["dev_vs_reference"] = None
+            candidates.append(DevCandidate(float("-inf"), float("-inf"), float("inf"), False))
+            continue
         test = paired_test(a, b, shift=-margin, resamples=s.resamples, confidence=s.confidence, seed=settings.seed)
         m["dev_vs_reference"] = {"mean_diff": test.mean_diff, "low": test.low, "high": test.high, "n": test.n}
         candidates.append(DevCandidate(float(m["dev"].get(q, 0.0)), test.low, float(m["dev"].get("cost_per_task", 0.0)),

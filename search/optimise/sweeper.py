@@ -85,6 +85,7 @@ class NSGA2SweeperImpl:
         from compiler.errors import ConfigError
         from compiler.release.merge import apply_promoted
         from conf import CONF_DIR
+        from search.optimise.finish import FinishAborted
         from search.optimise.lock import study_lock
         from search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
         from search.optimise.settings import RunSettings, StudyPaths
@@ -101,7 +102,7 @@ class NSGA2SweeperImpl:
             self.job_dir = paths.jobs
             with StopRequest() as stop, study_lock(paths.dir, settings.search.study):
                 summary = SearchRun(settings, launch=self.launch, should_stop=lambda: stop.requested).execute()
-        except (SearchAborted, ConfigError) as exc:
+        except (SearchAborted, FinishAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
             print(f"error: {scrub(str(exc))}", file=sys.stderr)
             raise SystemExit(2) from None

@@ -99,3 +99,39 @@ def test_a_user_provider_added_with_the_decorator_serves_its_routes(calls: list[
     assert calls == ["echo"]
     r = asyncio.run(lm.acompletion(model="echo/parrot", messages=[{"role": "user", "content": "hi"}]))
     assert r.choices[0].message.content == "parrot heard: hi"
+
+
+def test_a_providers_cache_tag_keeps_a_changed_mode_out_of_old_cache_entries(tmp_path: Path) -> None:
+    """The sim's draw mode is configured outside the request; its cache tag is part of the key, so
+    switching to shared draws is a cache miss (the old answers were drawn the other way), and
+    switching back finds the first entry again."""
+    from compiler.runtime.cache import ResponseCache
+    from compiler.runtime.models import ModelClient
+    from compiler.variant import ModelParams, RouteSettings
+
+    handler = register_sim_provider()
+    previous = handler.gold
+    handler.gold = GOLD
+    reset_sim()
+    configure_sim(None, time_scale=0.0)
+    try:
+        def ask() -> bool:
+            client = ModelClient(ModelParams(route="sim/small"), RouteSettings(retries=0, send_episode_id=True),
+                                 cache=ResponseCache(tmp_path))
+            return asyncio.run(client.complete(start(), tools=openai_tools(SPECS), user=USER)).cached
+
+        assert ask() is False and ask() is True
+        configure_sim("sim/small", shared_draws=True)
+        assert llm.provider_cache_tag("sim/small") != llm.provider_cache_tag("sim/medium")
+        assert ask() is False and ask() is True
+        configure_sim("sim/small", shared_draws=False)
+        assert ask() is True
+        assert llm.provider_cache_tag("openai/sim/small") is None  # litellm's own provider: nothing to add
+    finally:
+        handler.gold = previous
+        reset_sim()
+
+
+def test_a_registered_provider_declares_its_cache_tag(calls: list[str]) -> None:
+    register_model_provider("tagged", cache_tag=lambda route: f"v7:{route}")(lambda: None)
+    assert llm.provider_cache_tag("tagged/m") == "v7:tagged/m" and llm.provider_cache_tag("mine/m") is None
