@@ -17,7 +17,8 @@ from search.evaluation.criteria import evaluate_criteria, quality_objective, ran
 from search.evaluation.metrics import EvalReport, paired_scores
 from search.evaluation.stats import paired_test
 from search.genome import BASELINE, Genome, Pools, authors, describe
-from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, dev_picks, distinct_front, ledger_decision
+from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, distinct_front, ledger_decision
+from search.optimise.select import dev_members as dev_members_of
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.snapshots import snapshot_for_search
 from search.optimise.study import TrialRecord
@@ -99,7 +100,8 @@ def finish(
     baseline_variant = variant_of(BASELINE)
     front_records = distinct_front([r for r in trials_of.front if r.genome is not None], q)
     front = [_member(settings, r, pools, variant_of(r.genome), baseline_variant) for r in front_records if r.genome is not None]
-    dev_members = [front[i] for i in dev_picks(len(front), settings.search.max_front_dev)]
+    dev_members = [front[i] for i in dev_members_of([float(m["train"].get("cost_per_task", 0.0)) for m in front],
+                                                    settings.search.max_front_dev)]
 
     ref_genome = _reference_genome(settings, pools)
     dev_results = evaluate([(BASELINE, "dev", "baseline-dev"),
@@ -149,7 +151,7 @@ def finish(
                                           metric=quality_objective(settings.objectives), decision=settings.decision,
                                           margin=settings.margin))
     looks = len(seen) + (1 if candidate and champion_hash not in seen else 0)
-    claim = {**claim, "looks": looks, "second_look": looks > 1}
+    claim = {**claim, "looks": looks, "second_look": looks > 1, "reference": settings.reference if ref_genome else "incumbent"}
     if candidate and champion_hash not in seen:  # the same champion again (a resume) is the same look, not a new one
         append_look(paths.looks, look_row(champion_hash=champion_hash, baseline_hash=baseline_variant.content_hash, claim=claim,
                                           look=looks))

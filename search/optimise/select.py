@@ -31,6 +31,22 @@ def dev_picks(count: int, cap: int) -> list[int]:
     return sorted({round(i * (count - 1) / (cap - 1)) for i in range(cap)})
 
 
+def dev_members(costs: Sequence[float], cap: int) -> list[int]:
+    """Indices of the front members (ordered best train quality first, with their train costs)
+    re-evaluated on dev: all when they fit, else ``cap`` spread evenly along the cost axis, the
+    cheapest always among them (what cheapest_noninferior needs) and the best quality (index 0)
+    in place of the dearest pick. With three objectives quality order is not cost order, so
+    spacing by quality rank alone could skip the cheapest member."""
+    count = len(costs)
+    if count <= max(1, cap):
+        return list(range(count))
+    by_cost = sorted(range(count), key=lambda i: (costs[i], i))
+    picks = [by_cost[i] for i in dev_picks(count, cap)]
+    if 0 not in picks:
+        picks[-1] = 0  # the dearest pick gives way to the best quality
+    return sorted(set(picks))
+
+
 def champion_index(rank_keys: Sequence[tuple[float, ...]]) -> int:
     """The member with the largest rank key (criteria.rank_key); the first of equals wins, so the
     order of the candidates (best train quality first) breaks exact ties."""

@@ -6,7 +6,7 @@ other module of the search takes it (or the part it needs).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,7 +188,7 @@ class RunSettings:
             decision=_decision(str(cfg.criteria.get("decision", "cheapest_noninferior"))),
             margin=_margin(float(cfg.criteria.get("margin", 0.05))),
             reference=_reference(str(cfg.criteria.get("reference", "incumbent")), models,
-                                 str(cfg.criteria.get("decision", "cheapest_noninferior"))),
+                                 str(cfg.criteria.get("decision", "cheapest_noninferior")), search.models),
             objectives=objectives_of(criteria),
             agent=to_plain(cfg.agent),
             tool=to_plain(cfg.tool),
@@ -290,14 +290,17 @@ def _decision(value: str) -> str:
     return value
 
 
-def _reference(value: str, models: Mapping[str, Mapping[str, Any]], decision: str) -> str:
+def _reference(value: str, models: Mapping[str, Mapping[str, Any]], decision: str, listed: Sequence[str]) -> str:
     if value == "incumbent":
         return value
     if decision != "cheapest_noninferior":
         raise ConfigError("criteria.reference", f"a reference ({value!r}) applies only to criteria.decision=cheapest_noninferior",
                           "drop criteria.reference, or set criteria.decision=cheapest_noninferior")
-    if value not in models:
-        named = [m for m in models if m != "base"]
+    named = [m for m in models if m != "base"]  # "base" is the settings' own key for the incumbent's model
+    if value in listed and value not in named:
+        raise ConfigError("criteria.reference", f"{value!r} is the incumbent's own model",
+                          "use criteria.reference=incumbent (the default)")
+    if value not in named:
         raise ConfigError("criteria.reference", f"unknown reference {value!r}",
                           f"use incumbent, or one of search.models other than the incumbent's own model: {named}")
     return value

@@ -3,13 +3,14 @@ that the incumbent stays), its holdout quality against the incumbent with the in
 it does to cost and latency. Pure: a summary in, a sentence out."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 _MEANING = {
     ("cheapest_noninferior", "win"): "non-inferior within {margin:g} and cheaper",
     ("cheapest_noninferior", "equivalent"): "equal within ±{margin:g}",
-    ("cheapest_noninferior", "no_win"): "not shown non-inferior within {margin:g}, or not cheaper",
+    ("cheapest_noninferior", "no_win"): "not cheaper",
     ("cheapest_noninferior", "inconclusive"): "not shown non-inferior within {margin:g}",
     ("best_quality", "win"): "better by more than {min_effect:g}",
     ("best_quality", "equivalent"): "equal within ±{min_effect:g}: no improvement",
@@ -22,12 +23,26 @@ def _change(new: float | None, old: float | None) -> str:
     if new is None or old is None:
         return "n/a"
     if old == 0:
-        return "+0%" if new == 0 else "n/a (incumbent 0)"
+        return "+0%" if new == 0 else "n/a (compared with 0)"
     return f"{100 * (new - old) / old:+.0f}%"
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _meaning(rule: str, verdict: str, claim: Mapping[str, Any], *, margin: float, min_effect: float) -> str:
+    if rule == "cheapest_noninferior" and verdict in ("inconclusive", "no_win"):
+        quality_ok = float(claim.get("low", -1.0)) > -margin
+        saving_low = _num(claim.get("cost_saving_low"))
+        if quality_ok:  # then the cost side is what failed
+            return f"non-inferior within {margin:g}, but the cost saving is not shown" + (
+                f" (saving CI low {saving_low:+.4f})" if saving_low is not None else "")
+        if verdict == "no_win" and float(claim.get("high", 0.0)) < -margin:
+            return f"worse by more than {margin:g}"
+    return _MEANING.get((rule, verdict), verdict).format(margin=margin, min_effect=min_effect)
 
 
 def headline(summary: Mapping[str, Any]) -> str:
@@ -46,24 +61,26 @@ def headline(summary: Mapping[str, Any]) -> str:
         if decision.get("evidence") == "none":
             return (f"decision {rule} ({bound}): keep the incumbent; no front member is cheaper than {against} and within "
                     f"{margin:g} of its dev quality, so no candidate was claimed and the holdout stays sealed")
-        return f"decision {rule} ({bound}): keep the incumbent; no front member differs from it"
+        return f"decision {rule} ({bound}): keep the incumbent; no front member beats it on dev"
     q_c, q_b = _num(hold_c.get(metric)), _num(hold_b.get(metric))
     quality = (f"holdout {metric} {q_c:.3f} vs {q_b:.3f} for {against}" if q_c is not None and q_b is not None
                else f"holdout {metric}")
     pct = int(round(100 * float(claim.get("confidence", 0.95))))
-    meaning = _MEANING.get((rule, verdict), verdict).format(margin=margin, min_effect=min_effect)
+    meaning = _meaning(rule, verdict, claim, margin=margin, min_effect=min_effect)
     interval = (f"({float(claim.get('mean_diff', 0.0)):+.3f}, {pct}% CI {float(claim.get('low', 0.0)):+.3f}.."
                 f"{float(claim.get('high', 0.0)):+.3f}: {meaning})")
     c_c, c_b = _num(hold_c.get("cost_per_task")), _num(hold_b.get("cost_per_task"))
     cost = f"cost/task {_change(c_c, c_b)}" + (f" (${c_c:.4f} vs ${c_b:.4f})" if c_c is not None and c_b is not None else "")
     latency = f"latency p95 {_change(_num(hold_c.get('latency_p95')), _num(hold_b.get('latency_p95')))}"
     second = " (second look at the holdout)" if claim.get("second_look") else ""
-    half = (float(claim.get("high", 0.0)) - float(claim.get("low", 0.0))) / 2
+    # the claim needs the interval's low end above the bar: what it lacks is mean - low vs mean - bar
+    half = float(claim.get("mean_diff", 0.0)) - float(claim.get("low", 0.0))
     room = float(claim.get("mean_diff", 0.0)) + (margin if rule == "cheapest_noninferior" else -min_effect)
-    if verdict == "inconclusive" and room > 0 and half > room:
+    quality_undecided = float(claim.get("low", 0.0)) <= (-margin if rule == "cheapest_noninferior" else min_effect)
+    if verdict == "inconclusive" and quality_undecided and room > 0 and half > room:
         # an interval narrows as 1/sqrt(n): how many tasks would decide it if the difference holds
         second += (f"; too few holdout tasks to decide: if the observed difference is real, about {(half / room) ** 2:.1f}x "
-                   f"the {claim.get('n', '?')} tasks would (the interval would need to be ±{room:.3f}, not ±{half:.3f})")
+                   f"the {claim.get('n', '?')} tasks would (the interval's lower arm would need to be {room:.3f}, not {half:.3f})")
     if verdict == "win":
         action = f"ship {changes}"
     else:

@@ -81,9 +81,15 @@ def _banner(claim: Mapping[str, Any] | None, has_champion: bool) -> dict[str, st
     ci = _ci_text(claim)
     if claim.get("second_look"):
         ci = f"Second look at the holdout (look {claim.get('looks')}): the claim is weaker than its interval says. {ci}"
-    if claim.get("verdict") == "win":
-        return {"cls": "win", "headline": "Holdout: improvement confirmed (win)", "detail": ci}
     verdict = str(claim.get("verdict"))
+    if claim.get("decision") == "cheapest_noninferior":
+        # the question was "cheaper and as good": the wording must not be about beating anything
+        if verdict == "win":
+            return {"cls": "win", "headline": "Holdout: cheaper and non-inferior (win)", "detail": ci}
+        return {"cls": "nowin", "headline": f"Holdout: {verdict} – nothing shipped",
+                "detail": f"Cheaper and non-inferior within {claim.get('margin', 0.05):g} was not shown on the holdout. {ci}"}
+    if verdict == "win":
+        return {"cls": "win", "headline": "Holdout: improvement confirmed (win)", "detail": ci}
     why = {"no_win": "the champion did not beat the baseline on the holdout",
            "equivalent": "champion and baseline are equal on the holdout within the smallest effect that counts",
            "inconclusive": "the holdout confidence interval does not separate champion and baseline"}.get(verdict, "unknown verdict")
@@ -93,7 +99,8 @@ def _banner(claim: Mapping[str, Any] | None, has_champion: bool) -> dict[str, st
 def _ci_text(claim: Mapping[str, Any]) -> str:
     conf = _num(claim.get("confidence"))
     metric = claim.get("metric", "score")
-    return (f"Mean {metric} difference (champion − baseline) {fmt_metric(claim.get('mean_diff'), 'diff', signed=True)}, "
+    versus = "reference" if claim.get("reference") not in (None, "incumbent") else "baseline"
+    return (f"Mean {metric} difference (champion − {versus}) {fmt_metric(claim.get('mean_diff'), 'diff', signed=True)}, "
             f"{conf * 100 if conf is not None else 95:.0f}% CI [{fmt_metric(claim.get('low'), 'diff')}, "
             f"{fmt_metric(claim.get('high'), 'diff')}], "
             f"n = {fmt_metric(claim.get('n'), 'n')} tasks.")

@@ -49,7 +49,7 @@ def summary_text(summary: Mapping[str, Any]) -> str:
     lines.append(f"Decision: {summary.get('headline') or headline(summary)}")
     lines.append(
         f"Holdout verdict: {verdict} ({word}); {claim.get('metric', 'score')} difference {claim.get('mean_diff', 0):+.3f}, "
-        f"{int(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}]"
+        f"{round(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}]"
         f"{f', p = {p:.3g}' if isinstance(p, (int, float)) else ''} over {claim.get('n', 0)} tasks "
         f"({claim.get('discordant', '?')} differ); "
         f"cost/task {claim.get('cost_delta', 0):+.5f} USD, latency p95 {claim.get('latency_delta', 0):+.2f}s"

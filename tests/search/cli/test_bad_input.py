@@ -144,7 +144,9 @@ CASES: list[tuple[list[str], str]] = [
     (["evaluate", "workload.split=holdout"], "workload.split: holdout is the sealed split"),
     (["search", "criteria.decision=nope"], "criteria.decision: unknown decision rule 'nope'"),
     (["search", "criteria.reference=nope"], "criteria.reference: unknown reference 'nope'"),
-    (["search", "criteria.reference=sim_large"], "criteria.reference: unknown reference 'sim_large'"),  # the incumbent's own model
+    (["search", "criteria.reference=sim_large"], "criteria.reference: 'sim_large' is the incumbent's own model"),
+    (["search", "criteria.reference=base"], "criteria.reference: unknown reference 'base'"),
+    (["search", "criteria.reference=../sim_small"], "criteria.reference: unknown reference '../sim_small'"),
     (["search", "criteria.reference=sim_small", "criteria.decision=best_quality"], "applies only to criteria.decision=cheapest_"),
     (["search", "criteria.margin=1.5"], "criteria.margin: must be in [0, 1), got 1.5"),
     (["search", "mutators.pool_size=0"], "mutators.pool_size: must be at least 2, got 0"),

@@ -190,3 +190,16 @@ def test_cheapest_noninferior_never_picks_what_costs_more_than_the_incumbent() -
 
     assert cheapest_noninferior([_dev(0.9, 0.12), _dev(0.85, 0.085)], reference=0.85, margin=0.05, reference_cost=0.078) is None
     assert cheapest_noninferior([_dev(0.9, 0.12), _dev(0.85, 0.05)], reference=0.85, margin=0.05, reference_cost=0.078) == (1, "interval")
+
+
+@pytest.mark.parametrize("costs, cap, expected", [
+    ([0.07, 0.09, 0.08, 0.01, 0.05, 0.06, 0.02], 6, [0, 1, 2, 3, 4, 6]),  # the cheapest (3) is never skipped
+    ([0.07, 0.09, 0.08, 0.01], 2, [0, 3]),  # best quality and cheapest
+    ([0.07, 0.09, 0.08, 0.01], 1, [0]),  # one slot: the best quality
+    ([0.05, 0.01], 6, [0, 1]),  # all fit
+])
+def test_dev_members_always_include_the_cheapest_and_the_best(costs: list[float], cap: int, expected: list[int]) -> None:
+    from search.optimise.select import dev_members
+
+    picks = dev_members(costs, cap)
+    assert picks == expected and len(picks) <= max(1, cap)

@@ -28,8 +28,9 @@ def test_a_cheaper_non_inferior_win_names_what_ships_quality_interval_and_cost()
 def test_an_unconfirmed_pick_keeps_the_incumbent_and_says_how_many_tasks_would_decide() -> None:
     line = headline(summary("inconclusive", diff=0.024, low=-0.073, high=0.122))
     assert "keep the incumbent: model=sim_small, +step verify is not confirmed" in line and "ship " not in line
-    # room = 0.024 + 0.05 = 0.074 against a half-width of 0.0975: (0.0975 / 0.074)^2 = 1.7
-    assert "if the observed difference is real, about 1.7x the 123 tasks would (the interval would need to be ±0.074, not ±0.098)" in line
+    # room = 0.024 + 0.05 = 0.074 against a lower arm of 0.024 + 0.073 = 0.097: (0.097 / 0.074)^2 = 1.7
+    assert ("if the observed difference is real, about 1.7x the 123 tasks would "
+            "(the interval's lower arm would need to be 0.074, not 0.097)") in line
 
 
 def test_no_task_count_hint_when_more_tasks_would_not_help() -> None:
@@ -46,7 +47,7 @@ def test_best_quality_words_superiority() -> None:
 
 def test_the_incumbent_as_champion_is_said_plainly() -> None:
     s = summary("inconclusive", changes="baseline")
-    assert headline(s) == "decision cheapest_noninferior (margin 0.05): keep the incumbent; no front member differs from it"
+    assert headline(s) == "decision cheapest_noninferior (margin 0.05): keep the incumbent; no front member beats it on dev"
 
 
 def test_a_named_reference_is_what_the_champion_is_compared_with() -> None:
@@ -62,3 +63,18 @@ def test_nothing_cheaper_keeps_the_incumbent_and_the_seal() -> None:
     s["decision"]["evidence"] = "none"
     assert headline(s) == ("decision cheapest_noninferior (margin 0.05): keep the incumbent; no front member is cheaper than "
                            "the incumbent and within 0.05 of its dev quality, so no candidate was claimed and the holdout stays sealed")
+
+
+def test_an_inconclusive_cost_side_is_not_worded_as_a_quality_failure() -> None:
+    s = summary("inconclusive", diff=0.0, low=-0.04, high=0.2)
+    s["claim"]["cost_saving_low"] = -0.001
+    line = headline(s)
+    assert "non-inferior within 0.05, but the cost saving is not shown (saving CI low -0.0010)" in line
+    assert "too few holdout tasks" not in line  # quality is decided: more tasks are not what is missing
+
+
+def test_a_zero_or_nan_reference_metric_is_not_a_percentage() -> None:
+    s = summary("no_win")
+    s["baseline"]["holdout"] = {"pass_rate": 0.83, "cost_per_task": 0.0, "latency_p95": float("nan")}
+    line = headline(s)
+    assert "cost/task n/a (compared with 0)" in line and "latency p95 n/a" in line and "nan" not in line

@@ -227,3 +227,15 @@ def test_the_banner_carries_the_decision_headline_escaped() -> None:
     assert "model=<b>x</b>" in line and "model=&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
     assert "verdict inconclusive" in page
     assert 'class="decision"' not in render_report(make_summary(None))  # no claim, no decision line
+
+
+@pytest.mark.parametrize("verdict", ["no_win", "inconclusive", "win"])
+def test_a_cheapest_noninferior_claim_is_worded_as_that_question(verdict: str) -> None:
+    summary = make_summary(verdict)
+    summary["claim"] = {**summary["claim"], "decision": "cheapest_noninferior", "margin": 0.05, "reference": "sim_large"}
+    text = visible_text(render_report(summary))
+    assert "did not beat" not in text and "champion − reference" in text
+    if verdict == "win":
+        assert "Holdout: cheaper and non-inferior (win)" in text
+    else:
+        assert f"Holdout: {verdict} – nothing shipped" in text and "(win)" not in text
