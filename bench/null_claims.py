@@ -3,8 +3,7 @@
 A null model (litellm provider ``null/coin``, defined here) passes or fails each episode by a coin
 whose bias depends on the task only: every harness has exactly the same expected quality. Each
 episode's coin is drawn from (task, seed, sample, what the variant sends: system prompt, tools,
-temperature), so two variants get
-independent noise, as two prompts do on a real model. On a pass it replays the task's reference
+temperature), so two variants get independent noise, as two prompts do on a real model. On a pass it replays the task's reference
 calls (in the tool format the harness asked for), on a fail it answers without calling a tool.
 
 1. **Through the search.** The default main job (BFCL, the default budget, rounds and mutators)
@@ -122,7 +121,7 @@ def one_search(seed: int, runs_dir: str) -> int:
 
 # -- the statistic alone ---------------------------------------------------------------------
 
-def monte_carlo(draws: int, *, tasks: int = 123, samples: int = 2) -> float:
+def monte_carlo(draws: int, *, tasks: int = 123, samples: int = 2, min_effect: float = 0.03) -> float:
     import numpy as np
 
     from search.evaluation.stats import paired_test, superiority_verdict
@@ -133,8 +132,8 @@ def monte_carlo(draws: int, *, tasks: int = 123, samples: int = 2) -> float:
     for i in range(draws):
         a = rng.binomial(samples, p) / samples
         b = rng.binomial(samples, p) / samples
-        result = paired_test(a, b, shift=0.03, resamples=2000, confidence=0.95, seed=i)
-        wins += superiority_verdict(result, min_effect=0.03) == "win"
+        result = paired_test(a, b, shift=min_effect, resamples=2000, confidence=0.95, seed=i)
+        wins += superiority_verdict(result, min_effect=min_effect) == "win"
     return wins / draws
 
 
@@ -176,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     draws = 400 if args.quick else 2000
     rate = monte_carlo(draws)
     figure("null_statistic_false_win_rate", rate, "within [0, 0.03]", 0.0 <= rate <= 0.03, draws=draws)
+    # at min_effect 0 the test's own size shows: it should sit near the nominal one-sided 0.025
+    calibration = monte_carlo(draws, min_effect=0.0)
+    figure("null_statistic_false_win_rate_min_effect_0", calibration, "near 0.025 (nominal)", 0.01 <= calibration <= 0.04,
+           draws=draws)
     print(f"null: {wins} win(s) in {len(claims)} searches; the statistic's false-win rate {rate:.4f} over {draws} draws")
     return 0
 
