@@ -22,7 +22,8 @@ from search.optimise.trial import TrialResult, TrialSpec
 
 OVERRIDES = [
     "search.rounds=2", "search.trials_per_round=10", "search.population_size=4", "search.train_limit=3", "search.samples=1",
-    "model=sim_small", "search.teacher=null", "search.models=[sim_large]", "search.formats=[json,bash,both]", "search.temperatures=[0.0]",
+    "model=sim_small", "criteria.decision=best_quality",
+    "search.teacher=null", "search.models=[sim_large]", "search.formats=[json,bash,both]", "search.temperatures=[0.0]",
     "mutators.enabled=[{name: identity, params: {count: 1}}, {name: prompt_suffix}]", "search.resamples=200",
 ]
 
