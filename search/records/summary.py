@@ -55,8 +55,11 @@ def summary_text(summary: Mapping[str, Any]) -> str:
         f"cost/task {claim.get('cost_delta', 0):+.5f} USD, latency p95 {claim.get('latency_delta', 0):+.2f}s"
     )
     snap = (summary.get("snapshots") or {}).get("champion_path")
-    if snap:
+    if snap and verdict == "win":
         lines.append(f"Champion snapshot: {snap}  (ship it: evoharness promote {snap} && evoharness compile)")
+    elif snap:
+        lines.append(f"Champion snapshot: {snap}  (not a win: `evoharness promote --if-win` leaves it; "
+                     "--force would ship an unconfirmed change)")
     else:
         lines.append("Champion is the baseline itself: nothing to promote.")
     lines.append(f"Report: {summary['paths'].get('report', '-')}")
