@@ -309,23 +309,28 @@ def pool_len(pools: Pools, kind: SlotKind, key: str | None) -> int:
     return len(getattr(pools, _LIST_SLOTS[kind]))
 
 
-def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None, base_steps: Sequence[str] = ()) -> Genome:
-    """``genome`` with the slot's newest pool entry chosen. A new step is tried on; a required step
-    of the base workflow (named in ``base_steps``) made switchable is tried off."""
+def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None, base_steps: Sequence[str] = (), *,
+                   index: int | None = None) -> Genome:
+    """``genome`` with the slot's pool entry ``index`` chosen (None: the newest). A new step is
+    tried on; a required step of the base workflow (named in ``base_steps``) made switchable is
+    tried off."""
+    def pick(size: int) -> int:
+        return size - 1 if index is None else index
+
     if kind == "section":
         assert key is not None
-        return replace(genome, sections={**genome.sections, key: len(pools.sections[key]) - 1})
+        return replace(genome, sections={**genome.sections, key: pick(len(pools.sections[key]))})
     if kind == "tool":
         assert key is not None
-        return replace(genome, tools={**genome.tools, key: len(pools.tools[key]) - 1})
+        return replace(genome, tools={**genome.tools, key: pick(len(pools.tools[key]))})
     if kind == "step":
         assert key is not None
         return replace(genome, steps={**genome.steps, key: key not in base_steps})
     if kind == "toolset":
-        return replace(genome, toolset=len(pools.toolsets) - 1)
+        return replace(genome, toolset=pick(len(pools.toolsets)))
     if kind == "model":
-        return replace(genome, model=len(pools.models) - 1)
-    return replace(genome, temperature=len(pools.temperatures) - 1)
+        return replace(genome, model=pick(len(pools.models)))
+    return replace(genome, temperature=pick(len(pools.temperatures)))
 
 
 def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:

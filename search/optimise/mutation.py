@@ -105,6 +105,18 @@ def mutate(
             echo(f"warning: mutator {m.name} failed in round {k}: {type(exc).__name__}: {exc}")
     cap = settings.pool_size
     grown, added, controls = grow_pools(pools, proposals, cap=lambda ps, kind, key: pool_len(ps, kind, key) < cap)
-    return RoundPools(grown, tuple(NewEntry(p.kind, p.key, p.entry.author, p.entry.note) for p in added),
-                      tuple(ControlRequest(c.genome, c.author) for c in controls))
+    return RoundPools(grown, new_entries(pools, added), tuple(ControlRequest(c.genome, c.author) for c in controls))
+
+
+def new_entries(before: Pools, added: Sequence[Proposal]) -> tuple[NewEntry, ...]:
+    """The added proposals as pool entries with their places: each takes the next index of its
+    slot, in order, so several entries for one slot are each tried, each under its own author."""
+    sizes: dict[tuple[str, str | None], int] = {}
+    entries = []
+    for p in added:
+        slot = (p.kind, p.key)
+        index = sizes.setdefault(slot, pool_len(before, p.kind, p.key))
+        sizes[slot] = index + 1
+        entries.append(NewEntry(p.kind, p.key, p.entry.author, p.entry.note, index=None if p.kind == "step" else index))
+    return tuple(entries)
 

@@ -8,7 +8,7 @@ pure policy (seeding, select); this module is the storage, the launches and the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,10 +31,13 @@ from search.optimise.study import (
     best_records,
     distinct_evaluations,
     distributions,
+    eval_keys,
     fail_stale,
     finished,
+    free_rereads,
     front_over,
     make_sampler,
+    paid_evaluations,
     records,
     round_study,
 )
@@ -53,6 +56,18 @@ class SearchAborted(RuntimeError):
 
 class SearchInterrupted(RuntimeError):
     """The user asked the search to stop (SIGINT/SIGTERM); what finished is kept."""
+
+
+def round_line(k: int, study: optuna.Study, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str]) -> str:
+    """The per-round account: what the budget bought, what was free, and what became of the
+    mutators' proposals (made = new pool entries; evaluated = trials that carried one)."""
+    done = finished(study)
+    genomes = [Genome.from_dict(t.user_attrs["genome"]) for t in done
+               if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("genome")]
+    tried = sum(1 for entry in rp.added if any(entry.chosen_by(g) for g in genomes))
+    return (f"round {k}: {paid_evaluations(study, earlier)} paid evaluations, {free_rereads(study, earlier)} free re-reads, "
+            f"{distinct_evaluations(study)} distinct, in {len(done)} trials; proposals: {len(rp.added)} made, "
+            f"{tried} evaluated; front of {len({t.variant_hash for t in front})} variants")
 
 
 class SearchRun:
@@ -164,7 +179,7 @@ class SearchRun:
         store_round(self.paths, k, rp)
         return rp
 
-    def run_round(self, k: int, rp: RoundPools, front: Sequence[TrialRecord]) -> optuna.Study:
+    def run_round(self, k: int, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str] = ()) -> optuna.Study:
         sampler = make_sampler(population_size=self.s.population_size, seed=self.s.seed + k, crossover=self.s.crossover)
         study = round_study(self.paths.storage, self.s.study, k, self.objectives, sampler)
         if not study.get_trials(deepcopy=False):
@@ -176,7 +191,7 @@ class SearchRun:
         dists = distributions(param_space(rp.pools))
         budget = self.s.trials_per_round
         asks_left = 3 * budget  # repeats are free but not endless: a tiny space can run out of new genomes
-        while (remaining := budget - distinct_evaluations(study)) > 0 and asks_left > 0:
+        while (remaining := budget - paid_evaluations(study, earlier)) > 0 and asks_left > 0:
             trials = [study.ask(dists) for _ in range(min(self.s.population_size, remaining, asks_left))]
             asks_left -= len(trials)
             for t in trials:
@@ -233,13 +248,14 @@ class SearchRun:
         frozen = self.freeze()
         studies: list[optuna.Study] = []
         front: list[TrialRecord] = []
+        earlier: set[str] = set()  # evaluations earlier rounds paid for: free to read again
         for k in range(self.s.rounds):
             rp = self.pools_for(k, front)
             self.pools = rp.pools
-            studies.append(self.run_round(k, rp, front))
+            studies.append(self.run_round(k, rp, front, earlier))
             front = best_records(studies[-1], k)
-            self.echo(f"round {k}: {distinct_evaluations(studies[-1])} distinct evaluations in {len(finished(studies[-1]))} trials, "
-                      f"front of {len({t.variant_hash for t in front})} variants")
+            self.echo(round_line(k, studies[-1], rp, front, earlier))
+            earlier |= eval_keys(studies[-1])
         assert self.pools is not None
         trials = SearchTrials(per_round=tuple(tuple(records(s, k)) for k, s in enumerate(studies)),
                               round_fronts=tuple(tuple(best_records(s, k)) for k, s in enumerate(studies)),

@@ -23,15 +23,28 @@ class NewEntry:
     key: str | None
     author: str
     note: str = ""
+    index: int | None = None  # its place in the slot's pool; None (rounds stored before) = the newest
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "key": self.key, "author": self.author, "note": self.note}
+        return {"kind": self.kind, "key": self.key, "author": self.author, "note": self.note, "index": self.index}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NewEntry:
         if d.get("kind") not in SLOT_KINDS:
             raise ValueError(f"pool entry kind {d.get('kind')!r} is not one of {SLOT_KINDS}")
-        return cls(kind=d["kind"], key=d.get("key"), author=str(d["author"]), note=str(d.get("note", "")))
+        index = d.get("index")
+        return cls(kind=d["kind"], key=d.get("key"), author=str(d["author"]), note=str(d.get("note", "")),
+                   index=int(index) if isinstance(index, int) and not isinstance(index, bool) else None)
+
+    def chosen_by(self, genome: Genome) -> bool:
+        """Whether ``genome`` carries this entry."""
+        if self.kind == "section":
+            return genome.sections.get(self.key or "", 0) == self.index
+        if self.kind == "tool":
+            return genome.tools.get(self.key or "", 0) == self.index
+        if self.kind == "step":
+            return self.key in genome.steps
+        return getattr(genome, {"toolset": "toolset", "model": "model", "temperature": "temperature"}[self.kind]) == self.index
 
 
 @dataclass(frozen=True)
@@ -98,7 +111,7 @@ def round_queue(
     step_names, tried_on = list(base_steps), anchors(front, quality)
     for a in added:
         for anchor in tried_on:
-            g = with_new_entry(anchor, pools, a.kind, a.key, step_names)
+            g = with_new_entry(anchor, pools, a.kind, a.key, step_names, index=a.index)
             queue.append(Queued(params(g), {"origin": f"new:{a.author}"}))
     unique: dict[str, Queued] = {}
     for q in queue:

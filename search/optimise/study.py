@@ -4,7 +4,7 @@ NSGA-II (hard criteria reach it as trial constraints), and the Pareto front over
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +103,27 @@ def finished(study: optuna.Study) -> list[FrozenTrial]:
         t for t in study.get_trials(deepcopy=False)
         if t.state in (TrialState.COMPLETE, TrialState.FAIL) and not t.user_attrs.get("interrupted")
     ]
+
+
+def eval_keys(study: optuna.Study) -> set[str]:
+    """The evaluations (split, seed, variant) the round's completed trials stand for."""
+    return {str(t.user_attrs["eval_key"]) for t in finished(study) if t.state == TrialState.COMPLETE and t.user_attrs.get("eval_key")}
+
+
+def paid_evaluations(study: optuna.Study, earlier: Collection[str] = ()) -> int:
+    """What the round's budget counts: evaluations new to the search (not of a genome an earlier
+    round, or an earlier trial of this round, already evaluated on the same split and seed: that
+    one is read from the study's store for free), plus failed trials. An evaluation stored just
+    before a kill counts once, as paid, when the resumed run reads it back."""
+    failed = sum(1 for t in finished(study) if t.state == TrialState.FAIL)
+    return len(eval_keys(study) - set(earlier)) + failed
+
+
+def free_rereads(study: optuna.Study, earlier: Collection[str] = ()) -> int:
+    """Completed trials of the round answered from the study's store: repeats within the round and
+    genomes an earlier round evaluated."""
+    complete = sum(1 for t in finished(study) if t.state == TrialState.COMPLETE and t.user_attrs.get("eval_key"))
+    return complete - len(eval_keys(study) - set(earlier))
 
 
 def distinct_evaluations(study: optuna.Study) -> int:

@@ -203,3 +203,36 @@ def test_dev_members_always_include_the_cheapest_and_the_best(costs: list[float]
 
     picks = dev_members(costs, cap)
     assert picks == expected and len(picks) <= max(1, cap)
+
+
+def test_every_new_entry_of_one_slot_is_tried_under_its_own_author() -> None:
+    """Three mutators add entries to the ls tool in one round: each is queued on the anchor with its
+    own pool index and labelled with its own author (the old rule tried only the newest entry)."""
+    from search.genome import authors
+    from search.mutators.base import Proposal, grow_pools
+    from search.optimise.mutation import new_entries
+
+    base = pools()
+    p = Pools(sections=base.sections,
+              tools={"ls": (PoolEntry({}, "baseline"), PoolEntry({"rules": ["list first"]}, "tool_rule_add"),
+                            PoolEntry({"rules": ["name the folder"]}, "rule_miner"),
+                            PoolEntry({"description_append": "Lists files."}, "tool_description_append"))},
+              steps=base.steps, toolsets=base.toolsets, models=base.models, temperatures=base.temperatures, formats=("json",))
+    added = [NewEntry("tool", "ls", "tool_rule_add", index=1), NewEntry("tool", "ls", "rule_miner", index=2),
+             NewEntry("tool", "ls", "tool_description_append", index=3)]
+    q = round_queue(1, p, [rec(0, BASELINE, 0.5, 0.005, origin="baseline")], added, [], quality="pass_rate", budget=50,
+                    base_format="json", base_steps=BASE_STEPS)
+    new = [(x.attrs["origin"], x.params["tool.ls"]) for x in q if x.attrs["origin"].startswith("new:")]
+    assert new == [("new:tool_rule_add", 1), ("new:rule_miner", 2), ("new:tool_description_append", 3)]
+    for origin, index in new:  # the genome's authors agree with the label
+        assert authors(Genome(tools={"ls": index}), p, ["plan", "verify"]) == (origin.removeprefix("new:"),)
+    assert all(e.chosen_by(Genome(tools={"ls": e.index})) for e in added)
+    assert not added[0].chosen_by(Genome(tools={"ls": 2}))
+    assert NewEntry.from_dict({"kind": "tool", "key": "ls", "author": "x"}).index is None  # a round stored before: the newest
+
+    # and the indices come from growing the pools in order (a tool with no edit yet starts at 1)
+    proposals = [Proposal("tool", "cd", PoolEntry({"rules": [f"rule {i}"]}, f"m{i}")) for i in range(3)]
+    grown_pools, kept, _ = grow_pools(base, proposals)
+    entries = new_entries(base, kept)
+    assert [(e.author, e.index) for e in entries] == [("m0", 1), ("m1", 2), ("m2", 3)]
+    assert [grown_pools.tools["cd"][e.index].author for e in entries if e.index is not None] == ["m0", "m1", "m2"]

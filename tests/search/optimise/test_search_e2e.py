@@ -11,7 +11,7 @@ import optuna
 import pytest
 import yaml
 
-from search.optimise.study import distinct_evaluations
+from search.optimise.study import distinct_evaluations, eval_keys, free_rereads, paid_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ["search.train_limit=6",
@@ -34,8 +34,12 @@ def trials(tmp: Path, study: str, k: int) -> list[optuna.trial.FrozenTrial]:
 
 
 def evaluations(tmp: Path, study: str, k: int) -> int:
-    """The budget counts distinct evaluations: a genome proposed again is answered from storage."""
-    return distinct_evaluations(round_study(tmp, study, k))
+    """The budget counts paid evaluations: a genome proposed again, or evaluated by an earlier
+    round, is answered from storage and does not count."""
+    earlier: set[str] = set()
+    for j in range(k):
+        earlier |= eval_keys(round_study(tmp, study, j))
+    return paid_evaluations(round_study(tmp, study, k), earlier)
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +55,12 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Pareto front of study e2e" in proc.stdout and "Holdout verdict:" in proc.stdout and "Report:" in proc.stdout
     assert evaluations(tmp, "e2e", 0) == 4 and evaluations(tmp, "e2e", 1) == 4
+    # round 1 re-reads the baseline and round 0's front for free: its 4 paid evaluations are all new genomes
+    r0, r1 = round_study(tmp, "e2e", 0), round_study(tmp, "e2e", 1)
+    reread = free_rereads(r1, eval_keys(r0))
+    assert reread >= 1 and len(eval_keys(r1) - eval_keys(r0)) == 4
+    assert f"round 1: 4 paid evaluations, {reread} free re-reads" in proc.stdout
+    assert "proposals: " in proc.stdout.split("round 1:")[1].splitlines()[0]
     results = yaml.safe_load((tmp / "e2e" / "optimization_results.yaml").read_text())
     assert results["solutions"] and all(len(s["values"]) == len(results["objectives"]) for s in results["solutions"])
     claim = json.loads((tmp / "e2e" / "claim.json").read_text())
