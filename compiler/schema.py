@@ -143,7 +143,7 @@ class SearchConfig:
     formats: list[str] = field(default_factory=lambda: ["json", "bash", "both"])  # tool_format choices
     samples: int = 2  # samples per task on train, dev and holdout
     train_limit: int | None = 40  # first N train tasks per candidate; None = the whole split
-    max_front_dev: int = 6  # front members re-evaluated on dev (highest train quality first)
+    max_front_dev: int = 4  # front members re-evaluated on dev (spread along the cost axis; cheapest and best always)
     confidence: float = 0.95  # holdout bootstrap CI level
     min_effect: float = 0.03  # smallest quality gain the claim must clear to be a win; inside ±it: equivalent
     resamples: int = 10000  # bootstrap resamples
