@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +25,7 @@ from search.evaluation.criteria import constraint_values, evaluate_criteria, obj
 from search.genome import Genome, Pools, authors, canonical, param_space, params_to_genome
 from search.optimise.finish import Frozen, SearchTrials, finish
 from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
-from search.optimise.seeding import round_queue
+from search.optimise.seeding import NewEntry, round_queue
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.study import (
     TrialRecord,
@@ -58,16 +59,23 @@ class SearchInterrupted(RuntimeError):
     """The user asked the search to stop (SIGINT/SIGTERM); what finished is kept."""
 
 
+def unevaluated(study: optuna.Study, rp: RoundPools) -> tuple[NewEntry, ...]:
+    """The round's proposals no completed trial carried."""
+    genomes = [Genome.from_dict(t.user_attrs["genome"]) for t in finished(study)
+               if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("genome")]
+    return tuple(entry for entry in rp.added if not any(entry.chosen_by(g) for g in genomes))
+
+
 def round_line(k: int, study: optuna.Study, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str]) -> str:
     """The per-round account: what the budget bought, what was free, and what became of the
-    mutators' proposals (made = new pool entries; evaluated = trials that carried one)."""
+    mutators' proposals (made = entries to try this round, carried ones included; evaluated =
+    those a completed trial carried; the rest go to the next round)."""
     done = finished(study)
-    genomes = [Genome.from_dict(t.user_attrs["genome"]) for t in done
-               if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("genome")]
-    tried = sum(1 for entry in rp.added if any(entry.chosen_by(g) for g in genomes))
+    tried = len(rp.added) - len(unevaluated(study, rp))
     return (f"round {k}: {paid_evaluations(study, earlier)} paid evaluations, {free_rereads(study, earlier)} free re-reads, "
             f"{distinct_evaluations(study)} distinct, in {len(done)} trials; proposals: {len(rp.added)} made, "
-            f"{tried} evaluated; front of {len({t.variant_hash for t in front})} variants")
+            f"{tried} evaluated, {len(rp.added) - tried} not reached (tried first next round); "
+            f"front of {len({t.variant_hash for t in front})} variants")
 
 
 class SearchRun:
@@ -167,7 +175,7 @@ class SearchRun:
         return self._variants[key]
 
     # -- rounds -------------------------------------------------------------------------
-    def pools_for(self, k: int, front: Sequence[TrialRecord]) -> RoundPools:
+    def pools_for(self, k: int, front: Sequence[TrialRecord], carried: Sequence[NewEntry] = ()) -> RoundPools:
         stored = stored_round(self.paths, k)
         if stored is not None:  # resumed: the pools this round already searched over (LLM mutators are not re-paid)
             return stored
@@ -176,6 +184,8 @@ class SearchRun:
         else:
             rp = mutate(self.settings, k, self.pools, front, front_evidence(self.paths, front), mutators=self.mutators,
                         run_teacher=teacher_runner(self.settings, self.workload), echo=self.echo)
+            # proposals the last round's budget did not reach go first: nothing a mutator made is dropped
+            rp = replace(rp, added=(*carried, *rp.added))
         store_round(self.paths, k, rp)
         return rp
 
@@ -249,13 +259,15 @@ class SearchRun:
         studies: list[optuna.Study] = []
         front: list[TrialRecord] = []
         earlier: set[str] = set()  # evaluations earlier rounds paid for: free to read again
+        carried: tuple[NewEntry, ...] = ()
         for k in range(self.s.rounds):
-            rp = self.pools_for(k, front)
+            rp = self.pools_for(k, front, carried)
             self.pools = rp.pools
             studies.append(self.run_round(k, rp, front, earlier))
             front = best_records(studies[-1], k)
             self.echo(round_line(k, studies[-1], rp, front, earlier))
             earlier |= eval_keys(studies[-1])
+            carried = unevaluated(studies[-1], rp)
         assert self.pools is not None
         trials = SearchTrials(per_round=tuple(tuple(records(s, k)) for k, s in enumerate(studies)),
                               round_fronts=tuple(tuple(best_records(s, k)) for k, s in enumerate(studies)),

@@ -95,8 +95,9 @@ def round_queue(
     base_format: str,
     base_steps: Mapping[str, bool],
 ) -> list[Queued]:
-    """The trials to enqueue, at most ``budget``, first come first served, without repeats (a
-    control is never merged with the same genome's ordinary evaluation: it draws fresh samples)."""
+    """The trials to enqueue, first come first served, without repeats (a control is never merged
+    with the same genome's ordinary evaluation: it draws fresh samples); at most ``budget`` of them
+    need a paid evaluation, and re-reads of earlier rounds' genomes come on top."""
 
     def params(g: Genome) -> dict[str, Any]:
         return genome_to_params(g, pools, base_format=base_format, base_steps=base_steps)
@@ -116,4 +117,12 @@ def round_queue(
     unique: dict[str, Queued] = {}
     for q in queue:
         unique.setdefault(json.dumps(q.params, sort_keys=True) + str(q.attrs.get("control")), q)
-    return list(unique.values())[:budget]
+    # the budget buys paid evaluations: what an earlier round evaluated on the same seed (its front,
+    # and the baseline after round 0) is a free re-read and never crowds out a new genome
+    chosen, paid = [], 0
+    for q in unique.values():
+        free = q.attrs["origin"] == "front" or (q.attrs["origin"] == "baseline" and round_index > 0)
+        if free or paid < budget:
+            chosen.append(q)
+            paid += 0 if free else 1
+    return chosen

@@ -236,3 +236,32 @@ def test_every_new_entry_of_one_slot_is_tried_under_its_own_author() -> None:
     entries = new_entries(base, kept)
     assert [(e.author, e.index) for e in entries] == [("m0", 1), ("m1", 2), ("m2", 3)]
     assert [grown_pools.tools["cd"][e.index].author for e in entries if e.index is not None] == ["m0", "m1", "m2"]
+
+
+def test_re_reads_of_earlier_rounds_do_not_use_up_the_queue_budget() -> None:
+    """Budget 2 in round 1: the baseline and the front are free re-reads, the control and the first
+    new entry are paid; before, the re-reads filled the budget and no new entry was queued."""
+    p = grown()
+    best = rec(1, Genome(model=1, steps={"verify": True}), 0.9, 0.10)
+    cheap = rec(2, Genome(steps={"verify": True}), 0.7, 0.01)
+    front = [rec(0, BASELINE, 0.5, 0.005, origin="baseline"), best, cheap]
+    q = queue(1, p, front, added=[NewEntry("tool", "ls", "tool_rule_add", index=1)], controls=[ControlRequest(BASELINE, "identity")],
+              budget=2)
+    assert [o for o, _ in q] == ["baseline", "control", "front", "front", "new:tool_rule_add"]
+    assert [o for o, _ in queue(0, pools(), budget=2)] == ["baseline", "one_change"]  # round 0's baseline is paid
+
+
+def test_proposals_no_trial_carried_are_handed_to_the_next_round() -> None:
+    import optuna
+
+    from search.optimise.mutation import RoundPools
+    from search.optimise.run import round_line, unevaluated
+
+    study = optuna.create_study(directions=["maximize"])
+    for genome in (BASELINE, Genome(tools={"ls": 1})):
+        study.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={"genome": genome.to_dict(), "eval_key": str(genome)}))
+    reached, missed = NewEntry("tool", "ls", "tool_rule_add", index=1), NewEntry("tool", "ls", "rule_miner", index=2)
+    rp = RoundPools(grown(), (reached, missed))
+    assert unevaluated(study, rp) == (missed,)
+    line = round_line(1, study, rp, [], earlier=())
+    assert "proposals: 2 made, 1 evaluated, 1 not reached" in line and "2 paid evaluations, 0 free re-reads" in line
