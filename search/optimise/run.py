@@ -194,7 +194,8 @@ class SearchRun:
         study = round_study(self.paths.storage, self.s.study, k, self.objectives, sampler)
         if not study.get_trials(deepcopy=False):
             for q in round_queue(k, rp.pools, front, rp.added, rp.controls, quality=self.quality, budget=self.s.trials_per_round,
-                                 base_format=self.settings.base_format, base_steps=self.settings.base_steps):
+                                 base_format=self.settings.base_format, base_steps=self.settings.base_steps,
+                                 margin=self.settings.margin if self.settings.decision == "cheapest_noninferior" else None):
                 study.enqueue_trial(q.params, user_attrs=q.attrs)
         for p, attrs in fail_stale(study):
             study.enqueue_trial(p, user_attrs={**attrs, "rerun": True})

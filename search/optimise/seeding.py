@@ -68,16 +68,21 @@ class Queued:
     attrs: dict[str, Any]  # user attributes: origin, and control for a control
 
 
-def anchors(front: Sequence[TrialRecord], quality: str) -> list[Genome]:
+def anchors(front: Sequence[TrialRecord], quality: str, *, margin: float | None = None) -> list[Genome]:
     """The front members new entries are tried on: the best quality, and the cheapest member that
-    already beats the baseline (else the cheapest), so an edit that lifts a cheap configuration
-    gets its chance as well as one that polishes the best. The baseline when there is no front."""
+    clears the decision's bar (within ``margin`` of the baseline's quality for cheapest_noninferior,
+    else better than the baseline; the cheapest of all when none does), so an edit that lifts a
+    cheap configuration gets its chance as well as one that polishes the best. The baseline when
+    there is no front."""
     members = [t for t in front if t.genome is not None]
     if not members:
         return [BASELINE]
     by_quality = max(members, key=lambda t: t.quality(quality))
     base_q = next((t.quality(quality) for t in members if t.origin == "baseline"), 0.0)
-    better = [t for t in members if t.quality(quality) > base_q] or members
+    if margin is None:
+        better = [t for t in members if t.quality(quality) > base_q] or members
+    else:
+        better = [t for t in members if t.quality(quality) >= base_q - margin - 1e-12] or members
     by_cost = min(better, key=lambda t: float(t.train.get("cost_per_task", 0.0)))
     chosen = [by_quality] if by_quality.number == by_cost.number else [by_quality, by_cost]
     return [t.genome for t in chosen if t.genome is not None]
@@ -94,6 +99,7 @@ def round_queue(
     budget: int,
     base_format: str,
     base_steps: Mapping[str, bool],
+    margin: float | None = None,
 ) -> list[Queued]:
     """The trials to enqueue, first come first served, without repeats (a control is never merged
     with the same genome's ordinary evaluation: it draws fresh samples); at most ``budget`` of them
@@ -109,7 +115,7 @@ def round_queue(
             queue += [Queued({**base_params, name: c}, {"origin": "one_change"}) for c in choices if c != base_params[name]]
     queue += [Queued(params(c.genome), {"origin": "control", "control": c.author}) for c in controls]
     queue += [Queued(params(t.genome), {"origin": "front"}) for t in front if t.genome is not None]
-    step_names, tried_on = list(base_steps), anchors(front, quality)
+    step_names, tried_on = list(base_steps), anchors(front, quality, margin=margin)
     for a in added:
         for anchor in tried_on:
             g = with_new_entry(anchor, pools, a.kind, a.key, step_names, index=a.index)

@@ -265,3 +265,16 @@ def test_proposals_no_trial_carried_are_handed_to_the_next_round() -> None:
     assert unevaluated(study, rp) == (missed,)
     line = round_line(1, study, rp, [], earlier=())
     assert "proposals: 2 made, 1 evaluated, 1 not reached" in line and "2 paid evaluations, 0 free re-reads" in line
+
+
+def test_under_cheapest_noninferior_the_cheap_anchor_is_the_cheapest_within_the_margin() -> None:
+    base = rec(0, BASELINE, 0.775, 0.096, origin="baseline")
+    best = rec(1, Genome(steps={"verify": True}), 0.825, 0.137)
+    medium = rec(2, Genome(model=1, steps={"verify": True}), 0.725, 0.037)  # 0.05 below the baseline
+    small = rec(3, Genome(model=1), 0.375, 0.005)
+    front = [base, best, medium, small]
+    # better than the baseline: only the dear member, so both anchors are the big model
+    assert anchors(front, "pass_rate") == [best.genome]
+    # within the 0.05 margin: the cheap medium model gets the new entries too
+    assert anchors(front, "pass_rate", margin=0.05) == [best.genome, medium.genome]
+    assert anchors(front, "pass_rate", margin=0.01) == [best.genome, base.genome]
