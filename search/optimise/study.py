@@ -4,6 +4,7 @@ NSGA-II (hard criteria reach it as trial constraints), and the Pareto front over
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,13 +89,19 @@ def distributions(space: Mapping[str, tuple[Any, ...]]) -> dict[str, BaseDistrib
 
 
 def round_study(storage: str, study: str, round_index: int, objectives: Sequence[Objective], sampler: NSGAIISampler) -> optuna.Study:
-    return optuna.create_study(
+    created = optuna.create_study(
         storage=storage,
         study_name=f"{study}/r{round_index}",
         directions=[o.direction for o in objectives],
         sampler=sampler,
         load_if_exists=True,
     )
+    names = [o.metric for o in objectives]
+    if created.metric_names != names:  # optuna-dashboard then labels the axes by metric, not "0", "1", "2"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            created.set_metric_names(names)
+    return created
 
 
 def finished(study: optuna.Study) -> list[FrozenTrial]:

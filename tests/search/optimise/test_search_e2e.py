@@ -57,6 +57,7 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     assert evaluations(tmp, "e2e", 0) == 4 and evaluations(tmp, "e2e", 1) == 4
     # round 1 re-reads the baseline and round 0's front for free: its 4 paid evaluations are all new genomes
     r0, r1 = round_study(tmp, "e2e", 0), round_study(tmp, "e2e", 1)
+    assert r0.metric_names == r1.metric_names == ["pass_rate", "cost_per_task", "latency_p95"]  # named in optuna-dashboard
     reread = free_rereads(r1, eval_keys(r0))
     assert reread >= 1 and len(eval_keys(r1) - eval_keys(r0)) == 4
     assert f"round 1: 4 paid evaluations, {reread} free re-reads" in proc.stdout
