@@ -2,6 +2,7 @@
 joblib, …) as jobs of the search command; results come back as JobReturns."""
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -57,6 +58,10 @@ class NSGA2SweeperImpl:
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context, task_function=task_function, config=config)
+        if not config.hydra.get("verbose"):
+            # a launcher logs every job's "+trial=..." override: dozens of lines that bury the
+            # search's own round lines; `hydra.verbose=true` brings them back
+            logging.getLogger(type(self.launcher).__module__.rpartition(".")[0]).setLevel(logging.WARNING)
 
     def launch(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
         assert self.launcher is not None and self.job_dir is not None

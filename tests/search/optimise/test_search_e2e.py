@@ -54,6 +54,7 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     tmp, proc = first_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Pareto front of study e2e" in proc.stdout and "Holdout verdict:" in proc.stdout and "Report:" in proc.stdout
+    assert "+trial=" not in proc.stdout + proc.stderr  # the launcher's per-job lines are off unless hydra.verbose=true
     assert evaluations(tmp, "e2e", 0) == 4 and evaluations(tmp, "e2e", 1) == 4
     # round 1 re-reads the baseline and round 0's front for free: its 4 paid evaluations are all new genomes
     r0, r1 = round_study(tmp, "e2e", 0), round_study(tmp, "e2e", 1)
