@@ -115,8 +115,10 @@ class ModelClient:
         self.route = route
         self.cache = cache
         self._semaphore = asyncio.Semaphore(max(1, route.concurrency))
-        ensure_providers(model.route)
-        self._cache_tag = provider_cache_tag(model.route)  # read once: a provider's mode is fixed for a run
+        self._cache_tag: str | None = None  # read once, and only when there is a cache to key
+        if cache is not None:
+            ensure_providers(model.route)  # the tag belongs to a registered provider
+            self._cache_tag = provider_cache_tag(model.route)
         self._warned_price = False
 
     def _api_key(self) -> str | None:

@@ -66,12 +66,13 @@ def unevaluated(study: optuna.Study, rp: RoundPools) -> tuple[NewEntry, ...]:
     return tuple(entry for entry in rp.added if not any(entry.chosen_by(g) for g in genomes))
 
 
-def round_line(k: int, study: optuna.Study, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str]) -> str:
+def round_line(k: int, study: optuna.Study, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str],
+               missed: Sequence[NewEntry]) -> str:
     """The per-round account: what the budget bought, what was free, and what became of the
     mutators' proposals (made = entries to try this round, carried ones included; evaluated =
-    those a completed trial carried; the rest go to the next round)."""
+    those a completed trial carried; ``missed``, the rest, go to the next round)."""
     done = finished(study)
-    tried = len(rp.added) - len(unevaluated(study, rp))
+    tried = len(rp.added) - len(missed)
     return (f"round {k}: {paid_evaluations(study, earlier)} paid evaluations, {free_rereads(study, earlier)} free re-reads, "
             f"{distinct_evaluations(study)} distinct, in {len(done)} trials; proposals: {len(rp.added)} made, "
             f"{tried} evaluated, {len(rp.added) - tried} not reached (tried first next round); "
@@ -266,9 +267,9 @@ class SearchRun:
             self.pools = rp.pools
             studies.append(self.run_round(k, rp, front, earlier))
             front = best_records(studies[-1], k)
-            self.echo(round_line(k, studies[-1], rp, front, earlier))
-            earlier |= eval_keys(studies[-1])
             carried = unevaluated(studies[-1], rp)
+            self.echo(round_line(k, studies[-1], rp, front, earlier, carried))
+            earlier |= eval_keys(studies[-1])
         assert self.pools is not None
         trials = SearchTrials(per_round=tuple(tuple(records(s, k)) for k, s in enumerate(studies)),
                               round_fronts=tuple(tuple(best_records(s, k)) for k, s in enumerate(studies)),

@@ -44,7 +44,7 @@ class NewEntry:
             return genome.tools.get(self.key or "", 0) == self.index
         if self.kind == "step":
             return self.key in genome.steps
-        return getattr(genome, {"toolset": "toolset", "model": "model", "temperature": "temperature"}[self.kind]) == self.index
+        return bool(getattr(genome, self.kind) == self.index)  # toolset, model, temperature: a genome field each
 
 
 @dataclass(frozen=True)

@@ -263,7 +263,7 @@ def test_proposals_no_trial_carried_are_handed_to_the_next_round() -> None:
     reached, missed = NewEntry("tool", "ls", "tool_rule_add", index=1), NewEntry("tool", "ls", "rule_miner", index=2)
     rp = RoundPools(grown(), (reached, missed))
     assert unevaluated(study, rp) == (missed,)
-    line = round_line(1, study, rp, [], earlier=())
+    line = round_line(1, study, rp, [], earlier=(), missed=unevaluated(study, rp))
     assert "proposals: 2 made, 1 evaluated, 1 not reached" in line and "2 paid evaluations, 0 free re-reads" in line
 
 
