@@ -2,18 +2,26 @@
 
 Infrastructure failures come back from the runtime as skipped episodes; they are never
 scored. Every other episode is scored by the workload's own scorer.
+
+Repeats that buy no information are not paid for: at temperature 0 a deterministic route answers
+every sample of a task alike, but whether a route is deterministic is measured, never assumed
+from its name. The first ``probe`` tasks run every sample; only when each of them gave identical
+trajectories do the other tasks run one sample (``metrics["samples_skipped"]`` counts the
+episodes not run). Any difference, or any infrastructure failure, and every sample is run.
 """
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from dataclasses import replace
+from typing import Any
 
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.loop import run_episode
 from compiler.runtime.models import ModelClient
 from compiler.runtime.trajectory import Trajectory
 from compiler.runtime.workload import Task, Workload
-from compiler.variant import HarnessVariant
+from compiler.variant import HarnessVariant, content_hash
 from search.evaluation.metrics import EpisodeResult, EvalReport, aggregate
 
 
@@ -24,6 +32,33 @@ async def _episode(
     trajectory = await run_episode(variant, task, env, sample=sample, seed=seed, client=client)
     score = None if trajectory.status == "infra_error" else workload.score(task, trajectory, env)
     return EpisodeResult.from_episode(trajectory, score), trajectory
+
+
+REPEAT_PROBE = 4  # tasks whose every sample runs before a temperature-0 variant's repeats are judged
+
+
+def fingerprint(trajectory: Trajectory) -> str:
+    """What a sample did, independent of its sample number and timing: its calls, their results,
+    its answers and how it ended."""
+    return content_hash({"status": trajectory.status, "responses": list(trajectory.responses),
+                         "calls": [[c.turn, c.name, dict(c.arguments), c.result, c.error] for c in trajectory.tool_calls]})
+
+
+def repeats_identical(probed: Sequence[Trajectory]) -> bool:
+    """Whether every task's samples among ``probed`` did exactly the same thing (an infrastructure
+    failure counts as a difference: the repeat was not observed)."""
+    by_task: dict[str, set[str]] = {}
+    for t in probed:
+        by_task.setdefault(t.task_id, set()).add("infra" if t.status == "infra_error" else fingerprint(t))
+    return bool(by_task) and all(len(v) == 1 and "infra" not in v for v in by_task.values())
+
+
+async def _gather(jobs: Sequence[Awaitable[Any]], *, progress: str | None) -> list[Any]:
+    if progress is None:
+        return list(await asyncio.gather(*jobs))
+    from tqdm.asyncio import tqdm
+
+    return list(await tqdm.gather(*jobs, desc=progress, unit="ep", leave=False))
 
 
 async def evaluate_variant_async(
@@ -38,6 +73,7 @@ async def evaluate_variant_async(
     cache: ResponseCache | None = None,
     progress: bool = False,
     keep_trajectories: bool = False,
+    probe: int = REPEAT_PROBE,
 ) -> tuple[EvalReport, list[Trajectory]]:
     if samples < 1:
         raise ValueError(f"workload.samples={samples}: need at least one sample per task")
@@ -51,14 +87,24 @@ async def evaluate_variant_async(
         async with gate:
             return await _episode(variant, workload, task, sample, seed, client)
 
-    jobs = [guarded(t, s) for t in chosen for s in range(samples)]
-    if progress:
-        from tqdm.asyncio import tqdm
-
-        done = await tqdm.gather(*jobs, desc=f"{split} {variant.model.route}", unit="ep", leave=False)
+    desc = f"{split} {variant.model.route}" if progress else None
+    judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
+    if not judged:
+        done = await _gather([guarded(t, s) for t in chosen for s in range(samples)], progress=desc)
+        stand_ins: list[EpisodeResult] = []
     else:
-        done = await asyncio.gather(*jobs)
-    report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples)
+        head, tail = chosen[:probe], chosen[probe:]
+        # the probe's samples go first through the gate; every task's first sample runs meanwhile
+        probing = [asyncio.ensure_future(guarded(t, s)) for t in head for s in range(samples)]
+        firsts = [asyncio.ensure_future(guarded(t, 0)) for t in tail]
+        probed = await asyncio.gather(*probing)
+        repeat = not repeats_identical([traj for _, traj in probed])
+        extra = await _gather([guarded(t, s) for t in tail for s in range(1, samples)] if repeat else [], progress=desc)
+        ran = await asyncio.gather(*firsts)
+        done = [*probed, *ran, *extra]
+        stand_ins = [] if repeat else [replace(r, sample=s) for r, _ in ran for s in range(1, samples)]
+    report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples,
+                       stand_ins=stand_ins)
     return report, ([t for _, t in done] if keep_trajectories else [])
 
 
@@ -73,11 +119,13 @@ def evaluate_variant(
     tasks: Sequence[Task] | None = None,
     cache: ResponseCache | None = None,
     progress: bool = False,
+    probe: int = REPEAT_PROBE,
 ) -> EvalReport:
     """Evaluate on ``split`` with ``samples`` per task; see EvalReport for the metrics."""
     report, _ = asyncio.run(
         evaluate_variant_async(
-            variant, workload, split, samples=samples, concurrency=concurrency, seed=seed, tasks=tasks, cache=cache, progress=progress
+            variant, workload, split, samples=samples, concurrency=concurrency, seed=seed, tasks=tasks, cache=cache,
+            progress=progress, probe=probe,
         )
     )
     return report

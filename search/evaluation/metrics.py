@@ -264,7 +264,8 @@ def _determinism(scored: Sequence[EpisodeResult]) -> float | None:
 
 
 def aggregate(
-    episodes: Sequence[EpisodeResult], *, variant_hash: str, split: str, samples: int
+    episodes: Sequence[EpisodeResult], *, variant_hash: str, split: str, samples: int,
+    stand_ins: Sequence[EpisodeResult] = (),
 ) -> EvalReport:
     """Summarise one variant's episodes on one split (see the module docstring for the rules).
 
@@ -277,13 +278,20 @@ def aggregate(
     failed the contract gate), and over every episode, skipped ones included: safety_violations
     (a forbidden write happened even if the episode later failed), cost_total (the money
     was spent), attempts (provider attempts, retries included) and infra_seconds (time lost to failed
-    attempts and backoff; latency metrics count successful attempts only).
+    attempts and backoff; latency metrics count successful attempts only), and samples_skipped
+    (repeat samples not run because the measured repeats were identical; see evaluate).
+
+    ``stand_ins`` are those unrun samples, each a copy of its task's run sample: the quality,
+    cost-per-task and latency metrics and the task rows weigh every task by the samples asked
+    for, as if they had run, while the counters (episodes, cost_total, attempts) and determinism
+    count only what ran and was paid.
     """
     if samples < 1:
         raise ValueError(f"samples={samples} must be >= 1 (samples per task requested)")
     scored = [e for e in episodes if e.scored]
-    rows = _task_rows(scored)
-    metrics = _quality_metrics(scored, rows) if scored else {}
+    weighed = scored + [e for e in stand_ins if e.scored]
+    rows = _task_rows(weighed)
+    metrics = _quality_metrics(weighed, rows) if weighed else {}
     determinism = _determinism(scored)
     if determinism is not None:
         metrics["determinism"] = determinism
@@ -298,6 +306,7 @@ def aggregate(
         cost_total=float(sum(e.cost_usd for e in episodes)),
         attempts=float(sum(e.attempts for e in episodes)),
         infra_seconds=float(sum(e.infra_s for e in episodes)),
+        samples_skipped=float(len(stand_ins)),
     )
     return EvalReport(
         variant_hash=variant_hash,

@@ -119,3 +119,40 @@ def test_storage_password_never_reaches_a_record(tmp_path: Path) -> None:
     [path] = list(tmp_path.glob("evaluate/*/eval.json"))
     assert "evo:***@127.0.0.1" in path.read_text()
     assert not any("hunter2pw" in p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_identical_temperature_zero_repeats_are_measured_then_not_paid() -> None:
+    v = variant("sim/small")
+    judged = evaluate_variant(v, WORKLOAD, "dev", tasks=DEV, samples=2, seed=1)
+    paid = evaluate_variant(v, WORKLOAD, "dev", tasks=DEV, samples=2, seed=1, probe=0)
+    # the first four tasks ran both samples (the measurement); the other eight ran one
+    assert judged.metrics["episodes"] == 4 * 2 + 8 and judged.metrics["samples_skipped"] == 8
+    assert paid.metrics["episodes"] == 24 and paid.metrics["samples_skipped"] == 0
+    assert judged.metrics["determinism"] == 1.0
+    # nothing the claim or the objectives read changed: per-task means of identical samples
+    assert [(r.task_id, r.pass_fraction, r.cost_mean) for r in judged.tasks] == [
+        (r.task_id, r.pass_fraction, r.cost_mean) for r in paid.tasks]
+    assert judged.metrics["pass_rate"] == paid.metrics["pass_rate"]
+
+
+def test_sampled_or_flaky_repeats_are_all_paid() -> None:
+    warm = evaluate_variant(variant("sim/small", temperature=0.7), WORKLOAD, "dev", tasks=DEV, samples=2, seed=1)
+    assert warm.metrics["episodes"] == 24 and warm.metrics["samples_skipped"] == 0
+    # a probe sample lost to an infrastructure failure is not an observed repeat
+    configure_sim(None, time_scale=0.0, timeout_rate=0.3)
+    flaky = evaluate_variant(variant("sim/small", retries=0), WORKLOAD, "dev", tasks=DEV, samples=2, seed=1)
+    assert flaky.metrics["skipped"] > 0 and flaky.metrics["episodes"] == 24 and flaky.metrics["samples_skipped"] == 0
+
+
+def test_repeats_identical_compares_what_the_samples_did() -> None:
+    from compiler.runtime.trajectory import ToolCallRecord, Trajectory
+    from search.evaluation.evaluate import repeats_identical
+
+    def traj(task: str, sample: int, value: str, status: str = "completed") -> Trajectory:
+        return Trajectory(task, sample, 0, "h", status,  # type: ignore[arg-type]
+                          tool_calls=(ToolCallRecord(0, "cd", {"folder": value}, "ok", None),), responses=("done",))
+
+    assert repeats_identical([traj("a", 0, "x"), traj("a", 1, "x"), traj("b", 0, "y"), traj("b", 1, "y")])
+    assert not repeats_identical([traj("a", 0, "x"), traj("a", 1, "x"), traj("b", 0, "y"), traj("b", 1, "z")])
+    assert not repeats_identical([traj("a", 0, "x", "infra_error"), traj("a", 1, "x", "infra_error")])
+    assert not repeats_identical([])
