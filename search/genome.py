@@ -3,7 +3,9 @@
 A genome picks, per slot, an entry of a pool: a prompt section's text, a tool's edit (an
 override of description/rules/examples), which optional workflow steps are on, the tool list,
 the tool format, the model and the temperature. Pools only grow (mutators append), so an index
-keeps its meaning for the whole search; entry 0 is always the baseline.
+keeps its meaning for the whole search; entry 0 is always the baseline. An entry that no front
+member picks may be retired to make room in a full slot: it keeps its index (stored trials still
+read it) but is no longer offered to the sampler.
 """
 from __future__ import annotations
 
@@ -25,9 +27,11 @@ class PoolEntry:
     value: Any  # section text | tool override mapping | step config | tool pattern list | model name | temperature
     author: str  # mutator that made it ("baseline" for entry 0)
     note: str = ""  # why it was made (e.g. the failure it answers)
+    retired: bool = False  # made room for a newer entry: kept for the trials that used it, no longer sampled
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": copy.deepcopy(self.value), "author": self.author, "note": self.note}
+        out = {"value": copy.deepcopy(self.value), "author": self.author, "note": self.note}
+        return {**out, "retired": True} if self.retired else out
 
 
 @dataclass(frozen=True)
@@ -202,12 +206,16 @@ def authors(genome: Genome, pools: Pools, base_steps: Sequence[str] = ()) -> tup
 def param_space(pools: Pools) -> dict[str, tuple[Any, ...]]:
     """Categorical choices per Optuna parameter. Fixed for one round (pools grow between rounds)."""
     space: dict[str, tuple[Any, ...]] = {}
+
+    def live(entries: Sequence[PoolEntry]) -> tuple[int, ...]:
+        return tuple(i for i, e in enumerate(entries) if i == 0 or not e.retired)
+
     for name, entries in sorted(pools.sections.items()):
-        if len(entries) > 1:
-            space[f"section.{name}"] = tuple(range(len(entries)))
+        if len(live(entries)) > 1:
+            space[f"section.{name}"] = live(entries)
     for name, entries in sorted(pools.tools.items()):
-        if len(entries) > 1:
-            space[f"tool.{name}"] = tuple(range(len(entries)))
+        if len(live(entries)) > 1:
+            space[f"tool.{name}"] = live(entries)
     for name in sorted(pools.steps):
         space[f"step.{name}"] = (False, True)
     if len(pools.toolsets) > 1:
@@ -307,6 +315,29 @@ def pool_len(pools: Pools, kind: SlotKind, key: str | None) -> int:
     if kind == "step":
         return 0
     return len(getattr(pools, _LIST_SLOTS[kind]))
+
+
+def live_len(pools: Pools, kind: SlotKind, key: str | None) -> int:
+    """Like ``pool_len``, counting only entries the sampler is still offered."""
+    if kind == "section":
+        return sum(1 for i, e in enumerate(pools.sections.get(key or "", ())) if i == 0 or not e.retired)
+    if kind == "tool":
+        return sum(1 for i, e in enumerate(pools.tools.get(key or "", ())) if i == 0 or not e.retired) or 1
+    return pool_len(pools, kind, key)
+
+
+def retire_one(pools: Pools, kind: SlotKind, key: str | None, *, keep: Sequence[int]) -> tuple[Pools, bool]:
+    """Retire the oldest live entry of a section or tool slot outside ``keep`` (never the
+    baseline). Other slots are never retired: their entries are few and each is a distinct choice."""
+    if kind not in ("section", "tool") or key is None:
+        return pools, False
+    slots = pools.sections if kind == "section" else pools.tools
+    entries = slots.get(key, ())
+    victim = next((i for i, e in enumerate(entries) if i and not e.retired and i not in keep), None)
+    if victim is None:
+        return pools, False
+    grown = {**slots, key: tuple(replace(e, retired=True) if i == victim else e for i, e in enumerate(entries))}
+    return (replace(pools, sections=grown) if kind == "section" else replace(pools, tools=grown)), True
 
 
 def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None, base_steps: Sequence[str] = (), *,

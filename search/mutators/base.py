@@ -18,6 +18,16 @@ from compiler.toolspec import ToolSpec
 from search.genome import Genome, PoolEntry, Pools, SlotKind, with_pool_entry
 
 
+def _slot(pools: Pools, kind: SlotKind, key: str | None) -> tuple[PoolEntry, ...]:
+    if kind == "section":
+        return tuple(pools.sections.get(key or "", ()))
+    if kind == "tool":
+        return tuple(pools.tools.get(key or "", ()))
+    if kind == "step":
+        return ()  # a step's pooling rule is with_pool_entry's
+    return tuple(getattr(pools, {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}[kind]))
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One failed train episode of a front member."""
@@ -90,16 +100,22 @@ def known_mutators() -> tuple[str, ...]:
 
 
 def grow_pools(
-    pools: Pools, proposals: Sequence[Proposal | Control], *, cap: Callable[[Pools, SlotKind, str | None], bool] | None = None
+    pools: Pools, proposals: Sequence[Proposal | Control], *, cap: Callable[[Pools, SlotKind, str | None], bool] | None = None,
+    room: Callable[[Pools, SlotKind, str | None], Pools] | None = None,
 ) -> tuple[Pools, list[Proposal], list[Control]]:
     """Apply proposals in order; duplicates of pooled values, and entries for a slot ``cap`` says is
-    full (checked against the pools as they grow), are dropped. Controls pass through."""
+    full (checked against the pools as they grow, after ``room`` had its chance to make room), are
+    dropped. Controls pass through."""
     added: list[Proposal] = []
     controls: list[Control] = []
     for p in proposals:
         if isinstance(p, Control):
             controls.append(p)
             continue
+        if any(e.value == p.entry.value for e in _slot(pools, p.kind, p.key)):
+            continue  # a duplicate: never worth retiring an entry for
+        if room is not None:
+            pools = room(pools, p.kind, p.key)
         if cap is not None and not cap(pools, p.kind, p.key):
             continue
         pools, ok = with_pool_entry(pools, p.kind, p.key, p.entry)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from compiler.atomic import write_json_atomic
@@ -16,9 +17,11 @@ from compiler.catalog import build_catalog, select_tools
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.workload import Workload
 from compiler.variant import compile_agent, content_hash
-from search.genome import Pools, initial_pools, pool_len
+from search.evaluation.criteria import quality_objective
+from search.genome import Genome, Pools, SlotKind, initial_pools, live_len, pool_len, retire_one
 from search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, TeacherRunner, grow_pools
-from search.optimise.seeding import ControlRequest, NewEntry
+from search.mutators.evidence import parse_failures, section_text
+from search.optimise.seeding import ControlRequest, NewEntry, anchors
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.study import TrialRecord
 from search.records.versions import checked
@@ -87,36 +90,81 @@ def teacher_runner(settings: RunSettings, workload: Workload) -> TeacherRunner |
 def mutate(
     settings: RunSettings, k: int, pools: Pools, front: Sequence[TrialRecord], evidence: Sequence[Evidence], *,
     mutators: Sequence[tuple[Mutator, float]], run_teacher: TeacherRunner | None, echo: Callable[[str], None],
+    keep: Sequence[Genome] = (),
 ) -> RoundPools:
-    """Every mutator (a weight below 1 is the chance it runs this round) proposes; proposals grow
-    the pools up to ``mutators.pool_size`` per slot."""
-    ctx = MutationContext(agent=settings.agent,
-                          tools={s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))},
-                          pools=pools, front=tuple(t.genome for t in front if t.genome is not None), evidence=tuple(evidence),
-                          models=tuple(settings.models), round=k, run_teacher=run_teacher, cache_dir=settings.cache_dir)
-    proposals: list[Proposal | Control] = []
-    for m, weight in mutators:
-        rng = random.Random(content_hash([settings.search.seed, k, m.name]))
-        if weight < 1.0 and rng.random() >= weight:
-            continue
-        try:
-            proposals += list(m.propose(ctx, rng=rng))
-        except Exception as exc:  # one broken mutator (e.g. its LLM route is down) must not end the search
-            echo(f"warning: mutator {m.name} failed in round {k}: {type(exc).__name__}: {exc}")
-    cap = settings.pool_size
-    grown, added, controls = grow_pools(pools, proposals, cap=lambda ps, kind, key: pool_len(ps, kind, key) < cap)
-    return RoundPools(grown, new_entries(pools, added), tuple(ControlRequest(c.genome, c.author) for c in controls))
+    """Every mutator (a weight below 1 is the chance it runs this round) proposes once per anchor
+    (the front members new entries are tried on), from that anchor's own failed episodes and on
+    top of what that anchor already picks, so edits accumulate along each anchor's line. Proposals
+    grow the pools up to ``mutators.pool_size`` live entries per slot; a full section or tool slot
+    first retires its oldest entry that no front member (nor a ``keep`` genome: the anchors of
+    proposals still waiting to be tried) picks. Entries come out ranked by their evidence."""
+    tools = {s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))}
+    genomes = [t.genome for t in front if t.genome is not None]
+    margin = settings.margin if settings.decision == "cheapest_noninferior" else None
+    tried_on = anchors(front, quality_objective(settings.objectives), margin=margin) if front else [Genome()]
+    proposals: list[tuple[Proposal | Control, Genome, int]] = []
+    for i, a in enumerate(tried_on):
+        own = tuple(e for e in evidence if e.genome == a)
+        ctx = MutationContext(agent=settings.agent, tools=tools, pools=pools, front=(a, *(g for g in genomes if g != a)),
+                              evidence=own or tuple(evidence), models=tuple(settings.models), round=k, run_teacher=run_teacher,
+                              cache_dir=settings.cache_dir)
+        for m, weight in mutators:
+            rng = random.Random(content_hash([settings.search.seed, k, m.name] + ([i] if i else [])))
+            if weight < 1.0 and random.Random(content_hash([settings.search.seed, k, m.name])).random() >= weight:
+                continue
+            try:
+                made = list(m.propose(ctx, rng=rng))
+            except Exception as exc:  # one broken mutator (e.g. its LLM route is down) must not end the search
+                echo(f"warning: mutator {m.name} failed in round {k}: {type(exc).__name__}: {exc}")
+                continue
+            proposals += [(p, a, support(p, ctx)) for p in made]
+    # the best-supported proposals claim the room first; ties keep the mutators' order
+    proposals.sort(key=lambda pas: -pas[2])
+    cap, pinned = settings.pool_size, [*genomes, *keep]
+
+    def room(ps: Pools, kind: SlotKind, key: str | None) -> Pools:
+        if live_len(ps, kind, key) < cap:
+            return ps
+        chosen = [g.sections.get(key or "", 0) if kind == "section" else g.tools.get(key or "", 0) for g in pinned]
+        return retire_one(ps, kind, key, keep=chosen)[0]
+
+    grown, added, controls = grow_pools(pools, [p for p, _, _ in proposals], room=room,
+                                        cap=lambda ps, kind, key: live_len(ps, kind, key) < cap)
+    made_by = {id(p): (a, n) for p, a, n in proposals}
+    unique_controls = {json.dumps(c.genome.to_dict(), sort_keys=True): c for c in reversed(controls)}
+    return RoundPools(grown, new_entries(pools, added, made_by),
+                      tuple(ControlRequest(c.genome, c.author) for c in reversed(unique_controls.values())))
 
 
-def new_entries(before: Pools, added: Sequence[Proposal]) -> tuple[NewEntry, ...]:
+def support(p: Proposal | Control, ctx: MutationContext) -> int:
+    """How many of the anchor's failed episodes name a tool the proposal addresses: its own tool,
+    or a tool its new text names that the anchor's text did not."""
+    if isinstance(p, Control):
+        return 0
+    if p.kind == "tool" and p.key is not None:
+        named = {p.key}
+    elif p.kind == "section" and p.key is not None:
+        before = section_text(ctx, p.key)
+        named = {t for t in ctx.tools if re.search(rf"(?<![\w]){re.escape(t)}(?![\w])", str(p.entry.value))
+                 and not re.search(rf"(?<![\w]){re.escape(t)}(?![\w])", before)}
+    else:
+        return 0
+    return sum(1 for e in ctx.evidence if any(f.tool in named for f in parse_failures(e, ctx.tools)))
+
+
+def new_entries(before: Pools, added: Sequence[Proposal],
+                made_by: Mapping[int, tuple[Genome, int]] | None = None) -> tuple[NewEntry, ...]:
     """The added proposals as pool entries with their places: each takes the next index of its
-    slot, in order, so several entries for one slot are each tried, each under its own author."""
+    slot, in order, so several entries for one slot are each tried, each under its own author
+    (and on the anchor it was made for, with its support, when ``made_by`` says)."""
     sizes: dict[tuple[str, str | None], int] = {}
     entries = []
     for p in added:
         slot = (p.kind, p.key)
         index = sizes.setdefault(slot, pool_len(before, p.kind, p.key))
         sizes[slot] = index + 1
-        entries.append(NewEntry(p.kind, p.key, p.entry.author, p.entry.note, index=None if p.kind == "step" else index))
+        anchor, n = (made_by or {}).get(id(p), (None, 0))
+        entries.append(NewEntry(p.kind, p.key, p.entry.author, p.entry.note, index=None if p.kind == "step" else index,
+                                anchor=anchor, support=n))
     return tuple(entries)
 

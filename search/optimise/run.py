@@ -22,7 +22,7 @@ from compiler.runtime.workload import Workload, workload_factory
 from compiler.variant import HarnessVariant, content_hash
 from search.evaluation.claim import scorer_hash
 from search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
-from search.genome import Genome, Pools, authors, canonical, param_space, params_to_genome
+from search.genome import BASELINE, Genome, Pools, authors, canonical, param_space, params_to_genome, with_new_entry
 from search.optimise.finish import Frozen, SearchTrials, finish
 from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
 from search.optimise.seeding import NewEntry, round_queue
@@ -183,8 +183,11 @@ class SearchRun:
         if self.pools is None:
             rp = RoundPools(first_pools(self.settings))
         else:
+            # a carried proposal keeps its entry (and what its anchor picks) out of retirement
+            waiting = [with_new_entry(c.anchor or BASELINE, self.pools, c.kind, c.key, list(self.settings.base_steps), index=c.index)
+                       for c in carried]
             rp = mutate(self.settings, k, self.pools, front, front_evidence(self.paths, front), mutators=self.mutators,
-                        run_teacher=teacher_runner(self.settings, self.workload), echo=self.echo)
+                        run_teacher=teacher_runner(self.settings, self.workload), echo=self.echo, keep=waiting)
             # proposals the last round's budget did not reach go first: nothing a mutator made is dropped
             rp = replace(rp, added=(*carried, *rp.added))
         store_round(self.paths, k, rp)

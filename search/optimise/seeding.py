@@ -24,9 +24,12 @@ class NewEntry:
     author: str
     note: str = ""
     index: int | None = None  # its place in the slot's pool; None (rounds stored before) = the newest
+    anchor: Genome | None = None  # the front member it was built on, and is tried on first (None: the first anchor)
+    support: int = 0  # failed episodes of that anchor whose failures name a tool the entry addresses
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "key": self.key, "author": self.author, "note": self.note, "index": self.index}
+        return {"kind": self.kind, "key": self.key, "author": self.author, "note": self.note, "index": self.index,
+                "anchor": None if self.anchor is None else self.anchor.to_dict(), "support": self.support}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NewEntry:
@@ -34,7 +37,9 @@ class NewEntry:
             raise ValueError(f"pool entry kind {d.get('kind')!r} is not one of {SLOT_KINDS}")
         index = d.get("index")
         return cls(kind=d["kind"], key=d.get("key"), author=str(d["author"]), note=str(d.get("note", "")),
-                   index=int(index) if isinstance(index, int) and not isinstance(index, bool) else None)
+                   index=int(index) if isinstance(index, int) and not isinstance(index, bool) else None,
+                   anchor=Genome.from_dict(d["anchor"]) if isinstance(d.get("anchor"), Mapping) else None,
+                   support=int(d.get("support") or 0))
 
     def chosen_by(self, genome: Genome) -> bool:
         """Whether ``genome`` carries this entry."""
@@ -116,10 +121,14 @@ def round_queue(
     queue += [Queued(params(c.genome), {"origin": "control", "control": c.author}) for c in controls]
     queue += [Queued(params(t.genome), {"origin": "front"}) for t in front if t.genome is not None]
     step_names, tried_on = list(base_steps), anchors(front, quality, margin=margin)
-    for a in added:
-        for anchor in tried_on:
-            g = with_new_entry(anchor, pools, a.kind, a.key, step_names, index=a.index)
-            queue.append(Queued(params(g), {"origin": f"new:{a.author}"}))
+    # every entry on the anchor it was built for first (in the order given: carried over, then by
+    # the evidence behind it), then on the other anchors, so the budget measures each proposal once
+    # before it measures any twice
+    own = [(a, a.anchor if a.anchor is not None else tried_on[0]) for a in added]
+    tries = own + [(a, other) for a, mine in own for other in tried_on if other != mine]
+    for a, anchor in tries:
+        g = with_new_entry(anchor, pools, a.kind, a.key, step_names, index=a.index)
+        queue.append(Queued(params(g), {"origin": f"new:{a.author}"}))
     unique: dict[str, Queued] = {}
     for q in queue:
         unique.setdefault(json.dumps(q.params, sort_keys=True) + str(q.attrs.get("control")), q)
