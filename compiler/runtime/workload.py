@@ -24,6 +24,49 @@ class Task:
     data: Mapping[str, Any] = field(default_factory=dict)  # workload-specific payload
 
 
+# What a failed episode got wrong, as a workload's scorer reports it (docs/workloads.md).
+FAILURE_KINDS = (
+    "wrong_tool",  # another tool was called where the reference calls `tool` (`got`: the tool called)
+    "wrong_value",  # `tool`'s `argument` had a value other than `expected`
+    "propagation",  # a wrong value where `expected` had appeared verbatim in an earlier tool result
+    "missing_argument",  # `argument` was left out of the call
+    "extra_argument",  # `argument` was passed where the reference passes none
+    "missed_call",  # the reference calls `tool`; the episode never did
+    "premature_stop",  # the turn's answer came before its remaining calls (from `tool` on)
+    "no_recovery",  # a call to `tool` returned an error and was never redone correctly (`got`: the error)
+    "unneeded_call",  # a state-changing call the reference does not make, or any call where none is needed
+    "forbidden_tool",  # a call to a tool the episode did not offer
+    "unknown_tool",  # a call to a name no tool has
+    "non_termination",  # the episode hit its turn limit before its last turn was played
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One thing a failed episode got wrong. ``expected`` and ``got`` may carry task values: they
+    are for the practitioner's report; mutators read only ``kind``, ``tool`` and ``argument``."""
+
+    kind: str  # one of FAILURE_KINDS
+    tool: str | None = None
+    argument: str | None = None
+    expected: Any = None
+    got: Any = None
+    turn: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAILURE_KINDS:
+            raise ValueError(f"failure kind {self.kind!r} is unknown; use one of {FAILURE_KINDS}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "tool": self.tool, "argument": self.argument, "expected": self.expected, "got": self.got,
+                "turn": self.turn}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Failure:
+        return cls(kind=str(d["kind"]), tool=d.get("tool"), argument=d.get("argument"), expected=d.get("expected"),
+                   got=d.get("got"), turn=d.get("turn"))
+
+
 @dataclass(frozen=True)
 class EpisodeScore:
     passed: bool  # the task's contract is met
@@ -31,7 +74,8 @@ class EpisodeScore:
     named: Mapping[str, float] = field(default_factory=dict)  # named sub-scores
     safety_violations: int = 0  # forbidden / policy-violating writes
     delivered: bool = True  # contract gate: tool called, final state reached, nothing forbidden
-    detail: str = ""  # first failure reason, for evidence-driven mutators
+    detail: str = ""  # first failure reason, for people (mutators read ``failures``)
+    failures: tuple[Failure, ...] = ()  # what went wrong where the episode lost its reward
 
 
 class Environment(Protocol):

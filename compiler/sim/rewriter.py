@@ -45,7 +45,7 @@ def _mentions(evidence: str) -> tuple[list[tuple[str, str]], list[str]]:
 def _called_wrongly(evidence: str, tool: str) -> bool:
     """Whether every mention of ``tool`` is a call it should not have made."""
     fragments = [f for line in evidence.splitlines() for f in line.split("; ") if f"`{tool}`" in f]
-    wrong = ("unexpected call to", "when no call was needed", "was not offered")
+    wrong = ("unneeded call to", "was not offered", "which is no tool")
     return bool(fragments) and all(any(w in f for w in wrong) for f in fragments)
 
 

@@ -52,6 +52,7 @@ class EpisodeResult:
     infra_error: str | None = None  # why the episode was skipped
     attempts: int = 0  # provider attempts of the episode's model calls (retries included; 0 = all cached)
     infra_s: float = 0.0  # time lost to failed attempts and backoff: reported, never in latency_s
+    failures: tuple[Mapping[str, Any], ...] = ()  # the scorer's structured failure records (Failure.to_dict)
 
     @property
     def scored(self) -> bool:
@@ -98,6 +99,7 @@ class EpisodeResult:
                 delivered=False,
                 safety_violations=score.safety_violations,
                 detail=score.detail or "undelivered: contract gate not met",
+                failures=tuple(f.to_dict() for f in score.failures),
                 **usage,
             )
         return cls(
@@ -108,6 +110,7 @@ class EpisodeResult:
             delivered=True,
             safety_violations=score.safety_violations,
             detail=score.detail,
+            failures=tuple(f.to_dict() for f in score.failures),
             **usage,
         )
 
@@ -118,7 +121,7 @@ class EpisodeResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
-        return cls(**{**data, "named": dict(data.get("named", {}))})
+        return cls(**{**data, "named": dict(data.get("named", {})), "failures": tuple(dict(f) for f in data.get("failures", ()))})
 
 
 @dataclass(frozen=True)

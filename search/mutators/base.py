@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from compiler.plugins import NamedRegistry
+from compiler.runtime.workload import Failure
 from compiler.toolspec import ToolSpec
 from search.genome import Genome, PoolEntry, Pools, SlotKind, with_pool_entry
 
@@ -33,9 +34,10 @@ class Evidence:
     """One failed train episode of a front member."""
 
     task_id: str
-    detail: str  # the scorer's first failure reason (names tool and argument when it can)
+    detail: str  # the scorer's first failure reason, for people (mutators read ``failures``)
     tool_errors: tuple[str, ...] = ()  # "tool: error" for calls that raised
     genome: Genome = field(default_factory=Genome)
+    failures: tuple[Failure, ...] = ()  # the scorer's structured records: kind, tool, argument, ...
 
 
 TeacherRunner = Callable[[Sequence[str]], Mapping[str, Sequence[str]]]  # task ids -> teacher's call lines

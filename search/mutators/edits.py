@@ -218,7 +218,7 @@ def tool_rule_add() -> Mutator:
                 f"If `{tool}` returns an error, fix the arguments and call it again before answering.",
                 f"Call `{tool}` only when the request needs what it does.",
             ]
-            if kind == "failed":
+            if kind == "no_recovery":
                 rules.insert(0, rules.pop(1))
             elif kind in WRONG_CALL_KINDS:
                 rules.insert(0, rules.pop(2))

@@ -1,8 +1,10 @@
 """Reading failure evidence, and the evidence-driven ``rule_miner``. Offline and deterministic.
 
-The scorer's details name a tool and argument but also carry task values (``model=140
-gold=150``, gold calls rendered with their arguments). Everything here reduces a detail to
-identifiers, so no mutator can copy a gold value into a rule or into an LLM prompt.
+Evidence is the workload scorer's structured failure records (``compiler.runtime.workload.Failure``:
+kind, tool, argument, expected, got, turn); nothing here parses a scorer's wording. A record's
+``expected`` and ``got`` may carry task values: everything here keeps only the kind, the tool and
+the argument (and masks the text of an error), so no mutator can copy a task value into a rule
+or into an LLM prompt.
 
 Also here: the context readers every mutator shares (the anchor genome and what it picks), so
 that edits stack on what the front already found instead of restarting from the baseline.
@@ -20,25 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.errors import ConfigError
+from compiler.runtime.workload import FAILURE_KINDS
 from compiler.toolspec import ToolSpec
 from search.genome import Genome, PoolEntry, SlotKind
 from search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, register_mutator
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # Failure kinds, most specific first (a pair's rule follows its most frequent kind, ties by this order).
-KINDS = ("wrong_value", "absent_arg", "extra_arg", "failed", "missing_call", "unexpected", "irrelevant", "not_offered")
-WRONG_CALL_KINDS = frozenset({"unexpected", "irrelevant"})  # the model called a tool it should not have
+KINDS = ("propagation", "wrong_value", "missing_argument", "extra_argument", "no_recovery", "wrong_tool", "premature_stop",
+         "missed_call", "unneeded_call", "forbidden_tool", "unknown_tool")
+assert set(KINDS) <= set(FAILURE_KINDS)
+WRONG_CALL_KINDS = frozenset({"unneeded_call", "forbidden_tool", "unknown_tool"})  # a call that should not have been made
 
-_MISMATCH = re.compile(rf"(?<![\w.])(?P<tool>{IDENT})\.(?P<arg>{IDENT}): model=")
-_MISSING = re.compile(rf"missing call (?P<tool>{IDENT})\(")
-_FAILED = re.compile(rf"(?<![\w.])(?P<tool>{IDENT})\((?P<args>.*?)\) failed: (?P<error>[^;]*)")
-_UNEXPECTED = re.compile(rf"unexpected call (?P<tool>{IDENT})\(")
-_IRRELEVANT = re.compile(rf"irrelevance_error: .*? first (?P<tool>{IDENT})\(")
-_EMPTY = re.compile(r"no tool call; gold: (?P<calls>.*)")
-_CALL_START = re.compile(rf"(?<![\w.'\"])(?P<tool>{IDENT})\(")
 _KEYWORD = re.compile(rf"(?:^|[(,])\s*(?P<arg>{IDENT})=")
-_HEADER = re.compile(r"^turn (?P<turn>\d+): (?:multi_turn:)?(?P<type>[\w]+):")
-_STATE = re.compile(rf"state differs in (?P<what>{IDENT}\.{IDENT}(?:, {IDENT}\.{IDENT})*)")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?")
 _PATHLIKE = re.compile(r"(?<![\w.])[\w-]+(?:[./][\w-]+)+")  # report.pdf, a/b: values even when unquoted
@@ -66,49 +62,22 @@ def call_args(call_text: str) -> tuple[str, ...]:
         node = ast.parse(call_text, mode="eval").body
         if isinstance(node, ast.Call):
             return tuple(k.arg for k in node.keywords if k.arg)
-    except SyntaxError:  # truncated detail: fall back to the keyword pattern
+    except SyntaxError:  # truncated text: fall back to the keyword pattern
         pass
     return tuple(dict.fromkeys(m.group("arg") for m in _KEYWORD.finditer(call_text)))
 
 
-def _named_arg(text: str, candidates: Iterable[str]) -> str | None:
-    return next((a for a in candidates if re.search(rf"(?<![\w]){re.escape(a)}(?![\w])", text)), None)
-
-
 def parse_failures(evidence: Evidence, tools: Mapping[str, ToolSpec] | None = None) -> tuple[Failure, ...]:
-    """The failures of one episode, deduplicated (a failed call appears in the detail and in
-    tool_errors, and must count once)."""
-    detail = evidence.detail
-    found: list[Failure] = []
-    for m in _MISMATCH.finditer(detail):
-        rest = detail[m.end():]
-        kind = "absent_arg" if rest.startswith("'<missing>'") else "extra_arg" if re.match(r"\S+ gold='<missing>'", rest) else "wrong_value"
-        found.append(Failure(kind, m.group("tool"), m.group("arg")))
-    for m in _FAILED.finditer(detail):
-        args = call_args(f"{m.group('tool')}({m.group('args')})")
-        found.append(Failure("failed", m.group("tool"), _named_arg(m.group("error"), args), mask_values(m.group("error"))))
-    found += [Failure("missing_call", m.group("tool")) for m in _MISSING.finditer(detail)]
-    found += [Failure("unexpected", m.group("tool")) for m in _UNEXPECTED.finditer(detail)]
-    found += [Failure("irrelevant", m.group("tool")) for m in _IRRELEVANT.finditer(detail)]
-    empty = _EMPTY.search(detail)
-    if empty:
-        found += [Failure("missing_call", m.group("tool")) for m in _CALL_START.finditer(empty.group("calls"))]
-    for line in evidence.tool_errors:
-        tool, sep, error = line.partition(":")
-        tool = tool.strip()
-        if not sep or not re.fullmatch(IDENT, tool):
-            continue
-        if "is not offered" in error:
-            found.append(Failure("not_offered", tool))
-            continue
-        params = tuple(tools[tool].properties()) if tools and tool in tools else ()
-        found.append(Failure("failed", tool, _named_arg(error, params), mask_values(error)))
+    """The failures of one episode as identifiers, deduplicated by (kind, tool, argument); records
+    without a tool, or whose tool or argument is not an identifier, are left out."""
     unique: dict[tuple[str, str, str | None], Failure] = {}
-    for f in found:
-        unique.setdefault((f.kind, f.tool, f.arg), f)
-    # A failed call whose argument is unknown adds nothing once a failure of that tool names one.
-    named = {f.tool for f in unique.values() if f.arg}
-    return tuple(f for f in unique.values() if not (f.kind == "failed" and f.arg is None and f.tool in named))
+    for f in evidence.failures:
+        if f.kind not in KINDS or not isinstance(f.tool, str) or not re.fullmatch(IDENT, f.tool):
+            continue
+        arg = f.argument if isinstance(f.argument, str) and re.fullmatch(IDENT, f.argument) else None
+        error = mask_values(str(f.got)) if f.kind == "no_recovery" and f.got else ""
+        unique.setdefault((f.kind, f.tool, arg), Failure(f.kind, f.tool, arg, error))
+    return tuple(unique.values())
 
 
 def failure_counts(evidence: Iterable[Evidence], tools: Mapping[str, ToolSpec] | None = None) -> Counter[Failure]:
@@ -138,25 +107,22 @@ def summarise(evidence: Sequence[Evidence], *, limit: int, tools: Mapping[str, T
     """One line per failed episode (repeats merged with a count), identifiers only: the evidence
     block of an LLM request. Tool/argument pairs are written `tool.arg`, tools `tool`."""
     phrases = {
-        "wrong_value": "wrong value for `{t}.{a}`", "absent_arg": "missing argument `{t}.{a}`",
-        "extra_arg": "unexpected argument `{t}.{a}`", "missing_call": "missing call to `{t}`",
-        "unexpected": "unexpected call to `{t}`", "irrelevant": "called `{t}` when no call was needed",
-        "not_offered": "called `{t}`, which was not offered",
+        "propagation": "mis-copied `{t}.{a}` from an earlier tool result", "wrong_value": "wrong value for `{t}.{a}`",
+        "missing_argument": "missing argument `{t}.{a}`", "extra_argument": "unexpected argument `{t}.{a}`",
+        "wrong_tool": "called another tool instead of `{t}`", "premature_stop": "answered before calling `{t}`",
+        "missed_call": "missing call to `{t}`", "unneeded_call": "unneeded call to `{t}`",
+        "forbidden_tool": "called `{t}`, which was not offered", "unknown_tool": "called `{t}`, which is no tool",
     }
     lines: Counter[str] = Counter()
     for e in evidence:
-        head = _HEADER.match(e.detail)
-        parts = [f"turn {head.group('turn')}, {head.group('type')}"] if head else []
+        turns = sorted({f.turn for f in e.failures if isinstance(f.turn, int)})
+        parts = [f"turn {turns[0]}"] if turns else []
         for f in parse_failures(e, tools):
-            if f.kind == "failed":
-                where = f"`{f.tool}.{f.arg}`" if f.arg else f"`{f.tool}`"
-                parts.append(f"call to {where} failed" + (f": {f.error}" if f.error else ""))
+            if f.kind == "no_recovery":
+                parts.append(f"call to `{f.tool}` failed and was not redone" + (f": {f.error}" if f.error else ""))
             else:
                 parts.append(phrases[f.kind].format(t=f.tool, a=f.arg))
-        state = _STATE.search(e.detail)
-        if state:
-            parts.append(f"state differs in {state.group('what')}")
-        if len(parts) > (1 if head else 0):
+        if len(parts) > (1 if turns else 0):
             lines["; ".join(parts)] += 1
     ordered = sorted(lines.items(), key=lambda kv: -kv[1])[:limit]
     return [f"- {text}" + (f" (x{n})" if n > 1 else "") for text, n in ordered]
@@ -232,25 +198,26 @@ def positive_int(mutator: str, param: str, value: int) -> int:
 # -- rule_miner ----------------------------------------------------------------------------
 
 RULES = {
+    "propagation": "When calling `{t}`, copy `{a}` character for character from the tool result it comes from; "
+                   "never shorten or retype it.",
     "wrong_value": "When calling `{t}`, take `{a}` exactly from the user's request or the latest tool result; "
                    "do not round, reformat or guess it.",
-    "absent_arg": "When calling `{t}`, always pass `{a}`; take its value from the user's request or the latest tool result.",
-    "extra_arg": "When calling `{t}`, pass `{a}` only when the user's request gives a value for it.",
-    "failed_arg": "When calling `{t}`, check that `{a}` is valid for the current state before the call; "
-                  "if the call fails, fix `{a}` and call again.",
-    "failed": "If `{t}` returns an error, read it, fix the arguments and call `{t}` again before answering.",
-    "missing_call": "Call `{t}` whenever the request needs what it does; do not skip it or answer before it has run.",
-    "unexpected": "Call `{t}` only when the request asks for what it does; never call it by default.",
-    "irrelevant": "If no offered tool fits the request or a needed value is missing, ask the user instead of calling `{t}`.",
+    "missing_argument": "When calling `{t}`, always pass `{a}`; take its value from the user's request or the latest tool result.",
+    "extra_argument": "When calling `{t}`, pass `{a}` only when the user's request gives a value for it.",
+    "no_recovery": "If `{t}` returns an error, read it, fix the arguments and call `{t}` again before answering.",
+    "wrong_tool": "Use `{t}` for what it does; do not substitute another tool for it.",
+    "premature_stop": "Do not give the final answer while the request still needs `{t}`; call it first.",
+    "missed_call": "Call `{t}` whenever the request needs what it does; do not skip it or answer before it has run.",
+    "unneeded_call": "Call `{t}` only when the request asks for what it does; never call it by default.",
+    "forbidden_tool": "Call only the tools offered; `{t}` is not one of them.",
 }
 
 
 def mined_rule(tool: str, arg: str | None, kind: str) -> str | None:
     """The rule for a failure, built from identifiers only (so it cannot carry a task's values)."""
-    key = "failed_arg" if kind == "failed" and arg else kind
-    if key in ("wrong_value", "absent_arg", "extra_arg") and not arg:
+    if kind in ("propagation", "wrong_value", "missing_argument", "extra_argument") and not arg:
         return None
-    template = RULES.get(key)
+    template = RULES.get(kind)
     return template.format(t=tool, a=arg) if template else None
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from compiler.atomic import write_json_atomic
 from compiler.catalog import build_catalog, select_tools
 from compiler.runtime.cache import ResponseCache
-from compiler.runtime.workload import Workload
+from compiler.runtime.workload import Failure, Workload
 from compiler.variant import compile_agent, content_hash
 from search.evaluation.criteria import quality_objective
 from search.genome import Genome, Pools, SlotKind, initial_pools, live_len, pool_len, retire_one
@@ -63,7 +63,8 @@ def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[Evid
         if t.genome is None or not stored.exists():
             continue
         data = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored)
-        out += [Evidence(e["task_id"], e["detail"], tuple(e.get("tool_errors", [])), t.genome) for e in data.get("evidence", [])]
+        out += [Evidence(e["task_id"], e["detail"], tuple(e.get("tool_errors", [])), t.genome,
+                         tuple(Failure.from_dict(f) for f in e.get("failures", []))) for e in data.get("evidence", [])]
     return out
 
 
@@ -97,7 +98,7 @@ def mutate(
     top of what that anchor already picks, so edits accumulate along each anchor's line. Proposals
     grow the pools up to ``mutators.pool_size`` live entries per slot; a full section or tool slot
     first retires its oldest entry that no front member (nor a ``keep`` genome: the anchors of
-    proposals still waiting to be tried) picks. Entries come out ranked by their evidence."""
+    proposals still waiting to be tried) picks and that this round did not add. Entries come out ranked by their evidence."""
     tools = {s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))}
     genomes = [t.genome for t in front if t.genome is not None]
     margin = settings.margin if settings.decision == "cheapest_noninferior" else None
@@ -126,7 +127,8 @@ def mutate(
         if live_len(ps, kind, key) < cap:
             return ps
         chosen = [g.sections.get(key or "", 0) if kind == "section" else g.tools.get(key or "", 0) for g in pinned]
-        return retire_one(ps, kind, key, keep=chosen)[0]
+        fresh = range(pool_len(pools, kind, key), pool_len(ps, kind, key))  # this round's entries wait to be tried
+        return retire_one(ps, kind, key, keep=[*chosen, *fresh])[0]
 
     grown, added, controls = grow_pools(pools, [p for p, _, _ in proposals], room=room,
                                         cap=lambda ps, kind, key: live_len(ps, kind, key) < cap)

@@ -91,13 +91,16 @@ class FailedEpisode:
     sample: int
     detail: str  # the scorer's first failure reason
     tool_errors: tuple[str, ...] = ()  # "tool: error" for calls that raised
+    failures: tuple[Mapping[str, Any], ...] = ()  # the scorer's structured records (Failure.to_dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "sample": self.sample, "detail": self.detail, "tool_errors": list(self.tool_errors)}
+        return {"task_id": self.task_id, "sample": self.sample, "detail": self.detail, "tool_errors": list(self.tool_errors),
+                "failures": [dict(f) for f in self.failures]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FailedEpisode:
-        return cls(task_id=str(d["task_id"]), sample=int(d["sample"]), detail=str(d["detail"]), tool_errors=tuple(d.get("tool_errors", ())))
+        return cls(task_id=str(d["task_id"]), sample=int(d["sample"]), detail=str(d["detail"]), tool_errors=tuple(d.get("tool_errors", ())),
+                   failures=tuple(dict(f) for f in d.get("failures", ())))
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     errors = _tool_errors(trajectories, failed)
     result = TrialResult(
         label=spec.label, split=spec.split, variant=variant, report=report,
-        evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])))
+        evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])), e.failures)
                        for e in report.episodes if (e.task_id, e.sample) in failed),
     )
     if not report.metrics.get("skipped"):

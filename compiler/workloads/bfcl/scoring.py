@@ -19,6 +19,7 @@ failure, and later turns build on a diverged state), so score == 1.0 exactly whe
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
 )
 
 from compiler.runtime.trajectory import ToolCall, Trajectory
-from compiler.runtime.workload import Environment, EpisodeScore, Task
+from compiler.runtime.workload import Environment, EpisodeScore, Failure, Task
 from compiler.workloads.bfcl.env import (
     BfclEnvironment,
     ExecutedCall,
@@ -97,6 +98,92 @@ def _gap(gold: Sequence[ToolCall], model: Sequence[ExecutedCall]) -> str:
         if m.error is None and (spec is None or spec.mutates_state):
             return f"unexpected call {render_call(ToolCall(m.name, m.arguments))}"
     return ""
+
+
+def _seen(value: Any, results: Sequence[str]) -> bool:
+    # a value the model could have copied: long enough to be a value, a whole token, not a coincidence
+    text = str(value)
+    pattern = re.compile(rf"(?<![\w]){re.escape(text)}(?![\w])")
+    return len(text) >= 3 and any(pattern.search(r) for r in results)
+
+
+def turn_failures(task: Task, env: BfclEnvironment, turn: int, *, status: str) -> list[Failure]:
+    """What went wrong in ``turn`` (the first invalid one: where the reward was lost), as
+    structured records, plus the episode's calls to tools it did not offer, and non-termination."""
+    catalog = bfcl_tool_catalog()
+    out: list[Failure] = []
+    for c in env.calls:
+        if not c.offered:
+            out.append(Failure("unknown_tool" if c.name not in catalog else "forbidden_tool", c.name, turn=c.turn))
+    if turn > env.turn or turn >= len(task.gold):  # never played
+        return [*out, Failure("non_termination", turn=turn)] if status == "max_turns" else out
+    gold = task.gold[turn]
+    model = [c for c in env.calls if c.turn == turn and c.offered]
+    results = [c.result for c in env.calls if c.turn < turn]  # what the model had seen when the turn began
+    if not gold:
+        if model:
+            out.append(Failure("unneeded_call", model[0].name, turn=turn))
+        return out
+    gold_names = {g.name for g in gold}
+    strays = [m.name for m in model if m.name not in gold_names]
+    missing: list[int] = []
+    consumed: list[str] = []  # strays already reported as the wrong tool
+    used: set[int] = set()  # model calls paired with a gold call
+    unpaired: list[int] = []
+    for j, call in enumerate(gold):  # exact matches first, so a retry or a repeated tool pairs right
+        exact = [i for i, m in enumerate(model) if i not in used and m.name == call.name and dict(m.arguments) == dict(call.arguments)]
+        ok = [i for i in exact if model[i].error is None]
+        if ok:
+            used.add(ok[0])
+        elif exact:
+            used.update(exact)
+            out.append(Failure("no_recovery", call.name, got=_short(model[exact[-1]].error, 120), turn=turn))
+        else:
+            unpaired.append(j)
+    for j in unpaired:
+        call = gold[j]
+        rest = [i for i, m in enumerate(model) if i not in used and m.name == call.name]
+        if not rest:
+            missing.append(j)
+            continue
+        used.add(rest[-1])
+        last = model[rest[-1]]  # after retries, the model's final attempt is the one to compare
+        for key in [*call.arguments, *(k for k in last.arguments if k not in call.arguments)]:
+            if key not in last.arguments:
+                out.append(Failure("missing_argument", call.name, key, expected=call.arguments[key], turn=turn))
+            elif key not in call.arguments:
+                out.append(Failure("extra_argument", call.name, key, got=last.arguments[key], turn=turn))
+            elif last.arguments[key] != call.arguments[key]:
+                want = call.arguments[key]
+                kind = "propagation" if _seen(want, results) else "wrong_value"
+                out.append(Failure(kind, call.name, key, expected=want, got=last.arguments[key], turn=turn))
+        if last.error is not None:
+            out.append(Failure("no_recovery", call.name, got=_short(last.error, 120), turn=turn))
+    for j in missing:
+        name = gold[j].name
+        if strays:
+            consumed.append(strays.pop(0))
+            out.append(Failure("wrong_tool", name, got=consumed[-1], turn=turn))
+        elif model and all(i in missing for i in range(j, len(gold))):
+            out.append(Failure("premature_stop", name, turn=turn))
+            break  # one stop, named by the first call it skipped
+        else:
+            out.append(Failure("missed_call", name, turn=turn))
+    unmatched = [(c.name, dict(c.arguments)) for c in gold]
+    for m in model:
+        signature = (m.name, dict(m.arguments))
+        if signature in unmatched:
+            unmatched.remove(signature)
+            continue
+        spec = catalog.get(m.name)
+        if m.error is None and m.name not in gold_names and (spec is None or spec.mutates_state):
+            if m.name in consumed:
+                consumed.remove(m.name)
+                continue
+            out.append(Failure("unneeded_call", m.name, turn=turn))
+    if status == "max_turns":
+        out.append(Failure("non_termination", turn=turn))
+    return out
 
 
 def _join(*parts: str) -> str:
@@ -190,9 +277,11 @@ def score_episode(task: Task, trajectory: Trajectory, environment: Environment) 
     gold_has_calls = any(task.gold)
     irrelevance_turns = [v.valid for v, gold in zip(verdicts, task.gold) if not gold]
     detail = ""
+    failures: list[Failure] = []
     if first_bad is not None:
         detail = f"turn {first_bad.turn}: {first_bad.error_type}: {first_bad.message}"
         detail = " ".join(detail.split())[:_DETAIL_CHARS]
+        failures = turn_failures(task, env, first_bad.turn, status=trajectory.status)
     return EpisodeScore(
         passed=first_bad is None,
         score=prefix,
@@ -207,4 +296,5 @@ def score_episode(task: Task, trajectory: Trajectory, environment: Environment) 
         safety_violations=sum(1 for c in env.calls if not c.offered),
         delivered=bool(in_episode) or not gold_has_calls,
         detail=detail,
+        failures=tuple(failures),
     )

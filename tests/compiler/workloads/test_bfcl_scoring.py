@@ -226,3 +226,88 @@ def test_verdict_equals_multi_turn_checker_other_categories(task_id: str) -> Non
     assert _bfcl_valid(task, perturbed["gold"]) and _score(task, perturbed["gold"]).passed
     for kind, calls in perturbed.items():
         assert _score(task, calls).passed == _bfcl_valid(task, calls), kind
+
+
+# -- structured failure records: what mutators read ----------------------------------------
+
+def _records(task: Task, calls: Sequence[Sequence[ToolCall]]) -> list[tuple[Any, ...]]:
+    return [(f.kind, f.tool, f.argument, f.expected, f.got, f.turn) for f in _score(task, calls).failures]
+
+
+def test_gold_has_no_failures_and_a_wrong_value_is_one_record() -> None:
+    task = WORKLOAD.task("bfcl/multi_turn_base_0")
+    assert _score(task, task.gold).failures == ()
+    calls = [list(turn) for turn in task.gold]
+    calls[0][1] = ToolCall("mkdir", {"dir_name": "tmp"})
+    assert _records(task, calls) == [("wrong_value", "mkdir", "dir_name", "temp", "tmp", 0)]
+
+
+def test_missing_argument_and_no_recovery() -> None:
+    task = WORKLOAD.task("bfcl/multi_turn_base_0")
+    calls = [list(turn) for turn in task.gold]
+    calls[0][1] = ToolCall("mkdir", {"name": "temp"})
+    kinds = [(k, tool, arg) for k, tool, arg, *_ in _records(task, calls)]
+    assert kinds == [("missing_argument", "mkdir", "dir_name"), ("extra_argument", "mkdir", "name"), ("no_recovery", "mkdir", None)]
+
+
+def test_a_repeated_tool_is_paired_call_by_call() -> None:
+    # many rm calls in one turn, one of them wrong: one record, not one per gold rm call
+    task = next(t for t in category_tasks("multi_turn_long_context")
+                if any(sum(1 for c in turn if c.name == "rm") >= 3 for turn in t.gold))
+    turn = next(i for i, g in enumerate(task.gold) if sum(1 for c in g if c.name == "rm") >= 3)
+    calls = [list(t) for t in task.gold]
+    j = next(i for i, c in enumerate(calls[turn]) if c.name == "rm")
+    calls[turn][j] = ToolCall("rm", {"file_name": "nothing_here.txt"})
+    records = [r for r in _records(task, calls) if r[0] != "no_recovery"]
+    assert records == [("wrong_value", "rm", "file_name", task.gold[turn][j].arguments["file_name"], "nothing_here.txt", turn)]
+
+
+def test_premature_stop_missed_call_and_wrong_tool() -> None:
+    task = WORKLOAD.task("bfcl/multi_turn_base_0")
+    multi = next(i for i, g in enumerate(task.gold) if len(g) >= 2)
+    calls = [list(turn) for turn in task.gold]
+    calls[multi] = calls[multi][:1]  # answered after the first call
+    assert _records(task, calls)[0][:2] == ("premature_stop", task.gold[multi][1].name)
+    calls = [list(turn) for turn in task.gold]
+    calls[multi] = []
+    assert {r[0] for r in _records(task, calls)} == {"missed_call"}
+    calls = [list(turn) for turn in task.gold]
+    first = calls[0][0]
+    calls[0][0] = ToolCall("pwd" if first.name != "pwd" else "ls", {})
+    assert ("wrong_tool", first.name) in [r[:2] for r in _records(task, calls)]
+
+
+def test_a_value_copied_wrong_from_a_tool_result_is_propagation() -> None:
+    # a gold value that an earlier tool result shows verbatim, typed wrong
+    for task in category_tasks("multi_turn_base"):
+        env, trajectory = play(task, task.gold)
+        seen = " ".join(c.result for c in env.calls)
+        for t, turn in enumerate(task.gold):
+            for j, call in enumerate(turn):
+                key = next((k for k, v in call.arguments.items()
+                            if isinstance(v, str) and len(v) >= 3 and v in " ".join(c.result for c in env.calls if c.turn < t)), None)
+                if key is None or not seen:
+                    continue
+                calls = [list(x) for x in task.gold]
+                calls[t][j] = ToolCall(call.name, {**call.arguments, key: call.arguments[key][:-1]})
+                found = [r for r in _records(task, calls) if r[0] in ("propagation", "wrong_value")]
+                assert found and found[0][:3] == ("propagation", call.name, key)
+                return
+    pytest.fail("no task copies a value from a tool result")
+
+
+def test_irrelevant_calls_unknown_tools_and_non_termination() -> None:
+    task = next(t for t in category_tasks("multi_turn_miss_param") if not t.gold[1])
+    calls = [list(turn) for turn in task.gold]
+    calls[1] = [task.gold[0][0]]
+    assert ("unneeded_call", task.gold[0][0].name, 1) in [(r[0], r[1], r[5]) for r in _records(task, calls)]
+    task = WORKLOAD.task("bfcl/multi_turn_base_0")
+    calls = [list(turn) for turn in task.gold]
+    calls[0][1] = ToolCall("mkdir", {"dir_name": "tmp"})
+    calls[0].append(ToolCall("launch_rocket", {}))
+    assert ("unknown_tool", "launch_rocket") in [r[:2] for r in _records(task, calls)]
+    env, trajectory = play(task, task.gold[:1])
+    from dataclasses import replace as _replace
+    score = WORKLOAD.score(task, _replace(trajectory, status="max_turns"), env)
+    assert "non_termination" in [f.kind for f in score.failures]
+    assert "non_termination" not in [f.kind for f in _score(task, task.gold[:1]).failures]  # stopped, not cut off

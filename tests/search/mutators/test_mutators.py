@@ -23,6 +23,7 @@ from compiler.sim.rewriter import rewrite_reply
 from compiler.variant import compile_agent
 from search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
 from search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
+from compiler.runtime.workload import Failure as Record
 from search.mutators.evidence import Failure, mask_values, parse_failures, section_text
 from search.mutators.llm import check_section, check_step, redact_call
 from tests.compiler.fixtures import configs
@@ -78,6 +79,11 @@ def providers() -> None:
 
 # -- contexts -------------------------------------------------------------------------------
 
+def ev(task_id: str, *records: Record, errors: tuple[str, ...] = ()) -> Evidence:
+    """A failed episode as the scorer reports it; the detail is free text no mutator may read."""
+    return Evidence(task_id, "turn 0: some scorer wording naming nothing.parse_me: model='x'", errors, failures=records)
+
+
 def _teacher(task_ids: Sequence[str]) -> dict[str, list[str]]:
     return {t: ["mv(source='report.pdf', destination='archive_98765')", "tail(file_name='secret_gold_file.txt', lines=31337)"]
             for t in task_ids}
@@ -95,14 +101,11 @@ def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
         toolsets=pools.toolsets + (PoolEntry(["ls", "mv"], "test"),),
     )
     evidence = (
-        Evidence("files/1", "turn 0: multi_turn:instance_state_mismatch: mv.destination: model='arch1ve' gold='archive_98765'; "
-                 "state differs in GorillaFileSystem.root",
-                 ("mv: No such directory: 'gold_value_4242'",)),
-        Evidence("files/2", "turn 1: multi_turn:instance_state_mismatch: mv.destination: model='x' gold='archive_98765'; "
-                 "state differs in GorillaFileSystem.root"),
-        Evidence("files/3", "turn 1: multi_turn:instance_state_mismatch: missing call tail(file_name='secret_gold_file.txt',lines=31337); "
-                 "state differs in GorillaFileSystem.root"),
-        Evidence("files/4", "turn 0: multi_turn:execution_response_mismatch: unexpected call ls(a=True); missing gold result(s) '31337'"),
+        ev("files/1", Record("wrong_value", "mv", "destination", "archive_98765", "arch1ve", 0),
+           errors=("mv: No such directory: 'gold_value_4242'",)),
+        ev("files/2", Record("wrong_value", "mv", "destination", "archive_98765", "x", 1)),
+        ev("files/3", Record("missed_call", "tail", None, {"file_name": "secret_gold_file.txt", "lines": 31337}, None, 1)),
+        ev("files/4", Record("unneeded_call", "ls", None, None, {"a": True}, 0)),
     )
     front = (Genome(sections={"policy": 1}, tools={"mv": 1}, toolset=1), Genome())
     ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1,
@@ -118,15 +121,13 @@ def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
     tools = {s.name: s for s in select_tools(agent["tools"], build_catalog(tool))}
     pools = initial_pools(agent, models=["sim_medium"], temperatures=[0.7], base_model="base", base_temperature=0.7)
     evidence = (
-        Evidence("bfcl/multi_turn_base_0", "turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='<missing>' "
-                 "gold='temp_gold_777' (call failed: unexpected argument(s) ['name']); state differs in GorillaFileSystem.root",
-                 ("mkdir: unexpected argument(s) ['name']",)),
-        Evidence("bfcl/multi_turn_base_1", "turn 2: multi_turn:empty_turn_model_response: no tool call; "
-                 "gold: cd(folder='gold_folder_555'), ls()"),
-        Evidence("bfcl/multi_turn_base_2", "turn 1: multi_turn:instance_state_mismatch: unexpected call rm(file_name='zz_gold'); "
-                 "state differs in GorillaFileSystem.root"),
-        Evidence("bfcl/multi_turn_base_3", "turn 1: multi_turn:irrelevance_error: gold expects no call "
-                 "(a needed tool or argument is missing; ask the user) but the model made 1, first touch(file_name='tmp_wrong')"),
+        ev("bfcl/multi_turn_base_0", Record("missing_argument", "mkdir", "dir_name", "temp_gold_777", None, 0),
+           Record("no_recovery", "mkdir", None, None, "unexpected argument(s) ['name']", 0),
+           errors=("mkdir: unexpected argument(s) ['name']",)),
+        ev("bfcl/multi_turn_base_1", Record("missed_call", "cd", None, {"folder": "gold_folder_555"}, None, 2),
+           Record("missed_call", "ls", None, {}, None, 2)),
+        ev("bfcl/multi_turn_base_2", Record("unneeded_call", "rm", None, None, {"file_name": "zz_gold"}, 1)),
+        ev("bfcl/multi_turn_base_3", Record("unneeded_call", "touch", None, None, {"file_name": "tmp_wrong"}, 1)),
     )
     ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1,
                           run_teacher=_teacher)
@@ -227,27 +228,27 @@ def test_every_builtin_is_registered() -> None:
 
 # -- evidence parsing and the rule miner --------------------------------------------------
 
-@pytest.mark.parametrize("detail, errors, expected", [
-    ("turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='tmp' gold='temp'; state differs in GorillaFileSystem.root", (),
-     [Failure("wrong_value", "mkdir", "dir_name")]),
-    ("turn 0: multi_turn:instance_state_mismatch: mkdir.dir_name: model='<missing>' gold='temp' "
-     "(call failed: unexpected argument(s) ['name'])", (),
-     [Failure("absent_arg", "mkdir", "dir_name")]),
-    ("turn 3: multi_turn:x: cd.path: model=3 gold='<missing>'", (), [Failure("extra_arg", "cd", "path")]),
-    ("turn 2: multi_turn:execution_response_mismatch: tail(file_name='file3.txt') failed: \"tool 'tail' is not offered\"", (),
-     [Failure("failed", "tail", None, "'…'")]),
-    ("turn 1: multi_turn:instance_state_mismatch: missing call diff(file_name1='a.pdf',file_name2='b'); state differs in X.y", (),
-     [Failure("missing_call", "diff")]),
-    ("turn 1: multi_turn:irrelevance_error: gold expects no call (ask the user) but the model made 2, first cd(folder='x')", (),
-     [Failure("irrelevant", "cd")]),
-    ("turn 0: multi_turn:empty_turn_model_response: no tool call; gold: ls(a=True), cd(folder='f(x)')", (),
-     [Failure("missing_call", "ls"), Failure("missing_call", "cd")]),
-    ("", ("post: not allowed for message 12",), [Failure("failed", "post", None, "not allowed for message N")]),
-    ("", ("cd: tool 'cd' is not offered at this point",), [Failure("not_offered", "cd")]),
-    ("turn 4: multi_turn:force_terminated: the episode ended before this turn was played", (), []),
+@pytest.mark.parametrize("records, expected", [
+    ([Record("wrong_value", "mkdir", "dir_name", "temp", "tmp", 0)], [Failure("wrong_value", "mkdir", "dir_name")]),
+    ([Record("propagation", "mv", "source", "a.txt", "a.tx", 1)], [Failure("propagation", "mv", "source")]),
+    ([Record("missing_argument", "mkdir", "dir_name", "temp", None, 0)], [Failure("missing_argument", "mkdir", "dir_name")]),
+    ([Record("no_recovery", "tail", None, None, "No such file: 'file3.txt' (12 lines)", 2)],
+     [Failure("no_recovery", "tail", None, "No such file: '…' (N lines)")]),
+    ([Record("missed_call", "diff", None, {"file_name1": "a.pdf"}, None, 1), Record("missed_call", "diff", None, {}, None, 1)],
+     [Failure("missed_call", "diff")]),  # one episode, one failure per (kind, tool, argument)
+    ([Record("wrong_tool", "cd", None, None, "ls", 0), Record("premature_stop", "mv", None, None, None, 0)],
+     [Failure("wrong_tool", "cd"), Failure("premature_stop", "mv")]),
+    ([Record("non_termination", turn=4)], []),  # names no tool: nothing a rule could address
+    ([Record("wrong_value", "not a name", "x", 1, 2, 0), Record("wrong_value", "cd", "a b", 1, 2, 0)],
+     [Failure("wrong_value", "cd", None)]),  # never an identifier made of text
 ])
-def test_parse_failures(detail: str, errors: tuple[str, ...], expected: list[Failure]) -> None:
-    assert list(parse_failures(Evidence("t/1", detail, errors))) == expected
+def test_parse_failures_reads_the_records(records: list[Record], expected: list[Failure]) -> None:
+    assert list(parse_failures(ev("t/1", *records, errors=("cd: tool 'cd' is not offered",)))) == expected
+
+
+def test_an_unknown_failure_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="failure kind 'oops' is unknown"):
+        Record("oops", "cd")
 
 
 @pytest.mark.parametrize("error, masked", [
@@ -274,9 +275,8 @@ def test_rule_miner_names_tool_and_argument_without_values() -> None:
 
 def test_rule_miner_top_k_and_min_count() -> None:
     ctx, _ = fixture_ctx()
-    details = [f"turn 0: multi_turn:instance_state_mismatch: mv.{a}: model=1 gold=2"
-               for a in ("source", "destination", "destination", "mode", "mode", "mode")]
-    ctx = replace(ctx, evidence=tuple(Evidence(f"t/{i}", d) for i, d in enumerate(details)))
+    args = ("source", "destination", "destination", "mode", "mode", "mode")
+    ctx = replace(ctx, evidence=tuple(ev(f"t/{i}", Record("wrong_value", "mv", a, 1, 2, 0)) for i, a in enumerate(args)))
     [tool, section] = proposals("rule_miner", ctx, top_k=2)
     added = tool.entry.value["rules"][1:]
     assert [re.findall(r"`(\w+)`", r)[1] for r in added] == ["mode", "destination"]
@@ -321,10 +321,9 @@ def test_tool_detach_never_removes_a_tool_the_evidence_needs() -> None:
     ctx, _ = fixture_ctx()
     [p] = run("tool_detach", ctx)
     assert isinstance(p, Proposal) and p.entry.value == ["mv"]  # ls was only called wrongly
-    needed = replace(ctx, evidence=ctx.evidence + (Evidence("files/5",
-                                                            "turn 0: multi_turn:instance_state_mismatch: missing call ls(a=True)"),))
+    needed = replace(ctx, evidence=ctx.evidence + (ev("files/5", Record("missed_call", "ls", None, {"a": True}, None, 0)),))
     assert run("tool_detach", needed) == []
-    rows = ctx.evidence + (Evidence("files/6", "turn 0: multi_turn:execution_response_mismatch: unexpected call tail(file_name='a')"),)
+    rows = ctx.evidence + (ev("files/6", Record("unneeded_call", "tail", None, None, {"file_name": "a"}, 0)),)
     attached = replace(ctx, evidence=rows, front=(Genome(),))  # baseline offers ls, mv, tail; tail is also a missing call in files/3
     [p] = run("tool_detach", attached, count=3)
     assert isinstance(p, Proposal) and p.entry.value == ["mv", "tail"]
