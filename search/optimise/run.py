@@ -25,7 +25,7 @@ from search.evaluation.criteria import constraint_values, evaluate_criteria, obj
 from search.genome import BASELINE, Genome, Pools, authors, canonical, param_space, params_to_genome, with_new_entry
 from search.optimise.finish import Frozen, SearchTrials, finish
 from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
-from search.optimise.seeding import NewEntry, round_queue
+from search.optimise.seeding import NewEntry, accumulated, round_queue
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.study import (
     TrialRecord,
@@ -176,7 +176,8 @@ class SearchRun:
         return self._variants[key]
 
     # -- rounds -------------------------------------------------------------------------
-    def pools_for(self, k: int, front: Sequence[TrialRecord], carried: Sequence[NewEntry] = ()) -> RoundPools:
+    def pools_for(self, k: int, front: Sequence[TrialRecord], carried: Sequence[NewEntry] = (),
+                  reference: float | None = None) -> RoundPools:
         stored = stored_round(self.paths, k)
         if stored is not None:  # resumed: the pools this round already searched over (LLM mutators are not re-paid)
             return stored
@@ -187,19 +188,22 @@ class SearchRun:
             waiting = [with_new_entry(c.anchor or BASELINE, self.pools, c.kind, c.key, list(self.settings.base_steps), index=c.index)
                        for c in carried]
             rp = mutate(self.settings, k, self.pools, front, front_evidence(self.paths, front), mutators=self.mutators,
-                        run_teacher=teacher_runner(self.settings, self.workload), echo=self.echo, keep=waiting)
+                        run_teacher=teacher_runner(self.settings, self.workload), echo=self.echo, keep=waiting,
+                        reference=reference)
             # proposals the last round's budget did not reach go first: nothing a mutator made is dropped
             rp = replace(rp, added=(*carried, *rp.added))
         store_round(self.paths, k, rp)
         return rp
 
-    def run_round(self, k: int, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str] = ()) -> optuna.Study:
+    def run_round(self, k: int, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str] = (), *,
+                  reference: float | None = None, combined: Sequence[Genome] = ()) -> optuna.Study:
         sampler = make_sampler(population_size=self.s.population_size, seed=self.s.seed + k, crossover=self.s.crossover)
         study = round_study(self.paths.storage, self.s.study, k, self.objectives, sampler)
         if not study.get_trials(deepcopy=False):
             for q in round_queue(k, rp.pools, front, rp.added, rp.controls, quality=self.quality, budget=self.s.trials_per_round,
                                  base_format=self.settings.base_format, base_steps=self.settings.base_steps,
-                                 margin=self.settings.margin if self.settings.decision == "cheapest_noninferior" else None):
+                                 margin=self.settings.margin if self.settings.decision == "cheapest_noninferior" else None,
+                                 reference=reference, accumulated=combined):
                 study.enqueue_trial(q.params, user_attrs=q.attrs)
         for p, attrs in fail_stale(study):
             study.enqueue_trial(p, user_attrs={**attrs, "rerun": True})
@@ -265,12 +269,17 @@ class SearchRun:
         front: list[TrialRecord] = []
         earlier: set[str] = set()  # evaluations earlier rounds paid for: free to read again
         carried: tuple[NewEntry, ...] = ()
+        combined: list[Genome] = []  # per anchor, the entries that improved it, together
+        reference: float | None = None  # the baseline's train quality in the last round
         for k in range(self.s.rounds):
-            rp = self.pools_for(k, front, carried)
+            rp = self.pools_for(k, front, carried, reference)
             self.pools = rp.pools
-            studies.append(self.run_round(k, rp, front, earlier))
+            studies.append(self.run_round(k, rp, front, earlier, reference=reference, combined=combined))
             front = best_records(studies[-1], k)
             carried = unevaluated(studies[-1], rp)
+            done = records(studies[-1], k)
+            combined = accumulated(done, self.quality)
+            reference = next((r.quality(self.quality) for r in done if r.origin == "baseline" and r.state == "COMPLETE"), None)
             self.echo(round_line(k, studies[-1], rp, front, earlier, carried))
             earlier |= eval_keys(studies[-1])
         assert self.pools is not None

@@ -2,7 +2,8 @@
 
 Priority within the round's budget: the baseline; in the first round every gene's main effect
 (one change at a time); the identity controls (fresh samples of known genomes: the noise
-yardstick); the previous front; then each new pool entry tried on the front's anchors.
+yardstick); the previous front; each anchor with all the entries that improved it last round
+(``accumulated``); then each new pool entry tried on the anchor it was made for, then on the others.
 """
 from __future__ import annotations
 
@@ -73,17 +74,19 @@ class Queued:
     attrs: dict[str, Any]  # user attributes: origin, and control for a control
 
 
-def anchors(front: Sequence[TrialRecord], quality: str, *, margin: float | None = None) -> list[Genome]:
+def anchors(front: Sequence[TrialRecord], quality: str, *, margin: float | None = None,
+            reference: float | None = None) -> list[Genome]:
     """The front members new entries are tried on: the best quality, and the cheapest member that
     clears the decision's bar (within ``margin`` of the baseline's quality for cheapest_noninferior,
     else better than the baseline; the cheapest of all when none does), so an edit that lifts a
-    cheap configuration gets its chance as well as one that polishes the best. The baseline when
-    there is no front."""
+    cheap configuration gets its chance as well as one that polishes the best. The baseline's
+    quality is ``reference`` (its train result this round; the front need not hold it), else the
+    front's baseline member. The baseline when there is no front."""
     members = [t for t in front if t.genome is not None]
     if not members:
         return [BASELINE]
     by_quality = max(members, key=lambda t: t.quality(quality))
-    base_q = next((t.quality(quality) for t in members if t.origin == "baseline"), 0.0)
+    base_q = reference if reference is not None else next((t.quality(quality) for t in members if t.origin == "baseline"), 0.0)
     if margin is None:
         better = [t for t in members if t.quality(quality) > base_q] or members
     else:
@@ -105,6 +108,8 @@ def round_queue(
     base_format: str,
     base_steps: Mapping[str, bool],
     margin: float | None = None,
+    reference: float | None = None,
+    accumulated: Sequence[Genome] = (),
 ) -> list[Queued]:
     """The trials to enqueue, first come first served, without repeats (a control is never merged
     with the same genome's ordinary evaluation: it draws fresh samples); at most ``budget`` of them
@@ -120,7 +125,8 @@ def round_queue(
             queue += [Queued({**base_params, name: c}, {"origin": "one_change"}) for c in choices if c != base_params[name]]
     queue += [Queued(params(c.genome), {"origin": "control", "control": c.author}) for c in controls]
     queue += [Queued(params(t.genome), {"origin": "front"}) for t in front if t.genome is not None]
-    step_names, tried_on = list(base_steps), anchors(front, quality, margin=margin)
+    queue += [Queued(params(g), {"origin": "accumulated"}) for g in accumulated]
+    step_names, tried_on = list(base_steps), anchors(front, quality, margin=margin, reference=reference)
     # every entry on the anchor it was built for first (in the order given: carried over, then by
     # the evidence behind it), then on the other anchors, so the budget measures each proposal once
     # before it measures any twice
@@ -128,7 +134,7 @@ def round_queue(
     tries = own + [(a, other) for a, mine in own for other in tried_on if other != mine]
     for a, anchor in tries:
         g = with_new_entry(anchor, pools, a.kind, a.key, step_names, index=a.index)
-        queue.append(Queued(params(g), {"origin": f"new:{a.author}"}))
+        queue.append(Queued(params(g), {"origin": f"new:{a.author}", "anchor": anchor.to_dict()}))
     unique: dict[str, Queued] = {}
     for q in queue:
         unique.setdefault(json.dumps(q.params, sort_keys=True) + str(q.attrs.get("control")), q)
@@ -141,3 +147,50 @@ def round_queue(
             chosen.append(q)
             paid += 0 if free else 1
     return chosen
+
+
+def accumulated(records: Sequence[TrialRecord], quality: str) -> list[Genome]:
+    """Per anchor of the round, the anchor with every new entry that improved it on train (one per
+    slot: the bigger gain first), when two or more did: so rules and edits found one by one are
+    combined, and a later round's variant carries the edits of several. Pure."""
+    done = [r for r in records if r.state == "COMPLETE" and r.genome is not None]
+
+    def key(g: Genome) -> str:
+        return json.dumps(g.to_dict(), sort_keys=True)
+
+    by_genome = {key(r.genome): r for r in done if r.genome is not None}
+    groups: dict[str, list[TrialRecord]] = {}
+    for r in done:
+        if r.origin.startswith("new:") and r.anchor is not None:
+            groups.setdefault(key(r.anchor), []).append(r)
+    out: list[Genome] = []
+    for anchor_key, tries in groups.items():
+        base = by_genome.get(anchor_key)
+        if base is None or base.genome is None:  # the anchor itself was not measured this round
+            continue
+        better = sorted((r for r in tries if r.quality(quality) > base.quality(quality)), key=lambda r: -r.quality(quality))
+        merged, taken = base.genome.to_dict(), set[tuple[str, str | None]]()
+        for r in better:
+            assert r.genome is not None
+            change = _changed(base.genome.to_dict(), r.genome.to_dict())
+            if change and not change & taken:
+                for field, sub in change:
+                    if sub is None:
+                        merged[field] = r.genome.to_dict()[field]
+                    else:
+                        merged[field] = {**merged[field], sub: r.genome.to_dict()[field][sub]}
+                taken |= change
+        if len(taken) >= 2:
+            out.append(Genome.from_dict(merged))
+    return out
+
+
+def _changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[tuple[str, str | None]]:
+    """The genes b sets differently from a: (field, key) for the mapping fields, (field, None) else."""
+    out: set[tuple[str, str | None]] = set()
+    for field, value in b.items():
+        if isinstance(value, Mapping):
+            out |= {(field, k) for k, v in value.items() if a.get(field, {}).get(k) != v}
+        elif a.get(field) != value:
+            out.add((field, None))
+    return out

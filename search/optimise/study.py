@@ -53,6 +53,7 @@ class TrialRecord:
     authors: tuple[str, ...] = ()
     error: str | None = None
     eval_key: str | None = None
+    anchor: Genome | None = None  # for a new entry's trial: the front member it was tried on
 
     @classmethod
     def of(cls, t: FrozenTrial, round_index: int) -> TrialRecord:
@@ -63,6 +64,7 @@ class TrialRecord:
             values=tuple(t.values) if t.values else None, params=dict(a.get("params", t.params)), train=dict(a.get("train") or {}),
             feasible=bool(a.get("feasible", False)), origin=str(a.get("origin", "sampler")), control=a.get("control"),
             authors=tuple(a.get("authors", ())), error=a.get("error"), eval_key=a.get("eval_key"),
+            anchor=Genome.from_dict(a["anchor"]) if isinstance(a.get("anchor"), dict) else None,
         )
 
     def quality(self, metric: str) -> float:

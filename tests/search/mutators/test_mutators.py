@@ -19,11 +19,11 @@ from omegaconf import OmegaConf
 
 from compiler.catalog import build_catalog, select_tools
 from compiler.runtime.llm import litellm_module
+from compiler.runtime.workload import Failure as Record
 from compiler.sim.rewriter import rewrite_reply
 from compiler.variant import compile_agent
 from search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
 from search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
-from compiler.runtime.workload import Failure as Record
 from search.mutators.evidence import Failure, mask_values, parse_failures, section_text
 from search.mutators.llm import check_section, check_step, redact_call
 from tests.compiler.fixtures import configs

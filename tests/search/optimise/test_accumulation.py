@@ -1,0 +1,158 @@
+"""Edits accumulate: each anchor gets proposals from its own failures, built on what it picks;
+proposals are tried on their own anchor first, ranked by their evidence; a full slot retires an
+entry no front member uses, never one waiting to be tried."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from compiler.runtime.workload import Failure as Record
+from compiler.schema import register_configs
+from conf import CONF_DIR
+from search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools, live_len, param_space, retire_one
+from search.mutators.base import Evidence, make_mutator
+from search.optimise.mutation import mutate
+from search.optimise.seeding import NewEntry, round_queue
+from search.optimise.settings import RunSettings
+from search.optimise.study import TrialRecord
+
+AGENT = {"name": "a", "prompt_sections": {"role": "You help."}, "tools": ["ls", "cd"], "tool_format": "json",
+         "workflow": [{"name": "verify", "instructions": "check", "optional": True, "enabled": False}]}
+
+
+def rec(number: int, genome: Genome, q: float, cost: float, origin: str = "sampler") -> TrialRecord:
+    return TrialRecord(number=number, round=0, state="COMPLETE", genome=genome, variant_hash=f"v{number}",
+                       train={"pass_rate": q, "cost_per_task": cost}, origin=origin)
+
+
+def slot_pools(n: int) -> Pools:
+    base = initial_pools(AGENT, models=["m"], temperatures=[0.0], base_model="base", base_temperature=0.0)
+    return Pools(sections={"role": tuple([base.sections["role"][0]] + [PoolEntry(f"You help. {i}", "x") for i in range(1, n)])},
+                 steps=base.steps, toolsets=base.toolsets, models=base.models, temperatures=base.temperatures)
+
+
+def test_retiring_keeps_indices_but_leaves_the_sampler() -> None:
+    p = slot_pools(4)
+    assert live_len(p, "section", "role") == 4
+    p2, ok = retire_one(p, "section", "role", keep=[1])
+    assert ok and [e.retired for e in p2.sections["role"]] == [False, False, True, False]  # the oldest outside keep
+    assert param_space(p2)["section.role"] == (0, 1, 3) and live_len(p2, "section", "role") == 3
+    assert p2.sections["role"][2].value == "You help. 2"  # index 2 still means what it meant
+    assert Pools.from_dict(p2.to_dict()) == p2
+    p3, ok = retire_one(p2, "section", "role", keep=[1, 3])
+    assert not ok and p3 == p2  # nothing left to retire: the baseline never is
+    assert retire_one(p, "model", None, keep=[]) == (p, False)
+
+
+def test_entries_go_to_their_own_anchor_before_any_other() -> None:
+    p = Pools(sections={"role": (PoolEntry("You help.", "baseline"), PoolEntry("You help. A", "m1"), PoolEntry("You help. B", "m2"))},
+              tools={"ls": (PoolEntry({}, "baseline"), PoolEntry({"rules": ["r"]}, "m3"))},
+              steps=slot_pools(1).steps, toolsets=slot_pools(1).toolsets,
+              models=(PoolEntry("base", "baseline"), PoolEntry("m", "baseline")),
+              temperatures=slot_pools(1).temperatures, formats=("json",))
+    base = rec(0, BASELINE, 0.8, 1.0, "baseline")
+    best = rec(1, Genome(steps={"verify": True}), 0.9, 1.5)
+    cheap = rec(2, Genome(model=1, steps={"verify": True}), 0.78, 0.2)
+    added = [NewEntry("section", "role", "m1", index=1, anchor=cheap.genome, support=5),
+             NewEntry("tool", "ls", "m3", index=1, anchor=best.genome, support=2)]
+    q = round_queue(1, p, [base, best, cheap], added, [], quality="pass_rate", budget=2, base_format="json",
+                    base_steps={"verify": False}, margin=0.05)
+    new = [(x.attrs["origin"], x.params["model"], x.params["section.role"], x.params["tool.ls"]) for x in q
+           if x.attrs["origin"].startswith("new:")]
+    # budget 2: each proposal once, on the anchor it was made for; the cross-tries wait
+    assert new == [("new:m1", 1, 1, 0), ("new:m3", 0, 0, 1)]
+    q = round_queue(1, p, [base, best, cheap], added, [], quality="pass_rate", budget=4, base_format="json",
+                    base_steps={"verify": False}, margin=0.05)
+    assert [x.params["model"] for x in q if x.attrs["origin"].startswith("new:")] == [1, 0, 0, 1]
+    entry = NewEntry.from_dict(added[0].to_dict())
+    assert entry == added[0] and entry.anchor == cheap.genome and entry.support == 5
+
+
+@pytest.fixture()
+def settings(tmp_path: Path) -> Iterator[RunSettings]:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path}", "mutators.pool_size=3"])
+    GlobalHydra.instance().clear()
+    yield RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+
+
+def wrong(task: str, tool: str, arg: str, genome: Genome) -> Evidence:
+    return Evidence(task, "", (), genome, (Record("wrong_value", tool, arg, "secret_value_1", "x", 0),))
+
+
+def test_each_anchor_gets_rules_for_its_own_failures_on_top_of_what_it_picks(settings: RunSettings) -> None:
+    base = initial_pools(settings.agent, models=["sim_small"], temperatures=[0.0], base_model="base", base_temperature=0.0)
+    pools = Pools(sections={**base.sections, "policy": (*base.sections["policy"],
+                                                        PoolEntry(base.sections["policy"][0].value + "\n- old rule", "rule_miner"))},
+                  steps=base.steps, toolsets=base.toolsets, models=base.models, temperatures=base.temperatures)
+    big = rec(1, Genome(), 0.8, 1.0, "baseline")
+    small = rec(2, Genome(model=1, sections={"policy": 1}), 0.78, 0.1)
+    evidence = [wrong("t/1", "mv", "destination", big.genome),
+                *(wrong(f"t/{i}", "cd", "folder", small.genome) for i in range(2, 5))]
+    rp = mutate(replace(settings, pool_size=4), 1, pools, [big, small], evidence,
+                mutators=[(make_mutator("rule_miner", targets="section"), 1.0)], run_teacher=None, echo=lambda _: None)
+    [(a1, n1, on_small), (a2, n2, on_big)] = [(e.anchor, e.support, rp.pools.sections["policy"][e.index or 0].value)
+                                              for e in rp.added]
+    assert (a1, n1, a2, n2) == (small.genome, 3, big.genome, 1)  # the better-supported proposal first
+    # the small model's entry extends its own line (the old rule stays) with a rule for its own failure
+    assert "- old rule" in on_small and "`cd`" in on_small and "`folder`" in on_small and "`mv`" not in on_small
+    assert "- old rule" not in on_big and "`mv`" in on_big and "`cd`" not in on_big
+    assert "secret_value_1" not in repr(rp.pools.to_dict())
+
+
+def test_a_full_slot_retires_what_no_front_member_picks_never_a_waiting_entry(settings: RunSettings) -> None:
+    base = initial_pools(settings.agent, models=["sim_small"], temperatures=[0.0], base_model="base", base_temperature=0.0)
+    text = base.sections["policy"][0].value
+    pools = Pools(sections={**base.sections, "policy": (*base.sections["policy"], PoolEntry(text + "\n- one", "a"),
+                                                        PoolEntry(text + "\n- two", "b"))},
+                  steps=base.steps, toolsets=base.toolsets, models=base.models, temperatures=base.temperatures)
+    front = [rec(1, Genome(sections={"policy": 2}), 0.8, 1.0, "baseline")]
+    evidence = [wrong(f"t/{i}", "cd", "folder", front[0].genome) for i in range(3)]
+    waiting = [Genome(sections={"policy": 1})]
+    rp = mutate(settings, 1, pools, front, evidence, mutators=[(make_mutator("rule_miner", targets="section"), 1.0)],
+                run_teacher=None, echo=lambda _: None, keep=waiting)
+    assert rp.added == ()  # pool_size 3 is full: entry 1 waits, entry 2 is on the front, so nothing can go
+    rp = mutate(settings, 1, pools, front, evidence, mutators=[(make_mutator("rule_miner", targets="section"), 1.0)],
+                run_teacher=None, echo=lambda _: None)
+    [entry] = rp.added
+    assert [e.retired for e in rp.pools.sections["policy"]] == [False, True, False, False] and entry.index == 3
+    assert "- two" in rp.pools.sections["policy"][3].value  # built on the anchor's own entry
+
+
+
+
+def test_the_entries_that_improved_an_anchor_are_combined_for_the_next_round() -> None:
+    from search.optimise.seeding import accumulated
+
+    anchor = Genome(model=1, steps={"verify": True})
+
+    def tried(n: int, q: float, **genes: object) -> TrialRecord:
+        return replace(rec(n, replace(anchor, **genes), q, 0.1, "new:x"), anchor=anchor)  # type: ignore[arg-type]
+
+    rows = [rec(0, BASELINE, 0.8, 1.0, "baseline"), rec(1, anchor, 0.70, 0.1, "front"),
+            tried(2, 0.75, tools={"cd": 1}), tried(3, 0.72, tools={"mv": 2}), tried(4, 0.60, tools={"ls": 1}),
+            tried(5, 0.74, tools={"cd": 2}),  # the same slot as a bigger gain: left out
+            tried(6, 0.71, sections={"policy": 3})]
+    [combined] = accumulated(rows, "pass_rate")
+    assert combined == Genome(model=1, steps={"verify": True}, tools={"cd": 1, "mv": 2}, sections={"policy": 3})
+    assert accumulated(rows[:3], "pass_rate") == []  # one improving entry is its own trial already
+    assert accumulated([r for r in rows if r.number != 1], "pass_rate") == []  # the anchor itself unmeasured
+
+
+def test_the_cheap_anchor_is_judged_against_the_baselines_own_result() -> None:
+    from search.optimise.seeding import anchors
+
+    best = rec(1, Genome(steps={"verify": True}), 0.9, 1.4)
+    medium = rec(2, Genome(model=2, steps={"verify": True}), 0.8, 0.4)
+    small = rec(3, Genome(model=1), 0.4, 0.04)
+    # the baseline (0.775) is not on this front: without its result every member looked "within the margin"
+    assert anchors([best, medium, small], "pass_rate", margin=0.05) == [best.genome, small.genome]
+    assert anchors([best, medium, small], "pass_rate", margin=0.05, reference=0.775) == [best.genome, medium.genome]
