@@ -92,6 +92,20 @@ def litellm_module() -> ModuleType:
     return litellm
 
 
+async def drain_litellm_logging() -> None:
+    """Let litellm finish the logging work of this event loop's calls. litellm hands it to a worker
+    bound to the running loop; a loop that ends (``asyncio.run`` returns) with work still queued
+    makes the next loop carry it over with a warning, once per short-lived loop (an LLM mutator's
+    single call). A no-op when litellm was never imported or its worker is absent."""
+    import sys
+
+    worker_module = sys.modules.get("litellm.litellm_core_utils.logging_worker")
+    worker = getattr(worker_module, "GLOBAL_LOGGING_WORKER", None)
+    flush = getattr(worker, "flush", None)
+    if flush is not None:
+        await flush()
+
+
 def ensure_providers(route: str | None = None) -> ModuleType:
     """litellm with the model providers registered: every one, or only the one ``route`` needs
     (none for a route litellm serves itself)."""

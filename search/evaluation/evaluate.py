@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from compiler.runtime.cache import ResponseCache
+from compiler.runtime.llm import drain_litellm_logging
 from compiler.runtime.loop import run_episode
 from compiler.runtime.models import ModelClient
 from compiler.runtime.trajectory import Trajectory
@@ -103,6 +104,7 @@ async def evaluate_variant_async(
         ran = await asyncio.gather(*firsts)
         done = [*probed, *ran, *extra]
         stand_ins = [] if repeat else [replace(r, sample=s) for r, _ in ran for s in range(1, samples)]
+    await drain_litellm_logging()
     report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples,
                        stand_ins=stand_ins)
     return report, ([t for _, t in done] if keep_trajectories else [])

@@ -35,6 +35,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from compiler.errors import ConfigError
 from compiler.runtime.cache import ResponseCache
+from compiler.runtime.llm import drain_litellm_logging
 from compiler.runtime.models import ModelClient
 from compiler.schema import STEP_TRIGGERS
 from compiler.variant import ModelParams, RouteSettings
@@ -63,8 +64,12 @@ def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: Rou
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
     client = ModelClient(ModelParams(route=route, temperature=0.0), settings or RouteSettings(),
                          cache=ResponseCache(cache_dir) if cache_dir else None)
-    reply = asyncio.run(client.complete(messages, tools=[], user=user))
-    return str(reply.content or "")
+    async def once() -> str:
+        reply = await client.complete(messages, tools=[], user=user)
+        await drain_litellm_logging()
+        return str(reply.content or "")
+
+    return asyncio.run(once())
 
 
 def tagged(text: str, tag: str) -> str | None:

@@ -1,0 +1,48 @@
+"""`evoharness evaluate -m` ends with one table across its jobs and sweep_summary.json/.csv."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from search.records.sweep import pareto
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_pareto_marks_the_non_dominated_rows() -> None:
+    rows = [{"pass_rate": 0.8, "cost_per_task": 1.0, "latency_p95": 2.0},
+            {"pass_rate": 0.6, "cost_per_task": 0.1, "latency_p95": 1.0},
+            {"pass_rate": 0.5, "cost_per_task": 0.2, "latency_p95": 1.5},  # worse than the second everywhere
+            {"pass_rate": 0.8, "cost_per_task": 1.0, "latency_p95": 2.0},  # a tie is not dominance
+            {"pass_rate": None, "cost_per_task": 0.0, "latency_p95": 0.0}]  # nothing scored: never on the front
+    assert pareto(rows) == [True, True, False, True, False]
+
+
+def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))",
+                           "evaluate", "-m", "model=sim_small,sim_large",
+                           "agent.tool_format=json,bash", "workload.limit=3", "workload.options.categories=[multi_turn_base]",
+                           f"runs_dir={tmp_path}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [sweep] = list(tmp_path.glob("evaluate-multirun/*"))
+    summary = json.loads((sweep / "sweep_summary.json").read_text(encoding="utf-8"))
+    jobs = summary["jobs"]
+    assert summary["schema_version"] == 1 and len(jobs) == 4
+    # each row is named by what sets it apart, not by the overrides every job shares
+    assert [j["variant"] for j in jobs] == ["model=sim_small agent.tool_format=json", "model=sim_small agent.tool_format=bash",
+                                            "model=sim_large agent.tool_format=json", "model=sim_large agent.tool_format=bash"]
+    for j in jobs:
+        record = json.loads((sweep / str(j["job"]) / "eval.json").read_text(encoding="utf-8"))
+        assert j["metrics"]["pass_rate"] == record["metrics"]["pass_rate"]
+    assert jobs[0]["pareto"]  # the cheapest variant is always on the front
+    assert pareto([j["metrics"] for j in jobs]) == [j["pareto"] for j in jobs]
+    with open(sweep / "sweep_summary.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["variant"] for r in rows] == [j["variant"] for j in jobs] and rows[0]["pareto"] == "True"
+    table = proc.stdout[proc.stdout.index("   variant"):]
+    assert "model=sim_large agent.tool_format=bash" in table and "on the Pareto front" in table
