@@ -278,7 +278,8 @@ class SearchRun:
             front = best_records(studies[-1], k)
             carried = unevaluated(studies[-1], rp)
             done = records(studies[-1], k)
-            combined = accumulated(done, self.quality)
+            combined = accumulated(done, self.quality, canon=lambda g: canonical(g, base_format=self.settings.base_format,
+                                                                                base_steps=self.settings.base_steps))
             reference = next((r.quality(self.quality) for r in done if r.origin == "baseline" and r.state == "COMPLETE"), None)
             self.echo(round_line(k, studies[-1], rp, front, earlier, carried))
             earlier |= eval_keys(studies[-1])

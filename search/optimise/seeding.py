@@ -8,7 +8,7 @@ yardstick); the previous front; each anchor with all the entries that improved i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,14 +149,17 @@ def round_queue(
     return chosen
 
 
-def accumulated(records: Sequence[TrialRecord], quality: str) -> list[Genome]:
+def accumulated(records: Sequence[TrialRecord], quality: str, *,
+                canon: Callable[[Genome], Genome] = lambda g: g) -> list[Genome]:
     """Per anchor of the round, the anchor with every new entry that improved it on train (one per
     slot: the bigger gain first), when two or more did: so rules and edits found one by one are
-    combined, and a later round's variant carries the edits of several. Pure."""
+    combined, and a later round's variant carries the edits of several. Genomes are compared and
+    merged in ``canon``'s form (the search passes ``genome.canonical``: genes at their baseline left
+    out, so a genome recorded under smaller pools equals itself under larger ones). Pure."""
     done = [r for r in records if r.state == "COMPLETE" and r.genome is not None]
 
     def key(g: Genome) -> str:
-        return json.dumps(g.to_dict(), sort_keys=True)
+        return json.dumps(canon(g).to_dict(), sort_keys=True)
 
     by_genome = {key(r.genome): r for r in done if r.genome is not None}
     groups: dict[str, list[TrialRecord]] = {}
@@ -169,16 +172,15 @@ def accumulated(records: Sequence[TrialRecord], quality: str) -> list[Genome]:
         if base is None or base.genome is None:  # the anchor itself was not measured this round
             continue
         better = sorted((r for r in tries if r.quality(quality) > base.quality(quality)), key=lambda r: -r.quality(quality))
-        merged, taken = base.genome.to_dict(), set[tuple[str, str | None]]()
+        start = canon(base.genome).to_dict()
+        merged, taken = dict(start), set[tuple[str, str | None]]()
         for r in better:
             assert r.genome is not None
-            change = _changed(base.genome.to_dict(), r.genome.to_dict())
+            tried = canon(r.genome).to_dict()
+            change = _changed(start, tried)
             if change and not change & taken:
                 for field, sub in change:
-                    if sub is None:
-                        merged[field] = r.genome.to_dict()[field]
-                    else:
-                        merged[field] = {**merged[field], sub: r.genome.to_dict()[field][sub]}
+                    merged[field] = tried[field] if sub is None else {**merged[field], sub: tried[field][sub]}
                 taken |= change
         if len(taken) >= 2:
             out.append(Genome.from_dict(merged))

@@ -156,3 +156,22 @@ def test_the_cheap_anchor_is_judged_against_the_baselines_own_result() -> None:
     # the baseline (0.775) is not on this front: without its result every member looked "within the margin"
     assert anchors([best, medium, small], "pass_rate", margin=0.05) == [best.genome, small.genome]
     assert anchors([best, medium, small], "pass_rate", margin=0.05, reference=0.775) == [best.genome, medium.genome]
+
+
+def test_combining_compares_genomes_recorded_under_different_pools() -> None:
+    """The anchor was recorded in an earlier round, before any tool had an edit; this round's
+    records spell the same genome with every tool at 0. They are one genome."""
+    from search.genome import canonical
+    from search.optimise.seeding import accumulated
+
+    anchor = Genome(model=1, steps={"verify": True}, tool_format="json")
+    spelled = Genome(model=1, steps={"verify": True}, tool_format="json", tools={"cd": 0, "mv": 0}, sections={"role": 0})
+
+    def tried(n: int, q: float, tools: dict[str, int]) -> TrialRecord:
+        return replace(rec(n, replace(spelled, tools={**spelled.tools, **tools}), q, 0.1, "new:x"), anchor=anchor)
+
+    rows = [rec(1, spelled, 0.7, 0.1, "front"), tried(2, 0.75, {"cd": 1}), tried(3, 0.72, {"mv": 1})]
+    canon = lambda g: canonical(g, base_format="json", base_steps={"verify": False})  # noqa: E731
+    assert accumulated(rows, "pass_rate") == []  # compared as spelled, the anchor is not found
+    [combined] = accumulated(rows, "pass_rate", canon=canon)
+    assert canon(combined) == Genome(model=1, steps={"verify": True}, tools={"cd": 1, "mv": 1})
