@@ -94,16 +94,23 @@ def litellm_module() -> ModuleType:
 
 async def drain_litellm_logging() -> None:
     """Let litellm finish the logging work of this event loop's calls. litellm hands it to a worker
-    bound to the running loop; a loop that ends (``asyncio.run`` returns) with work still queued
-    makes the next loop carry it over with a warning, once per short-lived loop (an LLM mutator's
-    single call). A no-op when litellm was never imported or its worker is absent."""
+    bound to the running loop, through a task it spawns once a reply is back; a loop that ends
+    (``asyncio.run`` returns) with that work still queued makes the next loop carry it over with a
+    warning, once per short-lived loop (an LLM mutator's single call). A no-op when litellm was
+    never imported, or has no such worker."""
+    import asyncio
+    import importlib
     import sys
 
-    worker_module = sys.modules.get("litellm.litellm_core_utils.logging_worker")
-    worker = getattr(worker_module, "GLOBAL_LOGGING_WORKER", None)
-    flush = getattr(worker, "flush", None)
-    if flush is not None:
-        await flush()
+    if "litellm" not in sys.modules:
+        return
+    try:
+        worker = importlib.import_module("litellm.litellm_core_utils.logging_worker").GLOBAL_LOGGING_WORKER
+    except (ImportError, AttributeError):
+        return
+    for _ in range(5):  # the spawned task runs, then enqueues: a few turns of the loop
+        await asyncio.sleep(0)
+    await worker.flush()
 
 
 def ensure_providers(route: str | None = None) -> ModuleType:

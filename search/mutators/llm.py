@@ -27,7 +27,7 @@ import json
 import logging
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jinja2
@@ -56,7 +56,7 @@ def block(tag: str, body: str) -> str:
 
 
 def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: RouteSettings | None = None,
-        cache_dir: str | None = None) -> str:
+        cache_dir: str | None = None, on_cost: Callable[[str, float], None] | None = None) -> str:
     """One chat request through the harness's model client (timeout, retries, price, response
     cache: a resumed search does not pay for the same question twice); a route failure raises
     (the search logs it and goes on)."""
@@ -67,6 +67,8 @@ def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: Rou
     async def once() -> str:
         reply = await client.complete(messages, tools=[], user=user)
         await drain_litellm_logging()
+        if on_cost is not None and not reply.cached:  # a cached answer was paid for once, in an earlier run
+            on_cost(task, reply.cost_usd)
         return str(reply.content or "")
 
     return asyncio.run(once())
@@ -158,7 +160,8 @@ def llm_prompt_rewriter(*, route: str = "sim/medium", section: str = "policy", m
         prompt = _section_request("rewrite_section", name, current, lines, "", tools_block(ctx, lines),
                                   "Rewrite the section so that the agent avoids these failures.")
         return _section_proposal("llm_prompt_rewriter", name, current,
-                                 ask(route, "llm_prompt_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir),
+                                 ask(route, "llm_prompt_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir,
+                                     on_cost=ctx.on_cost),
                                  f"{route} rewrite from {len(lines)} evidence line(s)")
 
     return FunctionMutator("llm_prompt_rewriter", propose)
@@ -215,7 +218,8 @@ def llm_workflow_editor(*, route: str = "sim/medium", section: str = "policy", m
             'Propose one new workflow step that would prevent these failures. Reply with JSON {"name": "snake_case_name", '
             '"instructions": "...", "trigger": "prompt" or "before_final"} between <step> and </step>.',
         ])
-        result = check_step(ask(route, "llm_workflow_editor", prompt, rng, settings=settings, cache_dir=ctx.cache_dir), taken)
+        reply = ask(route, "llm_workflow_editor", prompt, rng, settings=settings, cache_dir=ctx.cache_dir, on_cost=ctx.on_cost)
+        result = check_step(reply, taken)
         if isinstance(result, str):
             log.warning("llm_workflow_editor proposed nothing: %s", result)
             return []
@@ -268,7 +272,8 @@ def teacher_gap_rewriter(*, route: str = "sim/medium", section: str = "policy", 
                                   "A stronger model (the teacher) solved these tasks with the calls shown. Add rules that make the agent "
                                   "call the tools the way the teacher did, where the student failed.")
         return _section_proposal("teacher_gap_rewriter", name, current,
-                                 ask(route, "teacher_gap_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir),
+                                 ask(route, "teacher_gap_rewriter", prompt, rng, settings=settings, cache_dir=ctx.cache_dir,
+                                     on_cost=ctx.on_cost),
                                  f"{route} teacher-gap rewrite on {len(teacher)} task(s)")
 
     return FunctionMutator("teacher_gap_rewriter", propose)

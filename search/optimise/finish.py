@@ -17,6 +17,7 @@ from search.evaluation.criteria import evaluate_criteria, quality_objective, ran
 from search.evaluation.metrics import EvalReport, paired_scores
 from search.evaluation.stats import paired_test
 from search.genome import BASELINE, Genome, Pools, authors, describe
+from search.optimise.budget import spent
 from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, distinct_front, ledger_decision
 from search.optimise.select import dev_members as dev_members_of
 from search.optimise.settings import RunSettings, StudyPaths
@@ -94,6 +95,7 @@ class SearchTrials:
 def finish(
     settings: RunSettings, paths: StudyPaths, frozen: Frozen, trials_of: SearchTrials, pools: Pools, *,
     evaluate: Evaluate, variant_of: Callable[[Genome], HarnessVariant], echo: Callable[[str], None],
+    budget: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     criteria, aggregation, objectives = settings.criteria, settings.aggregation, settings.objectives
     q = quality_objective(objectives)
@@ -190,6 +192,7 @@ def finish(
                           "changes": f"model={settings.reference}", "dev": dict(reference_dev.metrics),
                           "holdout": dict(reference_hold.metrics)}} if ref_genome else {}),
         "splits": {"hash": frozen.splits_hash, "strata": {k: dict(v) for k, v in frozen.split_strata.items()}},
+        "spend": {"spent_usd": round(spent(paths.spend), 6), **dict(budget or {})},
         "paths": {"ledger": str(paths.ledger), "claim": str(paths.claim), "optimization_results": str(paths.results),
                   "report": str(paths.report)},
     })

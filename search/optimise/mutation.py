@@ -68,7 +68,8 @@ def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[Evid
     return out
 
 
-def teacher_runner(settings: RunSettings, workload: Workload) -> TeacherRunner | None:
+def teacher_runner(settings: RunSettings, workload: Workload,
+                   on_cost: Callable[[str, float], None] | None = None) -> TeacherRunner | None:
     """Runs search.teacher (a stronger model) with the baseline harness on failing train tasks."""
     if settings.teacher is None:
         return None
@@ -82,6 +83,8 @@ def teacher_runner(settings: RunSettings, workload: Workload) -> TeacherRunner |
         cache = ResponseCache(settings.cache_dir) if settings.cache_dir else None  # a resumed round does not pay twice
         _, trajectories = asyncio.run(evaluate_variant_async(variant, workload, "train", tasks=tasks, seed=settings.seed, cache=cache,
                                                              keep_trajectories=True))
+        if on_cost is not None:  # cached calls were paid for once, in an earlier run
+            on_cost("teacher", sum(c.cost_usd for t in trajectories for c in t.model_calls if not c.cached))
         return {t.task_id: [f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in t.tool_calls if c.error is None]
                 for t in trajectories}
 
@@ -91,14 +94,15 @@ def teacher_runner(settings: RunSettings, workload: Workload) -> TeacherRunner |
 def mutate(
     settings: RunSettings, k: int, pools: Pools, front: Sequence[TrialRecord], evidence: Sequence[Evidence], *,
     mutators: Sequence[tuple[Mutator, float]], run_teacher: TeacherRunner | None, echo: Callable[[str], None],
-    keep: Sequence[Genome] = (), reference: float | None = None,
+    keep: Sequence[Genome] = (), reference: float | None = None, costs: list[tuple[str, float]] | None = None,
 ) -> RoundPools:
     """Every mutator (a weight below 1 is the chance it runs this round) proposes once per anchor
     (the front members new entries are tried on), from that anchor's own failed episodes and on
     top of what that anchor already picks, so edits accumulate along each anchor's line. Proposals
     grow the pools up to ``mutators.pool_size`` live entries per slot; a full section or tool slot
     first retires its oldest entry that no front member (nor a ``keep`` genome: the anchors of
-    proposals still waiting to be tried) picks and that this round did not add. Entries come out ranked by their evidence."""
+    proposals still waiting to be tried) picks and that this round did not add. Entries come out ranked by their evidence.
+    The LLM mutators' paid calls are appended to ``costs`` as (mutator, USD)."""
     tools = {s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))}
     genomes = [t.genome for t in front if t.genome is not None]
     margin = settings.margin if settings.decision == "cheapest_noninferior" else None
@@ -108,7 +112,7 @@ def mutate(
         own = tuple(e for e in evidence if e.genome == a)
         ctx = MutationContext(agent=settings.agent, tools=tools, pools=pools, front=(a, *(g for g in genomes if g != a)),
                               evidence=own or tuple(evidence), models=tuple(settings.models), round=k, run_teacher=run_teacher,
-                              cache_dir=settings.cache_dir)
+                              cache_dir=settings.cache_dir, on_cost=None if costs is None else lambda who, usd: costs.append((who, usd)))
         for m, weight in mutators:
             rng = random.Random(content_hash([settings.search.seed, k, m.name] + ([i] if i else [])))
             if weight < 1.0 and random.Random(content_hash([settings.search.seed, k, m.name])).random() >= weight:

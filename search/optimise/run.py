@@ -23,7 +23,8 @@ from compiler.variant import HarnessVariant, content_hash
 from search.evaluation.claim import scorer_hash
 from search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
 from search.genome import BASELINE, Genome, Pools, authors, canonical, param_space, params_to_genome, with_new_entry
-from search.optimise.finish import Frozen, SearchTrials, finish
+from search.optimise.budget import Estimate, estimate, may_start, projection, spent
+from search.optimise.finish import FinishAborted, Frozen, SearchTrials, finish
 from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
 from search.optimise.seeding import NewEntry, accumulated, round_queue
 from search.optimise.settings import RunSettings, StudyPaths
@@ -44,7 +45,7 @@ from search.optimise.study import (
 )
 from search.optimise.trial import TrialResult, TrialSpec
 from search.records.provenance import split_strata, tasks_hash
-from search.records.spend import append_spend, spend_row
+from search.records.spend import append_spend, mutator_spend_row, read_spend, spend_row
 from search.records.versions import checked, versioned
 
 Launch = Callable[[Sequence[TrialSpec]], list[TrialResult | BaseException]]
@@ -97,6 +98,9 @@ class SearchRun:
         }
         self.mutators = [(m.build(i), m.weight) for i, m in enumerate(settings.mutators)]
         self.pools: Pools | None = None  # the latest round's: every genome of the search indexes into it
+        self.capped: int | None = None  # the round in which search.budget_usd stopped new paid work
+        self.costs: tuple[float, list[float]] = (0.0, [])  # train cost per task: the baseline's, the front's
+        self.projected = False
         self._variants: dict[str, HarnessVariant] = {}  # genome -> compiled variant, so nothing is compiled twice
 
     # -- freeze -------------------------------------------------------------------------
@@ -187,9 +191,12 @@ class SearchRun:
             # a carried proposal keeps its entry (and what its anchor picks) out of retirement
             waiting = [with_new_entry(c.anchor or BASELINE, self.pools, c.kind, c.key, list(self.settings.base_steps), index=c.index)
                        for c in carried]
+            costs: list[tuple[str, float]] = []
             rp = mutate(self.settings, k, self.pools, front, front_evidence(self.paths, front), mutators=self.mutators,
-                        run_teacher=teacher_runner(self.settings, self.workload), echo=self.echo, keep=waiting,
-                        reference=reference)
+                        run_teacher=teacher_runner(self.settings, self.workload, on_cost=lambda who, usd: costs.append((who, usd))),
+                        echo=self.echo, keep=waiting, reference=reference, costs=costs)
+            # the mutators' and the teacher's model calls are journaled like evaluations: the cap counts them
+            append_spend(self.paths.spend, [mutator_spend_row(k, who, usd, index=i) for i, (who, usd) in enumerate(costs)])
             # proposals the last round's budget did not reach go first: nothing a mutator made is dropped
             rp = replace(rp, added=(*carried, *rp.added))
         store_round(self.paths, k, rp)
@@ -211,7 +218,13 @@ class SearchRun:
         budget = self.s.trials_per_round
         asks_left = 3 * budget  # repeats are free but not endless: a tiny space can run out of new genomes
         while (remaining := budget - paid_evaluations(study, earlier)) > 0 and asks_left > 0:
-            trials = [study.ask(dists) for _ in range(min(self.s.population_size, remaining, asks_left))]
+            size = min(self.s.population_size, remaining, asks_left)
+            if not self.may_start(size):
+                self.capped = k
+                self.echo(f"search.budget_usd={self.s.budget_usd:g} reached in round {k}: ${spent(self.paths.spend):.4f} spent, "
+                          "no new trial starts; the search finishes with what it measured (the finish was reserved)")
+                break
+            trials = [study.ask(dists) for _ in range(size)]
             asks_left -= len(trials)
             for t in trials:
                 # enqueued trials have every param fixed, and Optuna then never consults the sampler,
@@ -223,6 +236,8 @@ class SearchRun:
                 specs.append(self.spec(params_to_genome(t.params), "train", f"r{k}-t{t.number}", seed=seed))
             for t, spec, res in zip(trials, specs, self.run_jobs(specs)):
                 self.tell(study, t, spec, res)
+            self.note_costs(study, k)
+            self.project()
             if self.should_stop():  # after the batch's results are told: nothing paid is lost
                 raise SearchInterrupted("stopped by request")
             done = finished(study)
@@ -234,6 +249,35 @@ class SearchRun:
                                     f"(search.max_failure_rate={self.s.max_failure_rate}); "
                                     f"first error: {first}")
         return study
+
+    # -- spend --------------------------------------------------------------------------
+    def estimate(self) -> Estimate | None:
+        references = 2 if self.settings.reference not in (None, "incumbent") else 1
+        return estimate(read_spend(self.paths.spend) if self.paths.spend.exists() else [], front_costs=self.costs[1],
+                        baseline_cost=self.costs[0], tasks={k: len(v) for k, v in self.task_ids.items()},
+                        dev_members=self.s.max_front_dev, references=references)
+
+    def note_costs(self, study: optuna.Study, k: int) -> None:
+        """The baseline's and the current front's train cost per task: what the finish will pay per task."""
+        front = [float(t.train.get("cost_per_task", 0.0)) for t in best_records(study, k)]
+        base = next((float(r.train.get("cost_per_task", 0.0)) for r in records(study, k) if r.origin == "baseline" and r.train),
+                    self.costs[0])
+        self.costs = (base, front or self.costs[1])
+
+    def may_start(self, batch: int) -> bool:
+        return self.s.budget_usd is None or may_start(self.s.budget_usd, spent_usd=spent(self.paths.spend), batch=batch,
+                                                      est=self.estimate())
+
+    def project(self) -> None:
+        """Once, as soon as the first train evaluations are paid: what the whole search will cost."""
+        est = None if self.projected else self.estimate()
+        if est is None:
+            return
+        self.projected = True
+        total = projection(est, rounds=self.s.rounds, per_round=self.s.trials_per_round)
+        cap = f"; search.budget_usd={self.s.budget_usd:g}" if self.s.budget_usd is not None else ""
+        self.echo(f"projected spend: about ${total:.2f} ({self.s.rounds} rounds x {self.s.trials_per_round} paid train evaluations "
+                  f"at up to ${est.per_train_eval:.4f} each, and ${est.finish:.2f} for dev and holdout){cap}")
 
     def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, res: TrialResult | BaseException) -> None:
         trial.set_user_attr("genome", spec.genome.to_dict())
@@ -283,9 +327,18 @@ class SearchRun:
             reference = next((r.quality(self.quality) for r in done if r.origin == "baseline" and r.state == "COMPLETE"), None)
             self.echo(round_line(k, studies[-1], rp, front, earlier, carried))
             earlier |= eval_keys(studies[-1])
+            if self.capped is not None:
+                break
         assert self.pools is not None
+        if self.s.budget_usd is not None and not self.may_start(0):
+            est = self.estimate()
+            raise FinishAborted(f"search.budget_usd={self.s.budget_usd:g} leaves too little for the dev and holdout runs "
+                                f"(${spent(self.paths.spend):.4f} spent, about ${est.finish if est else 0:.4f} needed); "
+                                "raise search.budget_usd and run the same command again: every evaluation is kept")
         trials = SearchTrials(per_round=tuple(tuple(records(s, k)) for k, s in enumerate(studies)),
                               round_fronts=tuple(tuple(best_records(s, k)) for k, s in enumerate(studies)),
                               front=tuple(front_over(studies, self.objectives)))
-        return finish(self.settings, self.paths, frozen, trials, self.pools,
-                      evaluate=self.evaluate, variant_of=self.variant_of, echo=self.echo)
+        summary = finish(self.settings, self.paths, frozen, trials, self.pools,
+                         evaluate=self.evaluate, variant_of=self.variant_of, echo=self.echo,
+                         budget={"budget_usd": self.s.budget_usd, "capped_in_round": self.capped})
+        return summary

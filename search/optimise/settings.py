@@ -6,6 +6,7 @@ other module of the search takes it (or the part it needs).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,7 @@ class SearchSettings:
     max_failure_rate: float
     teacher: str | None
     second_look: bool = False
+    budget_usd: float | None = None
 
     @classmethod
     def from_config(cls, node: DictConfig) -> SearchSettings:
@@ -108,6 +110,9 @@ class SearchSettings:
             checked_name(f"search.models[{i}]", name, example="sim_small")  # a model config file under conf/model/
         if self.teacher is not None:
             checked_name("search.teacher", self.teacher, example="sim_large")
+        if self.budget_usd is not None and not (self.budget_usd > 0 and math.isfinite(self.budget_usd)):
+            raise ConfigError("search.budget_usd", f"must be a positive number of US dollars, got {self.budget_usd}",
+                              "set e.g. search.budget_usd=5, or search.budget_usd=null for no cap")
         return self
 
     def frozen_part(self) -> dict[str, Any]:

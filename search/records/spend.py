@@ -22,6 +22,14 @@ def spend_row(*, eval_key: str, label: str, split: str, variant_hash: str, metri
     })
 
 
+def mutator_spend_row(round_index: int, who: str, cost_usd: float, *, index: int) -> dict[str, Any]:
+    """A mutator's (or the teacher's) paid model work between rounds (``index``: its place in the round)."""
+    return versioned("spend", {
+        "eval_key": f"r{round_index}/{who}/{index}", "label": who, "split": "mutator", "variant_hash": "", "cost_usd": float(cost_usd),
+        "episodes": 0, "skipped": 0, "model_calls": 1, "attempts": 1, "at": datetime.now(UTC).isoformat(),
+    })
+
+
 def append_spend(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     append_lines(path, rows)
 

@@ -1,0 +1,74 @@
+"""search.budget_usd: no new paid work past the cap, the finish reserved, the spend journaled."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from compiler.schema import register_configs
+from conf import CONF_DIR
+from search.optimise.budget import Estimate, estimate, may_start, projection
+from search.optimise.finish import FinishAborted
+from search.optimise.run import SearchRun
+from search.optimise.settings import RunSettings
+from search.records.spend import read_spend
+from tests.search.optimise.test_run import OVERRIDES, Launcher
+
+
+@pytest.fixture()
+def make(tmp_path: Path) -> Iterator[Callable[[str, float | None], RunSettings]]:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+
+    def build(name: str, cap: float | None) -> RunSettings:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path / name}", *OVERRIDES, "search.rounds=3",
+                                                                  "search.train_limit=60"])
+        st = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+        return replace(st, search=replace(st.search, budget_usd=cap))
+
+    yield build
+    GlobalHydra.instance().clear()
+
+
+def test_estimates_err_high_and_reserve_the_finish() -> None:
+    rows = [{"split": "train", "cost_usd": 0.3}, {"split": "train", "cost_usd": 0.9}, {"split": "mutator", "cost_usd": 5.0}]
+    tasks = {"train": 3, "dev": 10, "holdout": 20}
+    est = estimate(rows, front_costs=[0.01, 0.2, 0.05], baseline_cost=0.02, tasks=tasks, dev_members=2, references=1)
+    # dev: the baseline and the two dearest members; holdout: the dearest (a bound on the champion) and the baseline
+    assert est == Estimate(per_train_eval=0.9, finish=pytest.approx((0.02 + 0.2 + 0.05) * 10 + (0.2 + 0.02) * 20))
+    named = estimate(rows, front_costs=[0.01, 0.2, 0.05], baseline_cost=0.02, tasks=tasks, dev_members=2, references=2)
+    assert named is not None and named.finish == pytest.approx(est.finish + 0.2 * (10 + 20))
+    assert estimate([{"split": "dev", "cost_usd": 1.0}], front_costs=[], baseline_cost=0.0, tasks=tasks, dev_members=1,
+                    references=1) is None
+    assert may_start(None, spent_usd=1e9, batch=5, est=est) and may_start(100.0, spent_usd=50.0, batch=5, est=None)
+    assert may_start(13.0, spent_usd=2.0, batch=4, est=est) and not may_start(13.0, spent_usd=3.0, batch=4, est=est)
+    assert projection(est, rounds=2, per_round=10) == pytest.approx(20 * 0.9 + est.finish)
+
+
+def test_a_capped_search_stops_new_trials_and_still_decides(make: Callable[[str, float | None], RunSettings]) -> None:
+    lines: list[str] = []
+    full = SearchRun(make("full", None), launch=Launcher(), echo=lines.append).execute()
+    assert full["spend"]["capped_in_round"] is None and full["spend"]["spent_usd"] > 0
+    assert any(line.startswith("projected spend: about $") for line in lines)
+    cap = 0.75 * full["spend"]["spent_usd"]
+    lines.clear()
+    launcher = Launcher()
+    capped = SearchRun(make("capped", cap), launch=launcher, echo=lines.append).execute()
+    assert capped["spend"]["spent_usd"] <= cap and capped["spend"]["capped_in_round"] is not None
+    journal = Path(capped["paths"]["ledger"]).parent / "spend.jsonl"
+    assert capped["spend"]["spent_usd"] == pytest.approx(sum(r["cost_usd"] for r in read_spend(journal)))
+    assert len(capped["trials"]) < len(full["trials"])
+    assert capped["champion"] and capped["claim"]["verdict"]  # it finished with what it measured
+    assert any(f"search.budget_usd={cap:g} reached in round" in line for line in lines)
+    assert [j.split for j in launcher.jobs][-2:] == ["holdout", "holdout"]
+
+
+def test_a_cap_below_the_finish_stops_with_one_line(make: Callable[[str, float | None], RunSettings]) -> None:
+    with pytest.raises(FinishAborted, match=r"search.budget_usd=0.001 leaves too little for the dev and holdout runs .* raise "):
+        SearchRun(make("tiny", 0.001), launch=Launcher(), echo=lambda _: None).execute()
