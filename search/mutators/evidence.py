@@ -222,11 +222,15 @@ def mined_rule(tool: str, arg: str | None, kind: str) -> str | None:
 
 
 @register_mutator("rule_miner")
-def rule_miner(*, top_k: int = 3, min_count: int = 1, section: str | None = None, targets: str = "both") -> Mutator:
-    """Rules naming the tool and argument behind the most frequent failures: a rule added to each
-    such tool's edit, and/or all of them appended as lines to a prompt section (default policy)."""
+def rule_miner(*, top_k: int = 3, min_count: int = 1, section: str | None = None, targets: str = "both",
+               max_tools: int | None = None) -> Mutator:
+    """Rules naming the tool and argument behind the ``top_k`` most frequent failures: all of them
+    appended as lines to a prompt section (default policy), and/or a rule added to the edit of each
+    of the first ``max_tools`` such tools (default: every one)."""
     positive_int("rule_miner", "top_k", top_k)
     positive_int("rule_miner", "min_count", min_count)
+    if max_tools is not None:
+        positive_int("rule_miner", "max_tools", max_tools)
     if targets not in ("tool", "section", "both"):
         raise ConfigError("params.targets", f"rule_miner targets tool, section or both, got {targets!r}", "use one of those")
 
@@ -238,7 +242,7 @@ def rule_miner(*, top_k: int = 3, min_count: int = 1, section: str | None = None
             # Only tools the anchor offers: an edit of a detached tool changes nothing the search tries
             # it on, and an override of a tool outside the catalog would not compile.
             offered = set(toolset_names(ctx)) & set(ctx.tools)
-            for tool in dict.fromkeys(r[0] for r in rows):
+            for tool in list(dict.fromkeys(r[0] for r in rows if r[0] in offered))[:max_tools]:
                 if tool not in offered:
                     continue
                 edit = tool_edit(ctx, tool)

@@ -110,8 +110,11 @@ def mutate(
     proposals: list[tuple[Proposal | Control, Genome, int]] = []
     for i, a in enumerate(tried_on):
         own = tuple(e for e in evidence if e.genome == a)
+        # the anchor's own failures first; the rest of the front's after them, so a rule list covers
+        # every tool and argument the front got wrong (a failure of one variant is a risk for all)
         ctx = MutationContext(agent=settings.agent, tools=tools, pools=pools, front=(a, *(g for g in genomes if g != a)),
-                              evidence=own or tuple(evidence), models=tuple(settings.models), round=k, run_teacher=run_teacher,
+                              evidence=own + tuple(e for e in evidence if e.genome != a), models=tuple(settings.models), round=k,
+                              run_teacher=run_teacher,
                               cache_dir=settings.cache_dir, on_cost=None if costs is None else lambda who, usd: costs.append((who, usd)))
         for m, weight in mutators:
             rng = random.Random(content_hash([settings.search.seed, k, m.name] + ([i] if i else [])))
@@ -122,7 +125,8 @@ def mutate(
             except Exception as exc:  # one broken mutator (e.g. its LLM route is down) must not end the search
                 echo(f"warning: mutator {m.name} failed in round {k}: {type(exc).__name__}: {exc}")
                 continue
-            proposals += [(p, a, support(p, ctx)) for p in made]
+            mine = replace(ctx, evidence=own)
+            proposals += [(p, a, support(p, mine)) for p in made]
     # the best-supported proposals claim the room first; ties keep the mutators' order
     proposals.sort(key=lambda pas: -pas[2])
     cap, pinned = settings.pool_size, [*genomes, *keep]
