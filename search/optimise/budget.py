@@ -53,6 +53,9 @@ def may_start(cap: float | None, *, spent_usd: float, batch: int, est: Estimate 
     return spent_usd + batch * est.per_train_eval + est.finish <= cap
 
 
-def projection(est: Estimate, *, rounds: int, per_round: int) -> float:
-    """The whole search's spend, projected from what the first evaluations cost."""
-    return rounds * per_round * est.per_train_eval + est.finish
+def projection(baseline_cost: float, *, tasks: Mapping[str, int], rounds: int, per_round: int, dev_members: int,
+               references: int) -> float:
+    """The whole search's spend if every evaluation cost what the baseline's did per task: the
+    number to expect before the search knows what its candidates cost."""
+    evaluations = rounds * per_round * tasks["train"] + (dev_members + references) * tasks["dev"] + (1 + references) * tasks["holdout"]
+    return baseline_cost * evaluations

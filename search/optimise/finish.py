@@ -17,6 +17,8 @@ from search.evaluation.criteria import evaluate_criteria, quality_objective, ran
 from search.evaluation.metrics import EvalReport, paired_scores
 from search.evaluation.stats import paired_test
 from search.genome import BASELINE, Genome, Pools, authors, describe
+from search.optimise.ablation import line as ablation_line
+from search.optimise.ablation import run_ablation
 from search.optimise.budget import spent
 from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, distinct_front, ledger_decision
 from search.optimise.select import dev_members as dev_members_of
@@ -158,6 +160,12 @@ def finish(
         append_look(paths.looks, look_row(champion_hash=champion_hash, baseline_hash=baseline_variant.content_hash, claim=claim,
                                           look=looks))
     write_json_atomic(paths.claim, claim)
+    ablation: list[dict[str, Any]] = []
+    if candidate and champion.get("dev") and q in champion["dev"]:
+        ablation = run_ablation(Genome.from_dict(champion["genome"]), pools, base_format=settings.base_format,
+                                base_steps=settings.base_steps, incumbent_q=float(baseline_dev.metrics.get(q, 0.0)),
+                                champion_q=float(champion["dev"][q]), metric=q, evaluate=evaluate)
+        echo(ablation_line(ablation, champion.get("authors", []), q))
 
     per_round = trials_of.per_round
     baseline_train = next((dict(r.train) for r in per_round[0] if r.origin == "baseline" and r.values), {}) if per_round else {}
@@ -188,6 +196,7 @@ def finish(
         "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,
                      "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
         "trials": trials, "front": front, "champion": champion, "decision": decision, "claim": claim, "snapshots": snapshots,
+        "ablation": ablation,
         **({"reference": {"name": settings.reference, "variant_hash": reference_hold.variant_hash, "genome": ref_genome.to_dict(),
                           "changes": f"model={settings.reference}", "dev": dict(reference_dev.metrics),
                           "holdout": dict(reference_hold.metrics)}} if ref_genome else {}),

@@ -269,15 +269,18 @@ class SearchRun:
                                                       est=self.estimate())
 
     def project(self) -> None:
-        """Once, as soon as the first train evaluations are paid: what the whole search will cost."""
-        est = None if self.projected else self.estimate()
-        if est is None:
+        """Once, as soon as the baseline's evaluation is paid: what the whole search will cost."""
+        if self.projected or not self.costs[0]:
             return
         self.projected = True
-        total = projection(est, rounds=self.s.rounds, per_round=self.s.trials_per_round)
-        cap = f"; search.budget_usd={self.s.budget_usd:g}" if self.s.budget_usd is not None else ""
-        self.echo(f"projected spend: about ${total:.2f} ({self.s.rounds} rounds x {self.s.trials_per_round} paid train evaluations "
-                  f"at up to ${est.per_train_eval:.4f} each, and ${est.finish:.2f} for dev and holdout){cap}")
+        references = 2 if self.settings.reference not in (None, "incumbent") else 1
+        tasks = {k: len(v) for k, v in self.task_ids.items()}
+        total = projection(self.costs[0], tasks=tasks, rounds=self.s.rounds, per_round=self.s.trials_per_round,
+                           dev_members=self.s.max_front_dev, references=references)
+        cap = f"; search.budget_usd={self.s.budget_usd:g} caps it" if self.s.budget_usd is not None else ""
+        self.echo(f"projected spend: about ${total:.2f} at the baseline's ${self.costs[0]:.4f} per task "
+                  f"({self.s.rounds} rounds x {self.s.trials_per_round} paid train evaluations, then dev and holdout; "
+                  f"cheaper models cost less, dearer formats and steps more){cap}")
 
     def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, res: TrialResult | BaseException) -> None:
         trial.set_user_attr("genome", spec.genome.to_dict())

@@ -48,7 +48,8 @@ def test_estimates_err_high_and_reserve_the_finish() -> None:
                     references=1) is None
     assert may_start(None, spent_usd=1e9, batch=5, est=est) and may_start(100.0, spent_usd=50.0, batch=5, est=None)
     assert may_start(13.0, spent_usd=2.0, batch=4, est=est) and not may_start(13.0, spent_usd=3.0, batch=4, est=est)
-    assert projection(est, rounds=2, per_round=10) == pytest.approx(20 * 0.9 + est.finish)
+    assert projection(0.01, tasks=tasks, rounds=2, per_round=10, dev_members=2, references=1) == pytest.approx(
+        0.01 * (2 * 10 * 3 + 3 * 10 + 2 * 20))
 
 
 def test_a_capped_search_stops_new_trials_and_still_decides(make: Callable[[str, float | None], RunSettings]) -> None:
@@ -66,7 +67,7 @@ def test_a_capped_search_stops_new_trials_and_still_decides(make: Callable[[str,
     assert len(capped["trials"]) < len(full["trials"])
     assert capped["champion"] and capped["claim"]["verdict"]  # it finished with what it measured
     assert any(f"search.budget_usd={cap:g} reached in round" in line for line in lines)
-    assert [j.split for j in launcher.jobs][-2:] == ["holdout", "holdout"]
+    assert [j.split for j in launcher.jobs].count("holdout") == 2
 
 
 def test_a_cap_below_the_finish_stops_with_one_line(make: Callable[[str, float | None], RunSettings]) -> None:

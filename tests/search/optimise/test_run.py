@@ -52,6 +52,12 @@ def settings(tmp_path: Path) -> Iterator[RunSettings]:
     yield RunSettings.from_config(cfg, conf_dir=CONF_DIR)
 
 
+def settings_tasks(st: RunSettings) -> list[str]:
+    from compiler.runtime.workload import workload_factory
+
+    return [t.task_id for t in workload_factory(st.workload.name)(**dict(st.workload.options)).tasks("dev")]
+
+
 class Launcher:
     def __init__(self) -> None:
         self.jobs: list[TrialSpec] = []
@@ -107,7 +113,14 @@ def test_rounds_dev_and_holdout_on_a_known_surface(settings: RunSettings, monkey
     assert summary["claim"]["verdict"] in ("win", "inconclusive", "no_win") and summary["schema_version"] == 1
     assert json.loads((settings.runs_dir / "bfcl_sim" / "claim.json").read_text())["schema_version"] == 1
     splits = [j.split for j in launcher.jobs]
-    assert splits.count("holdout") == 2 and splits[-2:] == ["holdout", "holdout"]
+    assert splits.count("holdout") == 2 and [s for s in splits if s != "dev"][-2:] == ["holdout", "holdout"]
+    # where the gain comes from, one layer at a time on dev: the large model passes one more dev task,
+    # the prompt edit one more again (and the ablation's own evaluations are dev runs, never holdout)
+    rows = {r["layer"]: r for r in summary["ablation"]}
+    assert list(rows) == ["model", "mutator edits"]
+    n = len(list(settings_tasks(settings)))
+    assert rows["model"]["gain"] == pytest.approx(1 / n) and rows["mutator edits"]["gain"] == pytest.approx(1 / n)
+    assert [j.label for j in launcher.jobs if j.label.startswith("ablation-")] == ["ablation-model-dev"]
     # nothing is compiled twice: the finish (dev, holdout, snapshots, ledger diffs) reads the
     # variants the rounds' jobs compiled
     assert compiled_by_orchestrator == []

@@ -1,0 +1,74 @@
+"""Where a champion's gain comes from: a sequential ablation on dev. Pure but for the evaluations
+it asks for.
+
+From the incumbent, one layer at a time: the champion's model with the base harness; then the
+harness settings that are not a mutator's work (the base config's own optional steps, the tool
+format, a pooled temperature); then the mutator-authored entries (section texts, tool edits, steps
+and tool lists a mutator made). Each layer's share is its dev quality over the previous layer's.
+It answers "would I ship it for its edits, or is it the model swap?" without a holdout look.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from search.genome import BASELINE, Genome, Pools, canonical
+
+Layer = tuple[str, Genome]
+
+
+def layers(champion: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> list[Layer]:
+    """(name, genome) from the incumbent to the champion; a layer that changes nothing is left out."""
+    def mutator_made(entry_author: str) -> bool:
+        return entry_author != "baseline"
+
+    steps = {k: v for k, v in champion.steps.items() if k in pools.steps and not mutator_made(pools.steps[k].author)}
+    temperature = champion.temperature if not mutator_made(pools.temperatures[champion.temperature].author) else 0
+    toolset = champion.toolset if not mutator_made(pools.toolsets[champion.toolset].author) else 0
+    model = Genome(model=champion.model)
+    settings = replace(model, steps=steps, tool_format=champion.tool_format, temperature=temperature, toolset=toolset)
+    out: list[Layer] = []
+    previous = BASELINE
+    for name, g in (("model", model), ("harness settings", settings), ("mutator edits", champion)):
+        if canonical(g, base_format=base_format, base_steps=base_steps) == canonical(previous, base_format=base_format,
+                                                                                     base_steps=base_steps):
+            continue
+        out.append((name, g))
+        previous = g
+    return out
+
+
+def decompose(incumbent_q: float, measured: Sequence[tuple[str, float | None]]) -> list[dict[str, Any]]:
+    """Each layer's quality and its gain over the layer before (None when it could not be measured)."""
+    rows, before = [], incumbent_q
+    for name, q in measured:
+        rows.append({"layer": name, "quality": q, "gain": None if q is None or before is None else q - before})
+        before = q if q is not None else before
+    return rows
+
+
+def line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[str], metric: str) -> str:
+    """The printed account: every layer's gain on dev, and the mutators' share of the whole."""
+    parts = [f"{r['layer']} {r['gain']:+.3f}" if r["gain"] is not None else f"{r['layer']} (not measured)" for r in rows]
+    total = sum(r["gain"] for r in rows if r["gain"] is not None)
+    mut = next((r["gain"] for r in rows if r["layer"] == "mutator edits" and r["gain"] is not None), 0.0)
+    who = f" by {', '.join(champion_authors)}" if champion_authors else ""
+    share = f"; mutator edits{who}: {mut / total:.0%} of the gain" if total > 0 else ""
+    return f"Where the dev {metric} gain comes from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
+
+
+def run_ablation(champion: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool], incumbent_q: float,
+                 champion_q: float, metric: str, evaluate: Callable[[Sequence[tuple[Genome, str, str]]], list[Any]]
+                 ) -> list[dict[str, Any]]:
+    """Evaluate the intermediate layers on dev (the last layer is the champion, already measured)."""
+    todo = layers(champion, pools, base_format=base_format, base_steps=base_steps)
+    inner = [(name, g) for name, g in todo[:-1]]
+    results = evaluate([(g, "dev", f"ablation-{name.replace(' ', '-')}-dev") for name, g in inner]) if inner else []
+    measured: list[tuple[str, float | None]] = []
+    for (name, _), res in zip(inner, results):
+        metrics = getattr(getattr(res, "report", None), "metrics", None)
+        measured.append((name, float(metrics[metric]) if metrics and metric in metrics else None))
+    if todo:
+        measured.append((todo[-1][0], champion_q))
+    return decompose(incumbent_q, measured)
