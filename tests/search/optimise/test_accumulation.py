@@ -102,9 +102,10 @@ def test_each_anchor_gets_rules_for_its_own_failures_on_top_of_what_it_picks(set
     [(a1, n1, on_small), (a2, n2, on_big)] = [(e.anchor, e.support, rp.pools.sections["policy"][e.index or 0].value)
                                               for e in rp.added]
     assert (a1, n1, a2, n2) == (small.genome, 3, big.genome, 1)  # the better-supported proposal first
-    # the small model's entry extends its own line (the old rule stays) with a rule for its own failure
-    assert "- old rule" in on_small and "`cd`" in on_small and "`folder`" in on_small and "`mv`" not in on_small
-    assert "- old rule" not in on_big and "`mv`" in on_big and "`cd`" not in on_big
+    # the small model's entry extends its own line (the old rule stays); the big one's starts from its own text;
+    # each lists every pair the front got wrong, its own anchor's most frequent first
+    assert "- old rule" in on_small and on_small.index("`cd`") < on_small.index("`mv`") and "`folder`" in on_small
+    assert "- old rule" not in on_big and "`mv`" in on_big and "`cd`" in on_big
     assert "secret_value_1" not in repr(rp.pools.to_dict())
 
 
@@ -175,3 +176,22 @@ def test_combining_compares_genomes_recorded_under_different_pools() -> None:
     assert accumulated(rows, "pass_rate") == []  # compared as spelled, the anchor is not found
     [combined] = accumulated(rows, "pass_rate", canon=canon)
     assert canon(combined) == Genome(model=1, steps={"verify": True}, tools={"cd": 1, "mv": 1})
+
+
+def test_the_ablation_peels_the_model_then_the_base_settings_then_the_mutators_edits() -> None:
+    from search.optimise.ablation import decompose, layers, line
+
+    base = initial_pools(AGENT, models=["m"], temperatures=[0.0, 0.7], base_model="base", base_temperature=0.0)
+    p = replace(base, tools={"cd": (PoolEntry({}, "baseline"), PoolEntry({"rules": ["r"]}, "rule_miner"))},
+                steps={**base.steps, "check": PoolEntry({"name": "check", "instructions": "c"}, "workflow_step_append")})
+    champion = Genome(model=1, steps={"verify": True, "check": True}, tools={"cd": 1}, temperature=1)
+    out = layers(champion, p, base_format="json", base_steps={"verify": False})
+    assert [name for name, _ in out] == ["model", "harness settings", "mutator edits"]
+    assert out[1][1] == Genome(model=1, steps={"verify": True}, temperature=1)  # the base config's own step, a pooled temperature
+    assert out[2][1] == champion
+    # a champion that is the model swap alone has one layer
+    assert [name for name, _ in layers(Genome(model=1), p, base_format="json", base_steps={"verify": False})] == ["model"]
+    rows = decompose(0.70, [("model", 0.72), ("harness settings", 0.80), ("mutator edits", 0.84)])
+    assert [round(r["gain"], 3) for r in rows] == [0.02, 0.08, 0.04]
+    assert "mutator edits by rule_miner: 29% of the gain" in line(rows, ["rule_miner"], "pass_rate")
+    assert "not measured" in line(decompose(0.7, [("model", None), ("mutator edits", 0.8)]), [], "pass_rate")
