@@ -20,6 +20,7 @@ from search.genome import BASELINE, Genome, Pools, authors, describe
 from search.optimise.ablation import line as ablation_line
 from search.optimise.ablation import run_ablation
 from search.optimise.budget import spent
+from search.optimise.mutation import losses
 from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, distinct_front, ledger_decision
 from search.optimise.select import dev_members as dev_members_of
 from search.optimise.settings import RunSettings, StudyPaths
@@ -103,7 +104,8 @@ def finish(
     q = quality_objective(objectives)
     baseline_variant = variant_of(BASELINE)
     front_records = distinct_front([r for r in trials_of.front if r.genome is not None], q)
-    front = [_member(settings, r, pools, variant_of(r.genome), baseline_variant) for r in front_records if r.genome is not None]
+    front = [{**_member(settings, r, pools, variant_of(r.genome), baseline_variant), "losses": losses(paths, r.eval_key)}
+             for r in front_records if r.genome is not None]
     dev_members = [front[i] for i in dev_members_of([float(m["train"].get("cost_per_task", 0.0)) for m in front],
                                                     settings.search.max_front_dev)]
 

@@ -68,6 +68,20 @@ def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[Evid
     return out
 
 
+def losses(paths: StudyPaths, eval_key: str | None) -> dict[str, int]:
+    """Where a variant loses reward on train: how many of its failed episodes show each failure
+    kind (an episode can show several), most frequent first; empty when nothing is stored."""
+    stored = paths.evals / f"{eval_key}.json"
+    if not eval_key or not stored.exists():
+        return {}
+    data = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored)
+    counts: dict[str, int] = {}
+    for e in data.get("evidence", []):
+        for kind in {str(f.get("kind")) for f in e.get("failures", [])}:
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def teacher_runner(settings: RunSettings, workload: Workload,
                    on_cost: Callable[[str, float], None] | None = None) -> TeacherRunner | None:
     """Runs search.teacher (a stronger model) with the baseline harness on failing train tasks."""

@@ -154,7 +154,8 @@ def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
              "champion": champion is not None and f.get("variant_hash") == champion.get("variant_hash"),
              "train": [fmt_metric((f.get("train") or {}).get(m), m) for m in cols],
              "dev": [fmt_metric((f.get("dev") or {}).get(m), m) for m in cols],
-             "diff": diff_lines(str(f.get("diff") or ""))} for f in front]
+             "diff": diff_lines(str(f.get("diff") or "")),
+             "losses": ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in (f.get("losses") or {}).items())} for f in front]
     claim_view = None
     if claim:
         conf = _num(claim.get("confidence"))

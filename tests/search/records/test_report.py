@@ -239,3 +239,32 @@ def test_a_cheapest_noninferior_claim_is_worded_as_that_question(verdict: str) -
         assert "Holdout: cheaper and non-inferior (win)" in text
     else:
         assert f"Holdout: {verdict} – nothing shipped" in text and "(win)" not in text
+
+
+def test_each_front_member_shows_where_it_loses_reward() -> None:
+    summary = make_summary("win")
+    summary["front"][0]["losses"] = {"wrong_value": 6, "premature_stop": 2}
+    text = visible_text(render_report(summary))
+    assert "where reward is lost (failed train episodes by failure kind): wrong value 6, premature stop 2" in text
+    assert text.count("where reward is lost") == 1  # members without stored failures show nothing
+
+
+def test_losses_count_failed_episodes_per_kind(tmp_path: Path) -> None:
+    import json
+
+    from search.optimise.mutation import losses
+
+    evals = tmp_path / "evals"
+    evals.mkdir()
+    record = {"schema_version": 1, "evidence": [
+        {"failures": [{"kind": "wrong_value"}, {"kind": "wrong_value"}, {"kind": "missed_call"}]},
+        {"failures": [{"kind": "wrong_value"}]}, {"failures": []}]}
+    (evals / "k1.json").write_text(json.dumps(record), encoding="utf-8")
+
+    class Paths:
+        pass
+
+    p = Paths()
+    p.evals = evals  # type: ignore[attr-defined]
+    assert losses(p, "k1") == {"wrong_value": 2, "missed_call": 1}  # type: ignore[arg-type]
+    assert losses(p, "missing") == {} and losses(p, None) == {}  # type: ignore[arg-type]
