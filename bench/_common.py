@@ -19,11 +19,24 @@ TOOL: dict[str, Any] = {"source": "bfcl"}
 
 
 def base_agent() -> dict[str, Any]:
-    """conf/agent/bfcl_agent.yaml as a plain mapping (json format, verify step off)."""
+    """conf/agent/bfcl_agent.yaml as a plain mapping (json format; understand, act, report)."""
     raw = OmegaConf.load(CONF / "agent" / "bfcl_agent.yaml")
     assert isinstance(raw, DictConfig)
     raw.pop("defaults", None)
     return OmegaConf.to_container(raw, resolve=True)  # type: ignore[return-value]
+
+
+VERIFY_STEP = {"name": "verify", "instructions": "Before your final answer, check each tool result of this request against what "
+               "was asked; if a call failed or used a wrong value, call it again correctly.", "after": ["act"], "optional": True,
+               "enabled": False, "trigger": "before_final"}
+
+
+def agent_with_verify() -> dict[str, Any]:
+    """The base agent with an optional verify step (off): the known switch the benchmarks that
+    enumerate a space or build a yardstick from the model card turn on and off."""
+    agent = base_agent()
+    agent["workflow"] = [*agent["workflow"], dict(VERIFY_STEP)]
+    return agent
 
 
 def model_config(name: str) -> dict[str, Any]:

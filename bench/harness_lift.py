@@ -11,7 +11,8 @@ evaluates on dev, interleaved over seeds:
   the baseline; the format, steps and temperature it picked stay);
 * oracle: a harness built from the simulator's model card (docs/sim-model.md): a rule line naming
   the tool and the argument for every tool/argument pair that failed on train under the base
-  harness, an example per tool, the verify step on. Only the card is read, never the simulator.
+  harness, an example per tool, a verify step (the card's verify-type step). Only the card is
+  read, never the simulator.
 
 Figures: lift ratio = (found - base) / (oracle - base), target >= 0.8; mutator share of the found
 lift = (found - ablated) / (found - base), target >= 0.5.
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, TOOL, base_agent, model_config
+from _common import ROOT, TOOL, agent_with_verify, base_agent, model_config
 
 CATEGORIES = ["multi_turn_base", "multi_turn_miss_param", "multi_turn_long_context"]
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         a, t, m = genome_to_config(genome, pools, agent=agent, tool=TOOL, models=models)
         return compile_agent(a, tool=t, model=m)
 
-    oracle_agent = base_agent()
+    oracle_agent = agent_with_verify()
     for step in oracle_agent["workflow"]:
         if step["name"] == "verify":
             step["enabled"] = True

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
-from _common import TOOL, base_agent, model_config, same_metrics, table
+from _common import TOOL, agent_with_verify, model_config, same_metrics, table
 
 MODELS = ("sim_small", "sim_medium", "sim_large")
 TEMPERATURES = (0.0, 0.7)
@@ -87,7 +87,7 @@ def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, d
 
     # shared draws: the enumerated surface is the low-variance true front the search is measured against
     configure_sim(None, time_scale=0.0, shared_draws=True)  # cost and pass rate do not depend on the sleep
-    agent = base_agent()
+    agent = agent_with_verify()
     pools = replace(
         initial_pools(agent, models=MODELS, temperatures=TEMPERATURES, base_model="sim_small", base_temperature=0.0),
         formats=FORMATS,

@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 
-from _common import TOOL, base_agent, model_config
+from _common import TOOL, agent_with_verify, model_config
 
 SPLIT = "holdout"
 
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from search.evaluation.evaluate import evaluate_variant
     from search.genome import genome_to_config, initial_pools, params_to_genome
 
-    agent = base_agent()
+    agent = agent_with_verify()
     pools = initial_pools(agent, models=("sim_small",), temperatures=(0.0,), base_model="sim_small", base_temperature=0.0)
     models = {"sim_small": model_config("sim_small")}
     workload = BfclWorkload()
