@@ -3,7 +3,9 @@
 Runs ``evoharness search`` (every default: BFCL with three categories, the sim_large incumbent,
 the cheapest_noninferior decision) in a fresh runs dir and prints its wall time, the decision
 rule, the verdict, the shipped (or proposed) variant and its holdout cost relative to the
-incumbent. Target: at most 6 minutes on 2 cores.
+incumbent, and the share of the champion's dev gain over its own model with the base harness that
+the mutators' edits earned (the search's own sequential ablation). Target: at most 6 minutes on
+2 cores.
 
     python bench/main_job.py [overrides...]     # ~6 min; overrides go to the search command
 """
@@ -47,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     figure("main_job_verdict", claim["verdict"], "win", claim["verdict"] == "win",
            mean_diff=round(claim["mean_diff"], 3), low=round(claim["low"], 3), high=round(claim["high"], 3), n=claim["n"])
     figure("main_job_cost_ratio", round(ratio, 3), "< 1 (cheaper than the incumbent)", ratio < 1, changes=champion.get("changes"))
+    # of the champion's dev gain over its own model with the base harness, the share the mutators' edits earned
+    gains = {r["layer"]: r["gain"] for r in summary.get("ablation", []) if r.get("gain") is not None}
+    harness = gains.get("harness settings", 0.0) + gains.get("mutator edits", 0.0)
+    share = gains.get("mutator edits", 0.0) / harness if harness > 0 else 0.0
+    figure("main_job_mutator_share", round(share, 3), "> 0 (mutator-authored edits in what ships)", share > 0,
+           layers=summary.get("ablation", []), authors=champion.get("authors"))
     print(summary["headline"])
     return 0
 

@@ -26,6 +26,7 @@ from search.genome import BASELINE, Genome, Pools, authors, canonical, param_spa
 from search.optimise.budget import Estimate, estimate, may_start, projection, spent
 from search.optimise.finish import FinishAborted, Frozen, SearchTrials, finish
 from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
+from search.optimise.progress import Progress, progress_line, study_progress
 from search.optimise.seeding import NewEntry, accumulated, round_queue
 from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.study import (
@@ -100,6 +101,7 @@ class SearchRun:
         self.pools: Pools | None = None  # the latest round's: every genome of the search indexes into it
         self.capped: int | None = None  # the round in which search.budget_usd stopped new paid work
         self.costs: tuple[float, list[float]] = (0.0, [])  # train cost per task: the baseline's, the front's
+        self.reference_q: float | None = None  # the baseline's train quality
         self.projected = False
         self._variants: dict[str, HarnessVariant] = {}  # genome -> compiled variant, so nothing is compiled twice
 
@@ -217,6 +219,12 @@ class SearchRun:
         dists = distributions(param_space(rp.pools))
         budget = self.s.trials_per_round
         asks_left = 3 * budget  # repeats are free but not endless: a tiny space can run out of new genomes
+        with progress_line(f"round {k}", budget) as bar:
+            self._batches(k, study, dists, earlier, budget, asks_left, bar)
+        return study
+
+    def _batches(self, k: int, study: optuna.Study, dists: Any, earlier: Collection[str], budget: int, asks_left: int,
+                 bar: Progress) -> None:
         while (remaining := budget - paid_evaluations(study, earlier)) > 0 and asks_left > 0:
             size = min(self.s.population_size, remaining, asks_left)
             if not self.may_start(size):
@@ -238,6 +246,8 @@ class SearchRun:
                 self.tell(study, t, spec, res)
             self.note_costs(study, k)
             self.project()
+            bar.show(paid_evaluations(study, earlier),
+                     lambda: study_progress(study, self.quality, spent(self.paths.spend), self.margin_bar()))
             if self.should_stop():  # after the batch's results are told: nothing paid is lost
                 raise SearchInterrupted("stopped by request")
             done = finished(study)
@@ -248,7 +258,12 @@ class SearchRun:
                 raise SearchAborted(f"{failed} of {len(done)} trials failed in round {k} "
                                     f"(search.max_failure_rate={self.s.max_failure_rate}); "
                                     f"first error: {first}")
-        return study
+
+    def margin_bar(self) -> float | None:
+        """The train quality a cheap member must reach to qualify: the baseline's less the margin."""
+        if self.settings.decision != "cheapest_noninferior" or self.costs[0] == 0.0:
+            return None
+        return self.reference_q - self.settings.margin if self.reference_q is not None else None
 
     # -- spend --------------------------------------------------------------------------
     def estimate(self) -> Estimate | None:
@@ -260,8 +275,10 @@ class SearchRun:
     def note_costs(self, study: optuna.Study, k: int) -> None:
         """The baseline's and the current front's train cost per task: what the finish will pay per task."""
         front = [float(t.train.get("cost_per_task", 0.0)) for t in best_records(study, k)]
-        base = next((float(r.train.get("cost_per_task", 0.0)) for r in records(study, k) if r.origin == "baseline" and r.train),
-                    self.costs[0])
+        baseline = next((r for r in records(study, k) if r.origin == "baseline" and r.train), None)
+        if baseline is not None:
+            self.reference_q = baseline.quality(self.quality)
+        base = float(baseline.train.get("cost_per_task", 0.0)) if baseline is not None else self.costs[0]
         self.costs = (base, front or self.costs[1])
 
     def may_start(self, batch: int) -> bool:

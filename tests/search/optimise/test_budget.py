@@ -73,3 +73,16 @@ def test_a_capped_search_stops_new_trials_and_still_decides(make: Callable[[str,
 def test_a_cap_below_the_finish_stops_with_one_line(make: Callable[[str, float | None], RunSettings]) -> None:
     with pytest.raises(FinishAborted, match=r"search.budget_usd=0.001 leaves too little for the dev and holdout runs .* raise "):
         SearchRun(make("tiny", 0.001), launch=Launcher(), echo=lambda _: None).execute()
+
+
+def test_the_progress_line_reads_the_round(tmp_path: Path) -> None:
+    import optuna
+
+    from search.optimise.progress import study_progress
+
+    study = optuna.create_study(directions=["maximize"])
+    for q, cost in ((0.8, 0.10), (0.7, 0.02), (0.5, 0.001)):
+        study.add_trial(optuna.trial.create_trial(value=q, user_attrs={"train": {"pass_rate": q, "cost_per_task": cost, "episodes": 40}}))
+    line = study_progress(study, "pass_rate", 1.5, 0.65)
+    assert line == "120 episodes, $1.50 spent, best pass_rate 0.800, cheapest qualifying $0.0200/task"
+    assert "qualifying" not in study_progress(study, "pass_rate", 0.0, None)
