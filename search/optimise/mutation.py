@@ -108,7 +108,7 @@ def teacher_runner(settings: RunSettings, workload: Workload,
 def mutate(
     settings: RunSettings, k: int, pools: Pools, front: Sequence[TrialRecord], evidence: Sequence[Evidence], *,
     mutators: Sequence[tuple[Mutator, float]], run_teacher: TeacherRunner | None, echo: Callable[[str], None],
-    keep: Sequence[Genome] = (), reference: float | None = None, costs: list[tuple[str, float]] | None = None,
+    keep: Sequence[Genome] = (), reference: tuple[float, float] | None = None, costs: list[tuple[str, float]] | None = None,
 ) -> RoundPools:
     """Every mutator (a weight below 1 is the chance it runs this round) proposes once per anchor
     (the front members new entries are tried on), from that anchor's own failed episodes and on
@@ -120,7 +120,9 @@ def mutate(
     tools = {s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))}
     genomes = [t.genome for t in front if t.genome is not None]
     margin = settings.margin if settings.decision == "cheapest_noninferior" else None
-    tried_on = anchors(front, quality_objective(settings.objectives), margin=margin, reference=reference) if front else [Genome()]
+    ref_q, ref_cost = reference if reference is not None else (None, None)
+    tried_on = (anchors(front, quality_objective(settings.objectives), margin=margin, reference=ref_q, reference_cost=ref_cost)
+                if front else [Genome()])
     proposals: list[tuple[Proposal | Control, Genome, int]] = []
     for i, a in enumerate(tried_on):
         own = tuple(e for e in evidence if e.genome == a)

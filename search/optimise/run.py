@@ -183,7 +183,7 @@ class SearchRun:
 
     # -- rounds -------------------------------------------------------------------------
     def pools_for(self, k: int, front: Sequence[TrialRecord], carried: Sequence[NewEntry] = (),
-                  reference: float | None = None) -> RoundPools:
+                  reference: tuple[float, float] | None = None) -> RoundPools:
         stored = stored_round(self.paths, k)
         if stored is not None:  # resumed: the pools this round already searched over (LLM mutators are not re-paid)
             return stored
@@ -205,14 +205,15 @@ class SearchRun:
         return rp
 
     def run_round(self, k: int, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str] = (), *,
-                  reference: float | None = None, combined: Sequence[Genome] = ()) -> optuna.Study:
+                  reference: tuple[float, float] | None = None, combined: Sequence[Genome] = ()) -> optuna.Study:
         sampler = make_sampler(population_size=self.s.population_size, seed=self.s.seed + k, crossover=self.s.crossover)
         study = round_study(self.paths.storage, self.s.study, k, self.objectives, sampler)
         if not study.get_trials(deepcopy=False):
             for q in round_queue(k, rp.pools, front, rp.added, rp.controls, quality=self.quality, budget=self.s.trials_per_round,
                                  base_format=self.settings.base_format, base_steps=self.settings.base_steps,
                                  margin=self.settings.margin if self.settings.decision == "cheapest_noninferior" else None,
-                                 reference=reference, accumulated=combined):
+                                 reference=reference[0] if reference else None,
+                                 reference_cost=reference[1] if reference else None, accumulated=combined):
                 study.enqueue_trial(q.params, user_attrs=q.attrs)
         for p, attrs in fail_stale(study):
             study.enqueue_trial(p, user_attrs={**attrs, "rerun": True})
@@ -334,7 +335,7 @@ class SearchRun:
         earlier: set[str] = set()  # evaluations earlier rounds paid for: free to read again
         carried: tuple[NewEntry, ...] = ()
         combined: list[Genome] = []  # per anchor, the entries that improved it, together
-        reference: float | None = None  # the baseline's train quality in the last round
+        reference: tuple[float, float] | None = None  # the baseline's train quality and cost per task in the last round
         for k in range(self.s.rounds):
             rp = self.pools_for(k, front, carried, reference)
             self.pools = rp.pools
@@ -344,7 +345,8 @@ class SearchRun:
             done = records(studies[-1], k)
             combined = accumulated(done, self.quality, canon=lambda g: canonical(g, base_format=self.settings.base_format,
                                                                                 base_steps=self.settings.base_steps))
-            reference = next((r.quality(self.quality) for r in done if r.origin == "baseline" and r.state == "COMPLETE"), None)
+            reference = next(((r.quality(self.quality), float(r.train.get("cost_per_task", 0.0))) for r in done
+                              if r.origin == "baseline" and r.state == "COMPLETE"), None)
             self.echo(round_line(k, studies[-1], rp, front, earlier, carried))
             earlier |= eval_keys(studies[-1])
             if self.capped is not None:

@@ -75,24 +75,37 @@ class Queued:
 
 
 def anchors(front: Sequence[TrialRecord], quality: str, *, margin: float | None = None,
-            reference: float | None = None) -> list[Genome]:
-    """The front members new entries are tried on: the best quality, and the cheapest member that
-    clears the decision's bar (within ``margin`` of the baseline's quality for cheapest_noninferior,
-    else better than the baseline; the cheapest of all when none does), so an edit that lifts a
-    cheap configuration gets its chance as well as one that polishes the best. The baseline's
-    quality is ``reference`` (its train result this round; the front need not hold it), else the
-    front's baseline member. The baseline when there is no front."""
+            reference: float | None = None, reference_cost: float | None = None) -> list[Genome]:
+    """The front members new entries are tried on: the best quality, and a cheap member, so an
+    edit that lifts a cheap configuration gets its chance as well as one that polishes the best.
+
+    The cheap member: under cheapest_noninferior (``margin`` given), the cheapest member that costs
+    less than the baseline and is within ``margin`` of the baseline's quality; when none is yet,
+    the best-quality member that costs less (the cheap configuration closest to qualifying, which
+    is where an edit has the most to win). Otherwise the cheapest member better than the baseline
+    (the cheapest of all when none is). The baseline's quality and cost are ``reference`` and
+    ``reference_cost`` (its train result this round; the front need not hold it), else the front's
+    baseline member's. The baseline when there is no front."""
     members = [t for t in front if t.genome is not None]
     if not members:
         return [BASELINE]
+
+    def cost(t: TrialRecord) -> float:
+        return float(t.train.get("cost_per_task", 0.0))
+
     by_quality = max(members, key=lambda t: t.quality(quality))
-    base_q = reference if reference is not None else next((t.quality(quality) for t in members if t.origin == "baseline"), 0.0)
+    base = next((t for t in members if t.origin == "baseline"), None)
+    base_q = reference if reference is not None else (base.quality(quality) if base is not None else 0.0)
     if margin is None:
         better = [t for t in members if t.quality(quality) > base_q] or members
+        by_cost = min(better, key=cost)
     else:
-        better = [t for t in members if t.quality(quality) >= base_q - margin - 1e-12] or members
-    by_cost = min(better, key=lambda t: float(t.train.get("cost_per_task", 0.0)))
-    chosen = [by_quality] if by_quality.number == by_cost.number else [by_quality, by_cost]
+        base_cost = reference_cost if reference_cost is not None else (cost(base) if base is not None else float("inf"))
+        cheaper = [t for t in members if cost(t) < base_cost]
+        within = [t for t in cheaper if t.quality(quality) >= base_q - margin - 1e-12]
+        by_cost = (min(within, key=cost) if within else max(cheaper, key=lambda t: (t.quality(quality), -cost(t))) if cheaper
+                   else min(members, key=cost))
+    chosen = [by_quality] if by_quality.number == by_cost.number and by_quality.round == by_cost.round else [by_quality, by_cost]
     return [t.genome for t in chosen if t.genome is not None]
 
 
@@ -109,6 +122,7 @@ def round_queue(
     base_steps: Mapping[str, bool],
     margin: float | None = None,
     reference: float | None = None,
+    reference_cost: float | None = None,
     accumulated: Sequence[Genome] = (),
 ) -> list[Queued]:
     """The trials to enqueue, first come first served, without repeats (a control is never merged
@@ -126,7 +140,7 @@ def round_queue(
     queue += [Queued(params(c.genome), {"origin": "control", "control": c.author}) for c in controls]
     queue += [Queued(params(t.genome), {"origin": "front"}) for t in front if t.genome is not None]
     queue += [Queued(params(g), {"origin": "accumulated"}) for g in accumulated]
-    step_names, tried_on = list(base_steps), anchors(front, quality, margin=margin, reference=reference)
+    step_names, tried_on = list(base_steps), anchors(front, quality, margin=margin, reference=reference, reference_cost=reference_cost)
     # every entry on the anchor it was built for first (in the order given: carried over, then by
     # the evidence behind it), then on the other anchors, so the budget measures each proposal once
     # before it measures any twice

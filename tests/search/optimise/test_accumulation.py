@@ -195,3 +195,16 @@ def test_the_ablation_peels_the_model_then_the_base_settings_then_the_mutators_e
     assert [round(r["gain"], 3) for r in rows] == [0.02, 0.08, 0.04]
     assert "mutator edits by rule_miner: 29% of the gain" in line(rows, ["rule_miner"], "pass_rate")
     assert "not measured" in line(decompose(0.7, [("model", None), ("mutator edits", 0.8)]), [], "pass_rate")
+
+
+def test_with_no_cheap_member_qualifying_yet_the_cheap_anchor_is_the_closest_cheaper_one() -> None:
+    """Round 0 without a verify step: no cheaper member is within the margin of the baseline. New
+    entries must still be tried on a cheap model (the best cheaper member), or an edit that would
+    lift it, such as a verify step, is only ever tried on the dear model."""
+    from search.optimise.seeding import anchors
+
+    dear = rec(1, Genome(temperature=1), 0.74, 0.10)
+    medium = rec(2, Genome(model=2), 0.65, 0.024)
+    small = rec(3, Genome(model=1), 0.35, 0.004)
+    assert anchors([dear, medium, small], "pass_rate", margin=0.05, reference=0.725, reference_cost=0.093) == [dear.genome,
+                                                                                                           medium.genome]

@@ -277,4 +277,6 @@ def test_under_cheapest_noninferior_the_cheap_anchor_is_the_cheapest_within_the_
     assert anchors(front, "pass_rate") == [best.genome]
     # within the 0.05 margin: the cheap medium model gets the new entries too
     assert anchors(front, "pass_rate", margin=0.05) == [best.genome, medium.genome]
-    assert anchors(front, "pass_rate", margin=0.01) == [best.genome, base.genome]
+    # none cheaper is within 0.01 yet: the cheaper member closest to qualifying (not the baseline itself)
+    assert anchors(front, "pass_rate", margin=0.01) == [best.genome, medium.genome]
+    assert anchors([best, base], "pass_rate", margin=0.01) == [best.genome, base.genome]  # nothing cheaper at all
