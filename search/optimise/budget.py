@@ -11,11 +11,13 @@ always runs.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from search.optimise.settings import RunSettings
+from search.optimise.study import TrialRecord
 from search.records.spend import read_spend
 
 
@@ -59,3 +61,47 @@ def projection(baseline_cost: float, *, tasks: Mapping[str, int], rounds: int, p
     number to expect before the search knows what its candidates cost."""
     evaluations = rounds * per_round * tasks["train"] + (dev_members + references) * tasks["dev"] + (1 + references) * tasks["holdout"]
     return baseline_cost * evaluations
+
+
+class SpendWatch:
+    """A search's spend as it runs: what the journal holds, what the baseline and the front cost per
+    task (the finish's estimate), the projection printed once, and the cap's verdict."""
+
+    def __init__(self, settings: RunSettings, journal: Path, *, tasks: Mapping[str, int], echo: Callable[[str], None]) -> None:
+        self.s, self.journal, self.tasks, self.echo = settings.search, journal, dict(tasks), echo
+        self.margin = settings.margin if settings.decision == "cheapest_noninferior" else None
+        self.references = 2 if settings.reference not in (None, "incumbent") else 1
+        self.baseline_cost: float = 0.0
+        self.front_costs: list[float] = []
+        self.baseline_q: float | None = None
+        self.projected = False
+
+    def spent(self) -> float:
+        return spent(self.journal)
+
+    def note(self, front: Sequence[TrialRecord], done: Sequence[TrialRecord], quality: str) -> None:
+        """After a batch: the round's front and baseline, then the projection once the baseline is known."""
+        self.front_costs = [float(t.train.get("cost_per_task", 0.0)) for t in front] or self.front_costs
+        baseline = next((r for r in done if r.origin == "baseline" and r.train), None)
+        if baseline is not None:
+            self.baseline_q, self.baseline_cost = baseline.quality(quality), float(baseline.train.get("cost_per_task", 0.0))
+        if not self.projected and self.baseline_cost:
+            self.projected = True
+            total = projection(self.baseline_cost, tasks=self.tasks, rounds=self.s.rounds, per_round=self.s.trials_per_round,
+                               dev_members=self.s.max_front_dev, references=self.references)
+            cap = f"; search.budget_usd={self.s.budget_usd:g} caps it" if self.s.budget_usd is not None else ""
+            self.echo(f"projected spend: about ${total:.2f} at the baseline's ${self.baseline_cost:.4f} per task "
+                      f"({self.s.rounds} rounds x {self.s.trials_per_round} paid train evaluations, then dev and holdout; "
+                      f"cheaper models cost less, dearer formats and steps more){cap}")
+
+    def estimate(self) -> Estimate | None:
+        rows = read_spend(self.journal) if self.journal.exists() else []
+        return estimate(rows, front_costs=self.front_costs, baseline_cost=self.baseline_cost, tasks=self.tasks,
+                        dev_members=self.s.max_front_dev, references=self.references)
+
+    def may_start(self, batch: int) -> bool:
+        return self.s.budget_usd is None or may_start(self.s.budget_usd, spent_usd=self.spent(), batch=batch, est=self.estimate())
+
+    def bar(self) -> float | None:
+        """The train quality a cheap member must reach to qualify (the baseline's less the margin)."""
+        return None if self.margin is None or self.baseline_q is None else self.baseline_q - self.margin

@@ -23,7 +23,7 @@ from compiler.variant import HarnessVariant, content_hash
 from search.evaluation.claim import scorer_hash
 from search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
 from search.genome import BASELINE, Genome, Pools, authors, canonical, param_space, params_to_genome, with_new_entry
-from search.optimise.budget import Estimate, estimate, may_start, projection, spent
+from search.optimise.budget import SpendWatch
 from search.optimise.finish import FinishAborted, Frozen, SearchTrials, finish
 from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
 from search.optimise.progress import Progress, progress_line, study_progress
@@ -46,7 +46,7 @@ from search.optimise.study import (
 )
 from search.optimise.trial import TrialResult, TrialSpec
 from search.records.provenance import split_strata, tasks_hash
-from search.records.spend import append_spend, mutator_spend_row, read_spend, spend_row
+from search.records.spend import append_spend, mutator_spend_row, spend_row
 from search.records.versions import checked, versioned
 
 Launch = Callable[[Sequence[TrialSpec]], list[TrialResult | BaseException]]
@@ -100,9 +100,7 @@ class SearchRun:
         self.mutators = [(m.build(i), m.weight) for i, m in enumerate(settings.mutators)]
         self.pools: Pools | None = None  # the latest round's: every genome of the search indexes into it
         self.capped: int | None = None  # the round in which search.budget_usd stopped new paid work
-        self.costs: tuple[float, list[float]] = (0.0, [])  # train cost per task: the baseline's, the front's
-        self.reference_q: float | None = None  # the baseline's train quality
-        self.projected = False
+        self.watch = SpendWatch(settings, self.paths.spend, tasks={k: len(v) for k, v in self.task_ids.items()}, echo=echo)
         self._variants: dict[str, HarnessVariant] = {}  # genome -> compiled variant, so nothing is compiled twice
 
     # -- freeze -------------------------------------------------------------------------
@@ -228,9 +226,9 @@ class SearchRun:
                  bar: Progress) -> None:
         while (remaining := budget - paid_evaluations(study, earlier)) > 0 and asks_left > 0:
             size = min(self.s.population_size, remaining, asks_left)
-            if not self.may_start(size):
+            if not self.watch.may_start(size):
                 self.capped = k
-                self.echo(f"search.budget_usd={self.s.budget_usd:g} reached in round {k}: ${spent(self.paths.spend):.4f} spent, "
+                self.echo(f"search.budget_usd={self.s.budget_usd:g} reached in round {k}: ${self.watch.spent():.4f} spent, "
                           "no new trial starts; the search finishes with what it measured (the finish was reserved)")
                 break
             trials = [study.ask(dists) for _ in range(size)]
@@ -245,10 +243,8 @@ class SearchRun:
                 specs.append(self.spec(params_to_genome(t.params), "train", f"r{k}-t{t.number}", seed=seed))
             for t, spec, res in zip(trials, specs, self.run_jobs(specs)):
                 self.tell(study, t, spec, res)
-            self.note_costs(study, k)
-            self.project()
-            bar.show(paid_evaluations(study, earlier),
-                     lambda: study_progress(study, self.quality, spent(self.paths.spend), self.margin_bar()))
+            self.watch.note(best_records(study, k), records(study, k), self.quality)
+            bar.show(paid_evaluations(study, earlier), lambda: study_progress(study, self.quality, self.watch.spent(), self.watch.bar()))
             if self.should_stop():  # after the batch's results are told: nothing paid is lost
                 raise SearchInterrupted("stopped by request")
             done = finished(study)
@@ -259,46 +255,6 @@ class SearchRun:
                 raise SearchAborted(f"{failed} of {len(done)} trials failed in round {k} "
                                     f"(search.max_failure_rate={self.s.max_failure_rate}); "
                                     f"first error: {first}")
-
-    def margin_bar(self) -> float | None:
-        """The train quality a cheap member must reach to qualify: the baseline's less the margin."""
-        if self.settings.decision != "cheapest_noninferior" or self.costs[0] == 0.0:
-            return None
-        return self.reference_q - self.settings.margin if self.reference_q is not None else None
-
-    # -- spend --------------------------------------------------------------------------
-    def estimate(self) -> Estimate | None:
-        references = 2 if self.settings.reference not in (None, "incumbent") else 1
-        return estimate(read_spend(self.paths.spend) if self.paths.spend.exists() else [], front_costs=self.costs[1],
-                        baseline_cost=self.costs[0], tasks={k: len(v) for k, v in self.task_ids.items()},
-                        dev_members=self.s.max_front_dev, references=references)
-
-    def note_costs(self, study: optuna.Study, k: int) -> None:
-        """The baseline's and the current front's train cost per task: what the finish will pay per task."""
-        front = [float(t.train.get("cost_per_task", 0.0)) for t in best_records(study, k)]
-        baseline = next((r for r in records(study, k) if r.origin == "baseline" and r.train), None)
-        if baseline is not None:
-            self.reference_q = baseline.quality(self.quality)
-        base = float(baseline.train.get("cost_per_task", 0.0)) if baseline is not None else self.costs[0]
-        self.costs = (base, front or self.costs[1])
-
-    def may_start(self, batch: int) -> bool:
-        return self.s.budget_usd is None or may_start(self.s.budget_usd, spent_usd=spent(self.paths.spend), batch=batch,
-                                                      est=self.estimate())
-
-    def project(self) -> None:
-        """Once, as soon as the baseline's evaluation is paid: what the whole search will cost."""
-        if self.projected or not self.costs[0]:
-            return
-        self.projected = True
-        references = 2 if self.settings.reference not in (None, "incumbent") else 1
-        tasks = {k: len(v) for k, v in self.task_ids.items()}
-        total = projection(self.costs[0], tasks=tasks, rounds=self.s.rounds, per_round=self.s.trials_per_round,
-                           dev_members=self.s.max_front_dev, references=references)
-        cap = f"; search.budget_usd={self.s.budget_usd:g} caps it" if self.s.budget_usd is not None else ""
-        self.echo(f"projected spend: about ${total:.2f} at the baseline's ${self.costs[0]:.4f} per task "
-                  f"({self.s.rounds} rounds x {self.s.trials_per_round} paid train evaluations, then dev and holdout; "
-                  f"cheaper models cost less, dearer formats and steps more){cap}")
 
     def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, res: TrialResult | BaseException) -> None:
         trial.set_user_attr("genome", spec.genome.to_dict())
@@ -352,10 +308,10 @@ class SearchRun:
             if self.capped is not None:
                 break
         assert self.pools is not None
-        if self.s.budget_usd is not None and not self.may_start(0):
-            est = self.estimate()
+        if not self.watch.may_start(0):
+            est = self.watch.estimate()
             raise FinishAborted(f"search.budget_usd={self.s.budget_usd:g} leaves too little for the dev and holdout runs "
-                                f"(${spent(self.paths.spend):.4f} spent, about ${est.finish if est else 0:.4f} needed); "
+                                f"(${self.watch.spent():.4f} spent, about ${est.finish if est else 0:.4f} needed); "
                                 "raise search.budget_usd and run the same command again: every evaluation is kept")
         trials = SearchTrials(per_round=tuple(tuple(records(s, k)) for k, s in enumerate(studies)),
                               round_fronts=tuple(tuple(best_records(s, k)) for k, s in enumerate(studies)),
