@@ -11,6 +11,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from compiler.atomic import write_json_atomic
 from compiler.catalog import build_catalog, select_tools
@@ -143,8 +144,7 @@ def mutate(
                 continue
             mine = replace(ctx, evidence=own)
             proposals += [(p, a, support(p, mine)) for p in made]
-    # the best-supported proposals claim the room first; ties keep the mutators' order
-    proposals.sort(key=lambda pas: -pas[2])
+    proposals = _interleaved(proposals, tried_on)
     cap, pinned = settings.pool_size, [*genomes, *keep]
 
     def room(ps: Pools, kind: SlotKind, key: str | None) -> Pools:
@@ -157,9 +157,30 @@ def mutate(
     grown, added, controls = grow_pools(pools, [p for p, _, _ in proposals], room=room,
                                         cap=lambda ps, kind, key: live_len(ps, kind, key) < cap)
     made_by = {id(p): (a, n) for p, a, n in proposals}
-    unique_controls = {json.dumps(c.genome.to_dict(), sort_keys=True): c for c in reversed(controls)}
-    return RoundPools(grown, new_entries(pools, added, made_by),
-                      tuple(ControlRequest(c.genome, c.author) for c in reversed(unique_controls.values())))
+    entries = list(new_entries(pools, added, made_by))
+    # the same value proposed for another anchor is one pool entry, tried on each anchor that asked for it
+    for p, a, n in proposals:
+        if isinstance(p, Control) or any(p is q for q in added):
+            continue
+        twin = next((e for e, q in zip(entries, added) if (q.kind, q.key) == (p.kind, p.key) and q.entry.value == p.entry.value), None)
+        if twin is not None and twin.anchor != a:
+            entries.append(replace(twin, anchor=a, support=n))
+    unique_controls = {json.dumps(c.genome.to_dict(), sort_keys=True): c for c in controls}
+    per_anchor = sum(1 for p, a, _ in proposals if isinstance(p, Control) and a == tried_on[0])  # identity once, not per anchor
+    return RoundPools(grown, tuple(_interleaved([(e, e.anchor or tried_on[0], e.support) for e in entries], tried_on, key=None)),
+                      tuple(ControlRequest(c.genome, c.author) for c in list(unique_controls.values())[:per_anchor]))
+
+
+def _interleaved(items: Sequence[tuple[Any, Genome, int]], anchors_: Sequence[Genome], *, key: object = True) -> list[Any]:
+    """Per anchor, best-supported first (ties keep the mutators' order), then one from each anchor
+    in turn: every anchor claims its share of the pools' room and of the round's budget."""
+    queues = [sorted([x for x in items if x[1] == a], key=lambda x: -x[2]) for a in anchors_]
+    rest = [x for x in items if not any(x[1] == a for a in anchors_)]
+    out: list[Any] = []
+    for depth in range(max((len(q) for q in queues), default=0)):
+        out += [q[depth] for q in queues if depth < len(q)]
+    out += rest
+    return out if key is not None else [x[0] for x in out]
 
 
 def support(p: Proposal | Control, ctx: MutationContext) -> int:

@@ -99,9 +99,10 @@ def test_each_anchor_gets_rules_for_its_own_failures_on_top_of_what_it_picks(set
                 *(wrong(f"t/{i}", "cd", "folder", small.genome) for i in range(2, 5))]
     rp = mutate(replace(settings, pool_size=4), 1, pools, [big, small], evidence,
                 mutators=[(make_mutator("rule_miner", targets="section"), 1.0)], run_teacher=None, echo=lambda _: None)
-    [(a1, n1, on_small), (a2, n2, on_big)] = [(e.anchor, e.support, rp.pools.sections["policy"][e.index or 0].value)
+    [(a1, n1, on_big), (a2, n2, on_small)] = [(e.anchor, e.support, rp.pools.sections["policy"][e.index or 0].value)
                                               for e in rp.added]
-    assert (a1, n1, a2, n2) == (small.genome, 3, big.genome, 1)  # the better-supported proposal first
+    # one proposal per anchor in turn (the best-quality anchor first), each with its own support
+    assert (a1, n1, a2, n2) == (big.genome, 1, small.genome, 3)
     # the small model's entry extends its own line (the old rule stays); the big one's starts from its own text;
     # each lists every pair the front got wrong, its own anchor's most frequent first
     assert "- old rule" in on_small and on_small.index("`cd`") < on_small.index("`mv`") and "`folder`" in on_small
@@ -208,3 +209,22 @@ def test_with_no_cheap_member_qualifying_yet_the_cheap_anchor_is_the_closest_che
     small = rec(3, Genome(model=1), 0.35, 0.004)
     assert anchors([dear, medium, small], "pass_rate", margin=0.05, reference=0.725, reference_cost=0.093) == [dear.genome,
                                                                                                            medium.genome]
+
+
+def test_anchors_share_the_room_and_a_shared_proposal_is_tried_on_each(settings: RunSettings) -> None:
+    """Anchors take turns for the pools' room (the best-quality anchor first), however many more
+    failures the dear anchor's proposals address; and a step both anchors ask for is one entry,
+    tried on both."""
+    first = initial_pools(settings.agent, models=["sim_medium"], temperatures=[0.0], base_model="base", base_temperature=0.0)
+    text = first.sections["policy"][0].value
+    base = replace(first, sections={**first.sections, "policy": (*first.sections["policy"], PoolEntry(text + "\n- mine", "x"))})
+    big = rec(1, Genome(), 0.8, 1.0, "baseline")
+    medium = rec(2, Genome(model=1, sections={"policy": 1}), 0.7, 0.2)
+    evidence = [*(wrong(f"t/{i}", "mv", "destination", big.genome) for i in range(6)), wrong("t/9", "cd", "folder", medium.genome)]
+    rp = mutate(replace(settings, pool_size=3), 1, base, [big, medium], evidence,
+                mutators=[(make_mutator("rule_miner", targets="section"), 1.0), (make_mutator("workflow_step_append"), 1.0)],
+                run_teacher=None, echo=lambda _: None, reference=(0.75, 1.0))
+    policy = [e for e in rp.added if e.kind == "section"]
+    assert [e.anchor for e in policy] == [big.genome]  # pool_size 3: room for one new entry; the dear anchor's came first
+    steps = [e for e in rp.added if e.kind == "step"]
+    assert [e.key for e in steps] == ["verify_results", "verify_results"] and {e.model for e in (s.anchor for s in steps) if e} == {0, 1}
