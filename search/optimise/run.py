@@ -181,16 +181,17 @@ class SearchRun:
 
     # -- rounds -------------------------------------------------------------------------
     def pools_for(self, k: int, front: Sequence[TrialRecord], carried: Sequence[NewEntry] = (),
-                  reference: tuple[float, float] | None = None) -> RoundPools:
+                  reference: tuple[float, float] | None = None, combined: Sequence[Genome] = ()) -> RoundPools:
         stored = stored_round(self.paths, k)
         if stored is not None:  # resumed: the pools this round already searched over (LLM mutators are not re-paid)
             return stored
         if self.pools is None:
             rp = RoundPools(first_pools(self.settings))
         else:
-            # a carried proposal keeps its entry (and what its anchor picks) out of retirement
-            waiting = [with_new_entry(c.anchor or BASELINE, self.pools, c.kind, c.key, list(self.settings.base_steps), index=c.index)
-                       for c in carried]
+            # a carried proposal keeps its entry (and what its anchor picks) out of retirement, and so
+            # does every entry of a combined genome this round will evaluate
+            waiting = [*(with_new_entry(c.anchor or BASELINE, self.pools, c.kind, c.key, list(self.settings.base_steps), index=c.index)
+                         for c in carried), *combined]
             costs: list[tuple[str, float]] = []
             rp = mutate(self.settings, k, self.pools, front, front_evidence(self.paths, front), mutators=self.mutators,
                         run_teacher=teacher_runner(self.settings, self.workload, on_cost=lambda who, usd: costs.append((who, usd))),
@@ -293,7 +294,7 @@ class SearchRun:
         combined: list[Genome] = []  # per anchor, the entries that improved it, together
         reference: tuple[float, float] | None = None  # the baseline's train quality and cost per task in the last round
         for k in range(self.s.rounds):
-            rp = self.pools_for(k, front, carried, reference)
+            rp = self.pools_for(k, front, carried, reference, combined)
             self.pools = rp.pools
             studies.append(self.run_round(k, rp, front, earlier, reference=reference, combined=combined))
             front = best_records(studies[-1], k)

@@ -149,6 +149,10 @@ def round_queue(
     for a, anchor in tries:
         g = with_new_entry(anchor, pools, a.kind, a.key, step_names, index=a.index)
         queue.append(Queued(params(g), {"origin": f"new:{a.author}", "anchor": anchor.to_dict()}))
+    # a genome that picks a retired entry cannot be asked for this round (the sampler no longer has
+    # the choice); retirement spares what the round queues, so this only guards against a crash
+    space = param_space(pools)
+    queue = [q for q in queue if all(v in space[n] for n, v in q.params.items() if n in space)]
     unique: dict[str, Queued] = {}
     for q in queue:
         unique.setdefault(json.dumps(q.params, sort_keys=True) + str(q.attrs.get("control")), q)

@@ -228,3 +228,11 @@ def test_anchors_share_the_room_and_a_shared_proposal_is_tried_on_each(settings:
     assert [e.anchor for e in policy] == [big.genome]  # pool_size 3: room for one new entry; the dear anchor's came first
     steps = [e for e in rp.added if e.kind == "step"]
     assert [e.key for e in steps] == ["verify_results", "verify_results"] and {e.model for e in (s.anchor for s in steps) if e} == {0, 1}
+
+
+def test_a_genome_on_a_retired_entry_is_never_queued() -> None:
+    p, _ = retire_one(slot_pools(3), "section", "role", keep=[2])
+    front = [rec(1, Genome(sections={"role": 1}), 0.8, 1.0), rec(2, Genome(sections={"role": 2}), 0.7, 0.5)]
+    q = round_queue(1, p, front, [], [], quality="pass_rate", budget=5, base_format="json", base_steps={"verify": False},
+                    accumulated=[Genome(sections={"role": 1})])
+    assert [x.params.get("section.role") for x in q] == [0, 2]  # the baseline and the live member; entry 1 is retired
