@@ -184,10 +184,13 @@ def _interleaved(items: Sequence[tuple[Any, Genome, int]], anchors_: Sequence[Ge
 
 
 def support(p: Proposal | Control, ctx: MutationContext) -> int:
-    """How many of the anchor's failed episodes name a tool the proposal addresses: its own tool,
-    or a tool its new text names that the anchor's text did not."""
+    """How many of the anchor's failed episodes the proposal addresses: for a tool edit or a section
+    text, those whose failures name its tool or a tool its new text names that the anchor's text
+    did not; for a workflow step, every one (a step acts on the whole episode)."""
     if isinstance(p, Control):
         return 0
+    if p.kind == "step":
+        return len(ctx.evidence)
     if p.kind == "tool" and p.key is not None:
         named = {p.key}
     elif p.kind == "section" and p.key is not None:

@@ -236,3 +236,12 @@ def test_a_genome_on_a_retired_entry_is_never_queued() -> None:
     q = round_queue(1, p, front, [], [], quality="pass_rate", budget=5, base_format="json", base_steps={"verify": False},
                     accumulated=[Genome(sections={"role": 1})])
     assert [x.params.get("section.role") for x in q] == [0, 2]  # the baseline and the live member; entry 1 is retired
+
+
+def test_a_workflow_step_is_supported_by_every_failed_episode(settings: RunSettings) -> None:
+    base = initial_pools(settings.agent, models=["sim_medium"], temperatures=[0.0], base_model="base", base_temperature=0.0)
+    big = rec(1, Genome(), 0.8, 1.0, "baseline")
+    evidence = [wrong(f"t/{i}", "mv", "destination", big.genome) for i in range(4)] + [wrong("t/9", "cd", "folder", big.genome)]
+    rp = mutate(settings, 1, base, [big], evidence, run_teacher=None, echo=lambda _: None,
+                mutators=[(make_mutator("tool_rule_add"), 1.0), (make_mutator("workflow_step_append"), 1.0)])
+    assert [(e.kind, e.support) for e in rp.added] == [("step", 5), ("tool", 4)]  # the step first: it acts on all five
