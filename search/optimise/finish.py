@@ -106,8 +106,14 @@ def finish(
     front_records = distinct_front([r for r in trials_of.front if r.genome is not None], q)
     front = [{**_member(settings, r, pools, variant_of(r.genome), baseline_variant), "losses": losses(paths, r.eval_key)}
              for r in front_records if r.genome is not None]
+    qualifies = None
+    base_train = next((r.train for rs in reversed(trials_of.per_round) for r in rs if r.origin == "baseline" and r.train), None)
+    if settings.decision == "cheapest_noninferior" and base_train and q in base_train and settings.reference == "incumbent":
+        bar, dear = float(base_train[q]) - settings.margin, float(base_train.get("cost_per_task", float("inf")))
+        qualifies = [float(m["train"].get(q, 0.0)) >= bar - 1e-12 and float(m["train"].get("cost_per_task", 0.0)) < dear
+                     for m in front]
     dev_members = [front[i] for i in dev_members_of([float(m["train"].get("cost_per_task", 0.0)) for m in front],
-                                                    settings.search.max_front_dev)]
+                                                    settings.search.max_front_dev, qualifies=qualifies)]
 
     ref_genome = _reference_genome(settings, pools)
     dev_results = evaluate([(BASELINE, "dev", "baseline-dev"),

@@ -31,15 +31,24 @@ def dev_picks(count: int, cap: int) -> list[int]:
     return sorted({round(i * (count - 1) / (cap - 1)) for i in range(cap)})
 
 
-def dev_members(costs: Sequence[float], cap: int) -> list[int]:
+def dev_members(costs: Sequence[float], cap: int, *, qualifies: Sequence[bool] | None = None) -> list[int]:
     """Indices of the front members (ordered best train quality first, with their train costs)
     re-evaluated on dev: all when they fit, else ``cap`` spread evenly along the cost axis, the
     cheapest always among them (what cheapest_noninferior needs) and the best quality (index 0)
     in place of the dearest pick. With three objectives quality order is not cost order, so
-    spacing by quality rank alone could skip the cheapest member."""
+    spacing by quality rank alone could skip the cheapest member.
+
+    ``qualifies`` (cheapest_noninferior: cheaper than the reference and within the margin of its
+    train quality) sends the dev runs to the members that can win first: the best quality, then
+    the cheapest qualifying ones; the spread fills what is left. A member far below the bar on
+    train is the last that needs a dev run."""
     count = len(costs)
     if count <= max(1, cap):
         return list(range(count))
+    if qualifies is not None and any(qualifies[1:]):
+        ok = sorted((i for i in range(1, count) if qualifies[i]), key=lambda i: (costs[i], i))[: max(1, cap) - 1]
+        rest = sorted((i for i in dev_members(costs, cap) if i not in ok and i != 0), key=lambda i: (costs[i], i))
+        return sorted({0, *ok, *rest[: max(0, cap - 1 - len(ok))]})
     by_cost = sorted(range(count), key=lambda i: (costs[i], i))
     picks = [by_cost[i] for i in dev_picks(count, cap)]
     if 0 not in picks:

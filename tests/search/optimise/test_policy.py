@@ -280,3 +280,14 @@ def test_under_cheapest_noninferior_the_cheap_anchor_is_the_cheapest_within_the_
     # none cheaper is within 0.01 yet: the cheaper member closest to qualifying (not the baseline itself)
     assert anchors(front, "pass_rate", margin=0.01) == [best.genome, medium.genome]
     assert anchors([best, base], "pass_rate", margin=0.01) == [best.genome, base.genome]  # nothing cheaper at all
+
+
+def test_dev_runs_go_to_the_members_that_can_qualify_first() -> None:
+    from search.optimise.select import dev_members
+
+    costs = [1.0, 0.04, 0.03, 0.025, 0.004, 0.003]  # best quality first
+    qualifies = [False, True, True, False, False, False]  # only two cheap members are near the bar on train
+    assert dev_members(costs, 4) == [0, 2, 3, 5]  # the spread alone skips a qualifying member
+    assert dev_members(costs, 4, qualifies=qualifies) == [0, 1, 2, 5]  # both qualifiers, then the cheapest of the rest
+    assert dev_members(costs, 4, qualifies=[False] * 6) == dev_members(costs, 4)
+    assert dev_members(costs, 2, qualifies=qualifies) == [0, 2]  # the cheapest qualifier beside the best
