@@ -194,7 +194,9 @@ def test_the_ablation_peels_the_model_then_the_base_settings_then_the_mutators_e
     assert [name for name, _ in layers(Genome(model=1), p, base_format="json", base_steps={"verify": False})] == ["model"]
     rows = decompose(0.70, [("model", 0.72), ("harness settings", 0.80), ("mutator edits", 0.84)])
     assert [round(r["gain"], 3) for r in rows] == [0.02, 0.08, 0.04]
-    assert "mutator edits by rule_miner: 29% of the gain" in line(rows, ["rule_miner"], "pass_rate")
+    assert "the mutators' edits by rule_miner earned 33% of the gain" in line(rows, ["rule_miner"], "pass_rate")
+    swap = decompose(0.787, [("model", 0.625), ("mutator edits", 0.812)])  # the model swap alone loses quality
+    assert "model -0.162, mutator edits +0.187" in line(swap, ["x"], "pass_rate") and "earned 100% of the gain" in line(swap, [], "q")
     assert "not measured" in line(decompose(0.7, [("model", None), ("mutator edits", 0.8)]), [], "pass_rate")
 
 
