@@ -27,7 +27,9 @@ from search.records.spend import read_spend
 
 ROOT = Path(__file__).resolve().parents[3]
 ROUNDS, PER_ROUND = 2, 4
+# eight temperatures x three formats: 24 genomes, so the sampler finds four new ones a round well within its asks
 ARGS = ["search.study=k", f"search.rounds={ROUNDS}", f"search.trials_per_round={PER_ROUND}", "mutators.enabled=[]",
+        "search.temperatures=[0.0,0.1,0.2,0.3,0.4,0.5,0.6,0.7]",
         "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]", "search.samples=1", "search.population_size=2", "search.max_front_dev=2",
         "search.resamples=2000",
