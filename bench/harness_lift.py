@@ -7,8 +7,9 @@ evaluates on dev, interleaved over seeds:
 
 * base: the base harness;
 * found: the search's champion;
-* ablated: the champion without its mutator-authored entries (sections and tool edits back to
-  the baseline; the format, steps and temperature it picked stay);
+* ablated: the champion without its mutator-authored entries (sections, tool edits, and the steps
+  and tool lists a mutator made, back to the baseline; the format, the base config's own steps and
+  a pooled temperature stay);
 * oracle: a harness built from the simulator's model card (docs/sim-model.md): a rule line naming
   the tool and the argument for every tool/argument pair that failed on train under the base
   harness, an example per tool, a verify step (the card's verify-type step). Only the card is
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from compiler.workloads.bfcl.workload import BfclWorkload
     from search.evaluation.evaluate import evaluate_variant
     from search.genome import Genome, Pools, authors, genome_to_config
+    from search.optimise.ablation import layers
 
     configure_sim(None, time_scale=0.0)  # quality does not depend on the simulated latency
     workload = BfclWorkload(categories=CATEGORIES)
@@ -92,8 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     pools = Pools.from_dict(json.loads(last.read_text(encoding="utf-8"))["pools"])
     models = {"base": model_config("sim_small")}
     found_g = Genome.from_dict(summary["champion"]["genome"])
-    ablated_g = Genome(steps=found_g.steps, toolset=found_g.toolset, tool_format=found_g.tool_format, model=found_g.model,
-                       temperature=found_g.temperature)
+    # without every mutator-authored entry (sections, tool edits, the steps and tool lists a mutator
+    # made): the search's own ablation layers, whose last non-mutator layer is what the base config gave
+    base_steps = {str(st["name"]): bool(st.get("enabled", True)) for st in agent["workflow"] if st.get("optional")}
+    peeled = [g for name, g in layers(found_g, pools, base_format=str(agent["tool_format"]), base_steps=base_steps)
+              if name != "mutator edits"]
+    ablated_g = peeled[-1] if peeled else Genome()
 
     def compiled(genome: Genome) -> Any:
         a, t, m = genome_to_config(genome, pools, agent=agent, tool=TOOL, models=models)
