@@ -7,7 +7,8 @@ Repeats that buy no information are not paid for: at temperature 0 a determinist
 every sample of a task alike, but whether a route is deterministic is measured, never assumed
 from its name. The first ``probe`` tasks run every sample; only when each of them gave identical
 trajectories do the other tasks run one sample (``metrics["samples_skipped"]`` counts the
-episodes not run). Any difference, or any infrastructure failure, and every sample is run.
+episodes not run). Any difference, or any infrastructure failure among the probe's, and every
+sample is run; a later task whose one sample failed on the infrastructure runs its other samples.
 """
 from __future__ import annotations
 
@@ -102,8 +103,11 @@ async def evaluate_variant_async(
         repeat = not repeats_identical([traj for _, traj in probed])
         extra = await _gather([guarded(t, s) for t in tail for s in range(1, samples)] if repeat else [], progress=desc)
         ran = await asyncio.gather(*firsts)
+        # a task whose one sample was lost to the infrastructure has nothing to stand in for: its other samples run
+        lost = [] if repeat else [t for t, (_, traj) in zip(tail, ran) if traj.status == "infra_error"]
+        extra += await asyncio.gather(*[guarded(t, s) for t in lost for s in range(1, samples)])
         done = [*probed, *ran, *extra]
-        stand_ins = [] if repeat else [replace(r, sample=s) for r, _ in ran for s in range(1, samples)]
+        stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error" for s in range(1, samples)]
     await drain_litellm_logging()
     report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples,
                        stand_ins=stand_ins)

@@ -54,7 +54,7 @@ def line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[str], met
     does not make the share exceed 100%)."""
     parts = [f"{r['layer']} {r['gain']:+.3f}" if r["gain"] is not None else f"{r['layer']} (not measured)" for r in rows]
     harness = [r for r in rows if r["layer"] != "model" and r["gain"] is not None]
-    total = sum(r["gain"] for r in harness)
+    total = sum(max(0.0, r["gain"]) for r in harness)  # a layer that lost quality earns no share
     mut = next((r["gain"] for r in harness if r["layer"] == "mutator edits"), 0.0)
     who = f" by {', '.join(champion_authors)}" if champion_authors else ""
     share = (f"; over its model with the base harness, the mutators' edits{who} earned {max(0.0, mut) / total:.0%} of the gain"

@@ -6,8 +6,8 @@ the teacher's calls (answers from the response cache cost nothing). The finish (
 the holdout claim) is reserved before the cap is reached, so a capped search still ends with a
 decision: the rounds stop when the next batch plus the finish would cross the cap. A batch is
 estimated at the dearest train evaluation paid so far, the finish from the front's train cost per
-task: a cap is an upper bound, so both err high. The first batch, which measures the baseline,
-always runs.
+task: a cap is an upper bound, so both err high. Under a cap the first batch is the
+baseline alone, which always runs; the LLM mutators run between rounds only while a batch could.
 """
 from __future__ import annotations
 
@@ -32,20 +32,22 @@ class Estimate:
 
 
 def estimate(rows: Sequence[Mapping[str, Any]], *, front_costs: Sequence[float], baseline_cost: float, tasks: Mapping[str, int],
-             dev_members: int, references: int) -> Estimate | None:
+             dev_members: int, references: int, samples: int = 1, extra_dev: int = 2) -> Estimate | None:
     """None before any train evaluation was paid. The finish runs the baseline, at most
     ``dev_members`` front members (bounded by the dearest) and a named reference on dev, then the
     champion (at most the dearest member) and the references on the holdout; costs per task are
     the members' train costs. ``references``: 1 (the incumbent) or 2 (with a named reference,
-    bounded by the dearest member)."""
+    bounded by the dearest member). Every run is costed at ``samples`` samples per task (repeats
+    that turn out identical are skipped, but that is not known in advance), and ``extra_dev`` more
+    dev runs at the dearest cost are reserved for the champion's ablation."""
     train = [float(r["cost_usd"]) for r in rows if r.get("split") == "train"]
     if not train:
         return None
     dearest = sorted(front_costs, reverse=True) or [max(train) / max(1, tasks["train"])]
     extra = (references - 1) * dearest[0]
-    dev = baseline_cost + sum(dearest[:dev_members]) + extra
+    dev = baseline_cost + sum(dearest[:dev_members]) + extra + extra_dev * dearest[0]
     holdout = dearest[0] + baseline_cost + extra
-    return Estimate(per_train_eval=max(train), finish=dev * tasks["dev"] + holdout * tasks["holdout"])
+    return Estimate(per_train_eval=max(train), finish=samples * (dev * tasks["dev"] + holdout * tasks["holdout"]))
 
 
 def may_start(cap: float | None, *, spent_usd: float, batch: int, est: Estimate | None) -> bool:
@@ -56,16 +58,17 @@ def may_start(cap: float | None, *, spent_usd: float, batch: int, est: Estimate 
 
 
 def projection(baseline_cost: float, *, tasks: Mapping[str, int], rounds: int, per_round: int, dev_members: int,
-               references: int) -> float:
+               references: int, samples: int = 1) -> float:
     """The whole search's spend if every evaluation cost what the baseline's did per task: the
     number to expect before the search knows what its candidates cost."""
     evaluations = rounds * per_round * tasks["train"] + (dev_members + references) * tasks["dev"] + (1 + references) * tasks["holdout"]
-    return baseline_cost * evaluations
+    return baseline_cost * evaluations * samples
 
 
 class SpendWatch:
     """A search's spend as it runs: what the journal holds, what the baseline and the front cost per
-    task (the finish's estimate), the projection printed once, and the cap's verdict."""
+    task (the finish's estimate, from the costliest front seen in any round), the projection printed
+    once, and the cap's verdict."""
 
     def __init__(self, settings: RunSettings, journal: Path, *, tasks: Mapping[str, int], echo: Callable[[str], None]) -> None:
         self.s, self.journal, self.tasks, self.echo = settings.search, journal, dict(tasks), echo
@@ -81,14 +84,15 @@ class SpendWatch:
 
     def note(self, front: Sequence[TrialRecord], done: Sequence[TrialRecord], quality: str) -> None:
         """After a batch: the round's front and baseline, then the projection once the baseline is known."""
-        self.front_costs = [float(t.train.get("cost_per_task", 0.0)) for t in front] or self.front_costs
+        # every round's front can reach the finish (the front over all rounds): keep the dearest seen
+        self.front_costs = sorted({*self.front_costs, *(float(t.train.get("cost_per_task", 0.0)) for t in front)}, reverse=True)
         baseline = next((r for r in done if r.origin == "baseline" and r.train), None)
         if baseline is not None:
             self.baseline_q, self.baseline_cost = baseline.quality(quality), float(baseline.train.get("cost_per_task", 0.0))
         if not self.projected and self.baseline_cost:
             self.projected = True
             total = projection(self.baseline_cost, tasks=self.tasks, rounds=self.s.rounds, per_round=self.s.trials_per_round,
-                               dev_members=self.s.max_front_dev, references=self.references)
+                               dev_members=self.s.max_front_dev, references=self.references, samples=self.s.samples)
             cap = f"; search.budget_usd={self.s.budget_usd:g} caps it" if self.s.budget_usd is not None else ""
             self.echo(f"projected spend: about ${total:.2f} at the baseline's ${self.baseline_cost:.4f} per task "
                       f"({self.s.rounds} rounds x {self.s.trials_per_round} paid train evaluations, then dev and holdout; "
@@ -97,7 +101,11 @@ class SpendWatch:
     def estimate(self) -> Estimate | None:
         rows = read_spend(self.journal) if self.journal.exists() else []
         return estimate(rows, front_costs=self.front_costs, baseline_cost=self.baseline_cost, tasks=self.tasks,
-                        dev_members=self.s.max_front_dev, references=self.references)
+                        dev_members=self.s.max_front_dev, references=self.references, samples=self.s.samples)
+
+    def first_batch(self, size: int) -> int:
+        """Under a cap, the first batch is the baseline alone: nothing is known about cost before it."""
+        return 1 if self.s.budget_usd is not None and self.estimate() is None else size
 
     def may_start(self, batch: int) -> bool:
         return self.s.budget_usd is None or may_start(self.s.budget_usd, spent_usd=self.spent(), batch=batch, est=self.estimate())

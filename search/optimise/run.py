@@ -226,7 +226,7 @@ class SearchRun:
     def _batches(self, k: int, study: optuna.Study, dists: Any, earlier: Collection[str], budget: int, asks_left: int,
                  bar: Progress) -> None:
         while (remaining := budget - paid_evaluations(study, earlier)) > 0 and asks_left > 0:
-            size = min(self.s.population_size, remaining, asks_left)
+            size = self.watch.first_batch(min(self.s.population_size, remaining, asks_left))
             if not self.watch.may_start(size):
                 self.capped = k
                 self.echo(f"search.budget_usd={self.s.budget_usd:g} reached in round {k}: ${self.watch.spent():.4f} spent, "
@@ -294,6 +294,11 @@ class SearchRun:
         combined: list[Genome] = []  # per anchor, the entries that improved it, together
         reference: tuple[float, float] | None = None  # the baseline's train quality and cost per task in the last round
         for k in range(self.s.rounds):
+            if k and stored_round(self.paths, k) is None and not self.watch.may_start(self.s.population_size):
+                self.capped = k  # the mutators (LLM calls) and the round would both spend past the cap
+                self.echo(f"search.budget_usd={self.s.budget_usd:g} reached before round {k}: ${self.watch.spent():.4f} spent; "
+                          "the search finishes with what it measured (the finish was reserved)")
+                break
             rp = self.pools_for(k, front, carried, reference, combined)
             self.pools = rp.pools
             studies.append(self.run_round(k, rp, front, earlier, reference=reference, combined=combined))

@@ -156,3 +156,26 @@ def test_repeats_identical_compares_what_the_samples_did() -> None:
     assert not repeats_identical([traj("a", 0, "x"), traj("a", 1, "x"), traj("b", 0, "y"), traj("b", 1, "z")])
     assert not repeats_identical([traj("a", 0, "x", "infra_error"), traj("a", 1, "x", "infra_error")])
     assert not repeats_identical([])
+
+
+def test_a_later_task_lost_to_the_infrastructure_runs_its_other_samples() -> None:
+    from compiler.runtime.trajectory import Trajectory
+    from search.evaluation import evaluate as ev
+
+    real = ev._episode
+    victim = DEV[6].task_id
+
+    async def flaky(variant: Any, workload: Any, task: Any, sample: int, seed: int, client: Any) -> Any:
+        if task.task_id == victim and sample == 0:
+            traj = Trajectory(task.task_id, sample, seed, variant.content_hash, "infra_error", infra_error="timeout")
+            return ev.EpisodeResult.from_episode(traj, None), traj
+        return await real(variant, workload, task, sample, seed, client)
+
+    import pytest as _pytest
+
+    with _pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ev, "_episode", flaky)
+        report = evaluate_variant(variant("sim/small"), WORKLOAD, "dev", tasks=DEV, samples=3, seed=1)
+    row = report.task(victim)
+    assert row is not None and row.scored == 2  # its other two samples ran and were scored
+    assert report.metrics["samples_skipped"] == 7 * 2  # stand-ins only for the seven other later tasks

@@ -39,17 +39,20 @@ def make(tmp_path: Path) -> Iterator[Callable[[str, float | None], RunSettings]]
 def test_estimates_err_high_and_reserve_the_finish() -> None:
     rows = [{"split": "train", "cost_usd": 0.3}, {"split": "train", "cost_usd": 0.9}, {"split": "mutator", "cost_usd": 5.0}]
     tasks = {"train": 3, "dev": 10, "holdout": 20}
-    est = estimate(rows, front_costs=[0.01, 0.2, 0.05], baseline_cost=0.02, tasks=tasks, dev_members=2, references=1)
+    est = estimate(rows, front_costs=[0.01, 0.2, 0.05], baseline_cost=0.02, tasks=tasks, dev_members=2, references=1, extra_dev=0)
     # dev: the baseline and the two dearest members; holdout: the dearest (a bound on the champion) and the baseline
     assert est == Estimate(per_train_eval=0.9, finish=pytest.approx((0.02 + 0.2 + 0.05) * 10 + (0.2 + 0.02) * 20))
-    named = estimate(rows, front_costs=[0.01, 0.2, 0.05], baseline_cost=0.02, tasks=tasks, dev_members=2, references=2)
+    named = estimate(rows, front_costs=[0.01, 0.2, 0.05], baseline_cost=0.02, tasks=tasks, dev_members=2, references=2, extra_dev=0)
     assert named is not None and named.finish == pytest.approx(est.finish + 0.2 * (10 + 20))
+    # two samples per task cost twice; the ablation's two dev runs are reserved at the dearest cost
+    both = estimate(rows, front_costs=[0.01, 0.2, 0.05], baseline_cost=0.02, tasks=tasks, dev_members=2, references=1, samples=2)
+    assert both is not None and both.finish == pytest.approx(2 * (est.finish + 2 * 0.2 * 10))
     assert estimate([{"split": "dev", "cost_usd": 1.0}], front_costs=[], baseline_cost=0.0, tasks=tasks, dev_members=1,
                     references=1) is None
     assert may_start(None, spent_usd=1e9, batch=5, est=est) and may_start(100.0, spent_usd=50.0, batch=5, est=None)
     assert may_start(13.0, spent_usd=2.0, batch=4, est=est) and not may_start(13.0, spent_usd=3.0, batch=4, est=est)
-    assert projection(0.01, tasks=tasks, rounds=2, per_round=10, dev_members=2, references=1) == pytest.approx(
-        0.01 * (2 * 10 * 3 + 3 * 10 + 2 * 20))
+    assert projection(0.01, tasks=tasks, rounds=2, per_round=10, dev_members=2, references=1, samples=2) == pytest.approx(
+        2 * 0.01 * (2 * 10 * 3 + 3 * 10 + 2 * 20))
 
 
 def test_a_capped_search_stops_new_trials_and_still_decides(make: Callable[[str, float | None], RunSettings]) -> None:
@@ -66,7 +69,7 @@ def test_a_capped_search_stops_new_trials_and_still_decides(make: Callable[[str,
     assert capped["spend"]["spent_usd"] == pytest.approx(sum(r["cost_usd"] for r in read_spend(journal)))
     assert len(capped["trials"]) < len(full["trials"])
     assert capped["champion"] and capped["claim"]["verdict"]  # it finished with what it measured
-    assert any(f"search.budget_usd={cap:g} reached in round" in line for line in lines)
+    assert any(f"search.budget_usd={cap:g} reached" in line for line in lines)
     assert [j.split for j in launcher.jobs].count("holdout") == 2
 
 
