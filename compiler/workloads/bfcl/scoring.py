@@ -169,18 +169,14 @@ def turn_failures(task: Task, env: BfclEnvironment, turn: int, *, status: str) -
             break  # one stop, named by the first call it skipped
         else:
             out.append(Failure("missed_call", name, turn=turn))
-    unmatched = [(c.name, dict(c.arguments)) for c in gold]
-    for m in model:
-        signature = (m.name, dict(m.arguments))
-        if signature in unmatched:
-            unmatched.remove(signature)
-            continue
+    for i, m in enumerate(model):  # a write no gold call asked for (paired calls and the wrong tool's are accounted for)
         spec = catalog.get(m.name)
-        if m.error is None and m.name not in gold_names and (spec is None or spec.mutates_state):
-            if m.name in consumed:
-                consumed.remove(m.name)
-                continue
-            out.append(Failure("unneeded_call", m.name, turn=turn))
+        if i in used or m.error is not None or m.name in gold_names or not (spec is None or spec.mutates_state):
+            continue
+        if m.name in consumed:
+            consumed.remove(m.name)
+            continue
+        out.append(Failure("unneeded_call", m.name, turn=turn))
     if status == "max_turns":
         out.append(Failure("non_termination", turn=turn))
     return out
