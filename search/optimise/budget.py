@@ -94,9 +94,9 @@ class SpendWatch:
             total = projection(self.baseline_cost, tasks=self.tasks, rounds=self.s.rounds, per_round=self.s.trials_per_round,
                                dev_members=self.s.max_front_dev, references=self.references, samples=self.s.samples)
             cap = f"; search.budget_usd={self.s.budget_usd:g} caps it" if self.s.budget_usd is not None else ""
-            self.echo(f"projected spend: about ${total:.2f} at the baseline's ${self.baseline_cost:.4f} per task "
-                      f"({self.s.rounds} rounds x {self.s.trials_per_round} paid train evaluations, then dev and holdout; "
-                      f"cheaper models cost less, dearer formats and steps more){cap}")
+            self.echo(f"projected spend: at most about ${total:.2f}, every evaluation at the baseline's ${self.baseline_cost:.4f} "
+                      f"per task and {self.s.samples} sample(s) ({self.s.rounds} rounds x {self.s.trials_per_round} paid train "
+                      f"evaluations, then dev and holdout; cheaper models and skipped identical repeats cost less){cap}")
 
     def estimate(self) -> Estimate | None:
         rows = read_spend(self.journal) if self.journal.exists() else []

@@ -59,7 +59,7 @@ def test_a_capped_search_stops_new_trials_and_still_decides(make: Callable[[str,
     lines: list[str] = []
     full = SearchRun(make("full", None), launch=Launcher(), echo=lines.append).execute()
     assert full["spend"]["capped_in_round"] is None and full["spend"]["spent_usd"] > 0
-    assert any(line.startswith("projected spend: about $") for line in lines)
+    assert any(line.startswith("projected spend: at most about $") for line in lines)
     cap = 0.75 * full["spend"]["spent_usd"]
     lines.clear()
     launcher = Launcher()
