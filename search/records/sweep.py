@@ -3,8 +3,9 @@
 A Hydra callback (``on_multirun_end``), so it runs on any launcher once every job is done: it
 reads each job's ``eval.json`` and ``.hydra/overrides.yaml`` under the sweep dir, prints one row
 per variant with the Pareto members over quality, cost and latency marked, and writes
-``sweep_summary.json`` and ``sweep_summary.csv`` beside the jobs. Jobs that left no eval.json
-(they failed) are listed as failed, never dropped.
+``sweep_summary.json`` and ``sweep_summary.csv`` beside the jobs (rewritten after every job, so a
+job that fails and stops the sweep leaves the files for the jobs that ran). Jobs that left no
+eval.json (they failed) are listed as failed, never dropped.
 """
 from __future__ import annotations
 
@@ -83,7 +84,17 @@ def write(sweep_dir: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 class SweepSummary(Callback):
-    """Registered for `evoharness evaluate -m` (hydra.callbacks.sweep_summary)."""
+    """Registered for `evoharness evaluate -m` (hydra.callbacks.sweep_summary). The files are
+    rewritten after every job, so a sweep that a failed job stops (Hydra re-raises its error before
+    the multirun ends) still leaves the comparison of every job that ran, the failed one marked."""
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        try:
+            sweep_dir = Path(str(config.hydra.sweep.dir))
+        except Exception:  # a config without its hydra node: the multirun end still writes the files
+            return
+        if sweep_dir.is_dir() and (rows := collect(sweep_dir)):
+            write(sweep_dir, rows)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))

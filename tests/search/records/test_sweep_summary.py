@@ -46,3 +46,21 @@ def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
     assert [r["variant"] for r in rows] == [j["variant"] for j in jobs] and rows[0]["pareto"] == "True"
     table = proc.stdout[proc.stdout.index("   variant"):]
     assert "model=sim_large agent.tool_format=bash" in table and "on the Pareto front" in table
+
+
+def test_a_sweep_stopped_by_a_failed_job_still_leaves_its_comparison(tmp_path: Path) -> None:
+    import compiler.sim.server as sim_server
+
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "SIM_HTTP_KEY": "sk-local-simulator-key"}
+    with sim_server.BackgroundServer() as srv:
+        # the second job reaches the simulator's HTTP route without the episode id it needs: a 400,
+        # a configuration error no retry fixes, so the job fails and Hydra's basic sweeper stops there
+        proc = subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))",
+                               "evaluate", "-m", "model.route=openai/sim/small", f"model.api_base={srv.api_base}",
+                               "model.api_key_env=SIM_HTTP_KEY", "model.send_episode_id=true,false", "workload.limit=2",
+                               "workload.options.categories=[multi_turn_base]", f"runs_dir={tmp_path}"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 or "Error" in proc.stderr, proc.stderr[-1500:]  # the failed job did stop the sweep
+    [sweep] = list(tmp_path.glob("evaluate-multirun/*"))
+    jobs = json.loads((sweep / "sweep_summary.json").read_text(encoding="utf-8"))["jobs"]
+    assert [j["status"] for j in jobs] == ["ok", "failed"] and jobs[0]["metrics"]["pass_rate"] is not None
