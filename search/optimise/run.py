@@ -40,6 +40,7 @@ from search.optimise.study import (
     free_rereads,
     front_over,
     make_sampler,
+    mirror_round,
     paid_evaluations,
     records,
     round_study,
@@ -193,7 +194,11 @@ class SearchRun:
             waiting = [*(with_new_entry(c.anchor or BASELINE, self.pools, c.kind, c.key, list(self.settings.base_steps), index=c.index)
                          for c in carried), *combined]
             costs: list[tuple[str, float]] = []
-            rp = mutate(self.settings, k, self.pools, front, front_evidence(self.paths, front), mutators=self.mutators,
+            evidence = front_evidence(self.paths, front)
+            if (old := sum(1 for e in evidence if e.detail and not e.failures)) and old == len(evidence):
+                self.echo(f"warning: the front's {old} failed train episodes were stored without failure records (an older "
+                          "evoharness); the evidence-driven mutators have nothing to read: start a new search.study to re-score")
+            rp = mutate(self.settings, k, self.pools, front, evidence, mutators=self.mutators,
                         run_teacher=teacher_runner(self.settings, self.workload, on_cost=lambda who, usd: costs.append((who, usd))),
                         echo=self.echo, keep=waiting, reference=reference, costs=costs)
             # the mutators' and the teacher's model calls are journaled like evaluations: the cap counts them
@@ -302,6 +307,7 @@ class SearchRun:
             rp = self.pools_for(k, front, carried, reference, combined)
             self.pools = rp.pools
             studies.append(self.run_round(k, rp, front, earlier, reference=reference, combined=combined))
+            mirror_round(self.paths.storage, self.s.study, studies[-1], k, self.objectives)
             front = best_records(studies[-1], k)
             carried = unevaluated(studies[-1], rp)
             done = records(studies[-1], k)

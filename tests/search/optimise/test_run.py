@@ -124,3 +124,18 @@ def test_rounds_dev_and_holdout_on_a_known_surface(settings: RunSettings, monkey
     # nothing is compiled twice: the finish (dev, holdout, snapshots, ledger diffs) reads the
     # variants the rounds' jobs compiled
     assert compiled_by_orchestrator == []
+
+
+def test_every_round_is_in_one_dashboard_study_once(settings: RunSettings) -> None:
+    from search.optimise.study import mirror_round
+
+    SearchRun(settings, launch=Launcher(), echo=lambda _: None).execute()
+    storage = f"sqlite:///{settings.runs_dir / 'bfcl_sim' / 'study.db'}"
+    rounds = [optuna.load_study(study_name=f"bfcl_sim/r{k}", storage=storage) for k in range(2)]
+    view = optuna.load_study(study_name="bfcl_sim/all", storage=storage)
+    finished = [(k, t.number) for k, s in enumerate(rounds) for t in s.trials if t.state.is_finished()]
+    assert sorted((t.user_attrs["round"], t.user_attrs["round_trial"]) for t in view.trials) == sorted(finished)
+    assert view.metric_names == ["pass_rate", "cost_per_task", "latency_p95"]
+    first = next(t for t in view.trials if t.user_attrs["round"] == 1)
+    assert first.values == rounds[1].trials[first.user_attrs["round_trial"]].values and first.user_attrs["genome"]
+    assert mirror_round(storage, "bfcl_sim", rounds[1], 1, settings.objectives) == 0  # a resume adds nothing twice
