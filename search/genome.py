@@ -365,8 +365,9 @@ def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None
 
 
 def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:
-    """A short human summary of how a genome departs from the baseline, e.g.
-    ``model=sim_small, format=bash, +step verify, tool place_order#1 (rule_miner)``."""
+    """A short human summary of how a genome departs from the baseline, with the author of every
+    mutator-made part, e.g. ``model=sim_small, format=bash, +step verify_results
+    (workflow_step_append), tool place_order#1 (rule_miner)``."""
     parts: list[str] = []
     if genome.model:
         parts.append(f"model={pools.models[genome.model].value}")
@@ -376,7 +377,8 @@ def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapp
         parts.append(f"format={genome.tool_format}")
     for name, on in sorted(genome.steps.items()):
         if on != base_steps.get(name, False):
-            parts.append(f"{'+' if on else '-'}step {name}")
+            author = pools.steps[name].author if name in pools.steps else "baseline"
+            parts.append(f"{'+' if on else '-'}step {name}" + (f" ({author})" if author != "baseline" else ""))
     parts += [f"section {k}#{i} ({pools.sections[k][i].author})" for k, i in sorted(genome.sections.items()) if i]
     parts += [f"tool {k}#{i} ({pools.tools[k][i].author})" for k, i in sorted(genome.tools.items()) if i]
     if genome.toolset:

@@ -115,7 +115,7 @@ def test_authors_and_description_name_the_mutators() -> None:
     g = Genome(sections={"style": 1}, tools={"mv": 1}, model=1, steps={"double_check": True})
     assert authors(g, p) == ("prompt_suffix", "rule_miner", "workflow_step_append")
     text = describe(g, p, base_format="json", base_steps={"verify": False})
-    assert "model=sim_large" in text and "tool mv#1 (rule_miner)" in text and "+step double_check" in text
+    assert "model=sim_large" in text and "tool mv#1 (rule_miner)" in text and "+step double_check (workflow_step_append)" in text
     assert describe(BASELINE, p, base_format="json", base_steps={}) == "baseline"
 
 
