@@ -56,28 +56,26 @@ def store_round(paths: StudyPaths, k: int, rp: RoundPools) -> None:
                                        "controls": [c.to_dict() for c in rp.controls]})
 
 
+def stored_evidence(paths: StudyPaths, eval_key: str | None) -> list[dict[str, Any]]:
+    """The failed episodes of a stored evaluation (empty when none is stored under ``eval_key``)."""
+    stored = paths.evals / f"{eval_key}.json"
+    if not eval_key or not stored.exists():
+        return []
+    return list(checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored).get("evidence", []))
+
+
 def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[Evidence]:
     """The failed train episodes of the front members, from their stored evaluations."""
-    out: list[Evidence] = []
-    for t in front:
-        stored = paths.evals / f"{t.eval_key}.json"
-        if t.genome is None or not stored.exists():
-            continue
-        data = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored)
-        out += [Evidence(e["task_id"], e["detail"], tuple(e.get("tool_errors", [])), t.genome,
-                         tuple(Failure.from_dict(f) for f in e.get("failures", []))) for e in data.get("evidence", [])]
-    return out
+    return [Evidence(e["task_id"], e["detail"], tuple(e.get("tool_errors", [])), t.genome,
+                     tuple(Failure.from_dict(f) for f in e.get("failures", [])))
+            for t in front if t.genome is not None for e in stored_evidence(paths, t.eval_key)]
 
 
 def losses(paths: StudyPaths, eval_key: str | None) -> dict[str, int]:
     """Where a variant loses reward on train: how many of its failed episodes show each failure
     kind (an episode can show several), most frequent first; empty when nothing is stored."""
-    stored = paths.evals / f"{eval_key}.json"
-    if not eval_key or not stored.exists():
-        return {}
-    data = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored)
     counts: dict[str, int] = {}
-    for e in data.get("evidence", []):
+    for e in stored_evidence(paths, eval_key):
         for kind in {str(f.get("kind")) for f in e.get("failures", [])}:
             counts[kind] = counts.get(kind, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -167,20 +165,20 @@ def mutate(
             entries.append(replace(twin, anchor=a, support=n))
     unique_controls = {json.dumps(c.genome.to_dict(), sort_keys=True): c for c in controls}
     per_anchor = sum(1 for p, a, _ in proposals if isinstance(p, Control) and a == tried_on[0])  # identity once, not per anchor
-    return RoundPools(grown, tuple(_interleaved([(e, e.anchor or tried_on[0], e.support) for e in entries], tried_on, key=None)),
+    ranked = _interleaved([(e, e.anchor or tried_on[0], e.support) for e in entries], tried_on)
+    return RoundPools(grown, tuple(e for e, _, _ in ranked),
                       tuple(ControlRequest(c.genome, c.author) for c in list(unique_controls.values())[:per_anchor]))
 
 
-def _interleaved(items: Sequence[tuple[Any, Genome, int]], anchors_: Sequence[Genome], *, key: object = True) -> list[Any]:
+def _interleaved(items: Sequence[tuple[Any, Genome, int]], anchors_: Sequence[Genome]) -> list[tuple[Any, Genome, int]]:
     """Per anchor, best-supported first (ties keep the mutators' order), then one from each anchor
     in turn: every anchor claims its share of the pools' room and of the round's budget."""
     queues = [sorted([x for x in items if x[1] == a], key=lambda x: -x[2]) for a in anchors_]
     rest = [x for x in items if not any(x[1] == a for a in anchors_)]
-    out: list[Any] = []
+    out: list[tuple[Any, Genome, int]] = []
     for depth in range(max((len(q) for q in queues), default=0)):
         out += [q[depth] for q in queues if depth < len(q)]
-    out += rest
-    return out if key is not None else [x[0] for x in out]
+    return out + rest
 
 
 def support(p: Proposal | Control, ctx: MutationContext) -> int:
