@@ -136,6 +136,7 @@ class SearchConfig:
     rounds: int = 2  # mutation rounds; pools grow between rounds
     trials_per_round: int = 12  # candidates evaluated per round (resumed trials count)
     population_size: int = 6  # NSGA-II population = one launcher batch
+    sampler: str = "nsga2"  # nsga2 | tpe (multi-objective TPE) | random (a control)
     crossover: str = "uniform"  # NSGA-II crossover: uniform | blxalpha | sbx | vsbx | undx | spx
     seed: int = 0  # sampler and mutator seed
     models: list[str] = field(default_factory=list)  # model config names the search may swap to

@@ -364,23 +364,40 @@ def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None
     return replace(genome, temperature=pick(len(pools.temperatures)))
 
 
+def edits(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> list[dict[str, str]]:
+    """How a genome departs from the baseline, one edit per row: what it is, who made it
+    ("search" for a pooled model, temperature or format; "base config" for a base config's own
+    optional step) and the note its author gave for it."""
+    rows: list[dict[str, str]] = []
+
+    def add(edit: str, entry: PoolEntry | None, author: str = "search") -> None:
+        who = entry.author if entry else author
+        rows.append({"edit": edit, "author": "base config" if who == "baseline" else who, "note": entry.note if entry else ""})
+
+    if genome.model:
+        add(f"model={pools.models[genome.model].value}", None)
+    if genome.temperature:
+        add(f"temperature={pools.temperatures[genome.temperature].value}", None)
+    if genome.tool_format and genome.tool_format != base_format:
+        add(f"format={genome.tool_format}", None)
+    for name, on in sorted(genome.steps.items()):
+        if on != base_steps.get(name, False):
+            add(f"{'+' if on else '-'}step {name}", pools.steps.get(name), "base config")
+    for k, i in sorted(genome.sections.items()):
+        if i:
+            add(f"section {k}#{i}", pools.sections[k][i])
+    for k, i in sorted(genome.tools.items()):
+        if i:
+            add(f"tool {k}#{i}", pools.tools[k][i])
+    if genome.toolset:
+        add(f"toolset#{genome.toolset}", pools.toolsets[genome.toolset])
+    return rows
+
+
 def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:
     """A short human summary of how a genome departs from the baseline, with the author of every
     mutator-made part, e.g. ``model=sim_small, format=bash, +step verify_results
     (workflow_step_append), tool place_order#1 (rule_miner)``."""
-    parts: list[str] = []
-    if genome.model:
-        parts.append(f"model={pools.models[genome.model].value}")
-    if genome.temperature:
-        parts.append(f"temperature={pools.temperatures[genome.temperature].value}")
-    if genome.tool_format and genome.tool_format != base_format:
-        parts.append(f"format={genome.tool_format}")
-    for name, on in sorted(genome.steps.items()):
-        if on != base_steps.get(name, False):
-            author = pools.steps[name].author if name in pools.steps else "baseline"
-            parts.append(f"{'+' if on else '-'}step {name}" + (f" ({author})" if author != "baseline" else ""))
-    parts += [f"section {k}#{i} ({pools.sections[k][i].author})" for k, i in sorted(genome.sections.items()) if i]
-    parts += [f"tool {k}#{i} ({pools.tools[k][i].author})" for k, i in sorted(genome.tools.items()) if i]
-    if genome.toolset:
-        parts.append(f"toolset#{genome.toolset} ({pools.toolsets[genome.toolset].author})")
+    parts = [e["edit"] + (f" ({e['author']})" if e["author"] not in ("search", "base config") else "")
+             for e in edits(genome, pools, base_format=base_format, base_steps=base_steps)]
     return ", ".join(parts) or "baseline"

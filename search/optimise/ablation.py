@@ -48,20 +48,6 @@ def decompose(incumbent_q: float, measured: Sequence[tuple[str, float | None]]) 
     return rows
 
 
-def line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[str], metric: str) -> str:
-    """The printed account: every layer's gain on dev, and the mutators' share of the harness's
-    gain (over the champion's own model with the base harness, so a model swap that loses quality
-    does not make the share exceed 100%)."""
-    parts = [f"{r['layer']} {r['gain']:+.3f}" if r["gain"] is not None else f"{r['layer']} (not measured)" for r in rows]
-    harness = [r for r in rows if r["layer"] != "model" and r["gain"] is not None]
-    total = sum(max(0.0, r["gain"]) for r in harness)  # a layer that lost quality earns no share
-    mut = next((r["gain"] for r in harness if r["layer"] == "mutator edits"), 0.0)
-    who = f" by {', '.join(champion_authors)}" if champion_authors else ""
-    share = (f"; over its model with the base harness, the mutators' edits{who} earned {max(0.0, mut) / total:.0%} of the gain"
-             if total > 0 else "")
-    return f"Where the dev {metric} gain comes from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
-
-
 def run_ablation(champion: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool], incumbent_q: float,
                  champion_q: float, metric: str, evaluate: Callable[[Sequence[tuple[Genome, str, str]]], list[Any]]
                  ) -> list[dict[str, Any]]:

@@ -16,8 +16,7 @@ from search.evaluation.claim import make_claim
 from search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
 from search.evaluation.metrics import EvalReport, paired_scores
 from search.evaluation.stats import paired_test
-from search.genome import BASELINE, Genome, Pools, authors, describe
-from search.optimise.ablation import line as ablation_line
+from search.genome import BASELINE, Genome, Pools, authors, describe, edits
 from search.optimise.ablation import run_ablation
 from search.optimise.budget import spent
 from search.optimise.mutation import losses
@@ -74,6 +73,7 @@ def _member(settings: RunSettings, r: TrialRecord, pools: Pools, variant: Harnes
         "trial": r.number, "round": r.round, "variant_hash": variant.content_hash, "genome": g.to_dict(),
         "authors": list(authors(g, pools, settings.step_names)),
         "changes": describe(g, pools, base_format=settings.base_format, base_steps=settings.base_steps),
+        "edits": edits(g, pools, base_format=settings.base_format, base_steps=settings.base_steps),
         "params": dict(r.params), "values": list(r.values or []), "train": dict(r.train), "dev": None,
         "diff": unified_diff(baseline, variant), "champion": False,
     }
@@ -173,7 +173,6 @@ def finish(
         ablation = run_ablation(Genome.from_dict(champion["genome"]), pools, base_format=settings.base_format,
                                 base_steps=settings.base_steps, incumbent_q=float(baseline_dev.metrics.get(q, 0.0)),
                                 champion_q=float(champion["dev"][q]), metric=q, evaluate=evaluate)
-        echo(ablation_line(ablation, champion.get("authors", []), q))
 
     per_round = trials_of.per_round
     baseline_train = next((dict(r.train) for r in per_round[0] if r.origin == "baseline" and r.values), {}) if per_round else {}
@@ -223,7 +222,7 @@ def _incumbent_member(settings: RunSettings, trials_of: SearchTrials, baseline: 
     """The incumbent as the champion row, when no candidate is chosen."""
     first = next((r for rs in trials_of.per_round[:1] for r in rs if r.origin == "baseline"), None)
     return {"trial": first.number if first else "base", "round": 0, "variant_hash": baseline.content_hash, "genome": BASELINE.to_dict(),
-            "authors": [], "changes": "baseline", "params": dict(first.params) if first else {},
+            "authors": [], "changes": "baseline", "edits": [], "params": dict(first.params) if first else {},
             "values": list(first.values or []) if first else [], "train": dict(first.train) if first else {},
             "dev": dict(dev.metrics), "diff": "", "champion": False}
 

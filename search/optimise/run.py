@@ -210,7 +210,8 @@ class SearchRun:
 
     def run_round(self, k: int, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str] = (), *,
                   reference: tuple[float, float] | None = None, combined: Sequence[Genome] = ()) -> optuna.Study:
-        sampler = make_sampler(population_size=self.s.population_size, seed=self.s.seed + k, crossover=self.s.crossover)
+        sampler = make_sampler(population_size=self.s.population_size, seed=self.s.seed + k, crossover=self.s.crossover,
+                               kind=self.s.sampler)
         study = round_study(self.paths.storage, self.s.study, k, self.objectives, sampler)
         if not study.get_trials(deepcopy=False):
             for q in round_queue(k, rp.pools, front, rp.added, rp.controls, quality=self.quality, budget=self.s.trials_per_round,

@@ -23,14 +23,14 @@ from search.evaluation.criteria import Objective, OptimisationCriterion, build_c
 from search.evaluation.criteria import objectives as objectives_of
 from search.mutators.base import MUTATORS, Mutator
 from search.optimise.models_conf import load_model_config
-from search.optimise.study import CROSSOVERS
+from search.optimise.study import CROSSOVERS, SAMPLERS
 from search.optimise.trial import WorkloadSettings
 
 # folders under runs_dir that are not studies: the registry, compiled variants, the response cache
 # and the Hydra run dirs of the other commands
 RESERVED_STUDY_NAMES = frozenset({"registry", "compiled", "cache", "compile", "evaluate", "snapshot", "search", "search-multirun"})
 # search settings that change what a resumed study means (budget keys may change on resume)
-FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "crossover", "population_size",
+FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "sampler", "crossover", "population_size",
                       "teacher", "confidence", "min_effect", "resamples", "max_front_dev")
 
 
@@ -44,6 +44,7 @@ class SearchSettings:
     trials_per_round: int
     population_size: int
     crossover: str
+    sampler: str
     seed: int
     models: tuple[str, ...]
     temperatures: tuple[float, ...]
@@ -82,6 +83,8 @@ class SearchSettings:
             if getattr(self, key) < 1:
                 raise ConfigError(f"search.{key}", f"must be at least 1, got {getattr(self, key)}",
                                   f"set search.{key} to a positive integer")
+        if self.sampler not in SAMPLERS:
+            raise ConfigError("search.sampler", f"unknown sampler {self.sampler!r}", f"use one of {list(SAMPLERS)}")
         if self.crossover not in CROSSOVERS:
             raise ConfigError("search.crossover", f"unknown crossover {self.crossover!r}", f"use one of {sorted(CROSSOVERS)}")
         bad = [f for f in self.formats if f not in TOOL_FORMATS]

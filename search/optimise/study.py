@@ -11,7 +11,7 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
-from optuna.samplers import NSGAIISampler
+from optuna.samplers import BaseSampler, NSGAIISampler, RandomSampler, TPESampler
 from optuna.samplers.nsgaii import (
     BLXAlphaCrossover,
     SBXCrossover,
@@ -80,7 +80,20 @@ def best_records(study: optuna.Study, round_index: int) -> list[TrialRecord]:
     return [TrialRecord.of(t, round_index) for t in study.best_trials]
 
 
-def make_sampler(*, population_size: int, seed: int, crossover: str) -> NSGAIISampler:
+SAMPLERS = ("nsga2", "tpe", "random")
+
+
+def make_sampler(*, population_size: int, seed: int, crossover: str, kind: str = "nsga2") -> BaseSampler:
+    """The round's sampler. NSGA-II is the default; multi-objective TPE (its first
+    ``population_size`` trials random) did as well or a little better on the paid-budget
+    benchmark (bench/search_efficiency.py), and random search is the control. All three read the
+    hard criteria from the trials' constraints."""
+    if kind not in SAMPLERS:
+        raise ValueError(f"search.sampler={kind!r} is unknown; use one of {list(SAMPLERS)}")
+    if kind == "tpe":
+        return TPESampler(seed=seed, n_startup_trials=population_size)
+    if kind == "random":
+        return RandomSampler(seed=seed)
     if crossover not in CROSSOVERS:
         raise ValueError(f"search.crossover={crossover!r} is unknown; use one of {sorted(CROSSOVERS)}")
     return NSGAIISampler(population_size=population_size, seed=seed, crossover=CROSSOVERS[crossover]())
@@ -90,7 +103,7 @@ def distributions(space: Mapping[str, tuple[Any, ...]]) -> dict[str, BaseDistrib
     return {name: CategoricalDistribution(choices) for name, choices in space.items()}
 
 
-def round_study(storage: str, study: str, round_index: int, objectives: Sequence[Objective], sampler: NSGAIISampler) -> optuna.Study:
+def round_study(storage: str, study: str, round_index: int, objectives: Sequence[Objective], sampler: BaseSampler) -> optuna.Study:
     created = optuna.create_study(
         storage=storage,
         study_name=f"{study}/r{round_index}",

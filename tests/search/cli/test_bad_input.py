@@ -53,6 +53,7 @@ CASES: list[tuple[list[str], str]] = [
     (["search", "search.teacher=../x"], "search.teacher: '../x' is not a plain name"),
     (["search", "search.rounds=0"], "search.rounds: must be at least 1, got 0"),
     (["search", "search.crossover=nope"], "search.crossover: unknown crossover 'nope'"),
+    (["search", "search.sampler=cmaes"], "search.sampler: unknown sampler 'cmaes'"),
     (["search", "mutators.enabled=[{name: nope}]"], "mutators.enabled[0].name: unknown mutator 'nope'"),
     (["search", "mutators.enabled=[{name: rule_miner, params: {top_k: 0}}]"], "mutators.enabled[0].params.top_k"),
     (["search", "criteria.criteria.0.kind=nope"], "criteria.criteria[0].kind: 'nope' is not a criterion kind"),

@@ -180,7 +180,8 @@ def test_combining_compares_genomes_recorded_under_different_pools() -> None:
 
 
 def test_the_ablation_peels_the_model_then_the_base_settings_then_the_mutators_edits() -> None:
-    from search.optimise.ablation import decompose, layers, line
+    from search.optimise.ablation import decompose, layers
+    from search.records.summary import ablation_line as line
 
     base = initial_pools(AGENT, models=["m"], temperatures=[0.0, 0.7], base_model="base", base_temperature=0.0)
     p = replace(base, tools={"cd": (PoolEntry({}, "baseline"), PoolEntry({"rules": ["r"]}, "rule_miner"))},

@@ -139,3 +139,26 @@ def test_every_round_is_in_one_dashboard_study_once(settings: RunSettings) -> No
     first = next(t for t in view.trials if t.user_attrs["round"] == 1)
     assert first.values == rounds[1].trials[first.user_attrs["round_trial"]].values and first.user_attrs["genome"]
     assert mirror_round(storage, "bfcl_sim", rounds[1], 1, settings.objectives) == 0  # a resume adds nothing twice
+
+
+@pytest.mark.parametrize("kind", ["tpe", "random"])
+def test_the_configured_sampler_proposes_the_rounds_trials(settings: RunSettings, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """search.sampler reaches every round's study, and a round run by it completes with sampled trials."""
+    from dataclasses import replace
+
+    from search.optimise import run as run_module
+
+    used: list[str] = []
+    original = run_module.round_study
+
+    def recording(storage: str, study: str, k: int, objectives: Any, sampler: Any) -> Any:
+        used.append(type(sampler).__name__)
+        return original(storage, study, k, objectives, sampler)
+
+    monkeypatch.setattr(run_module, "round_study", recording)
+    st = replace(settings, search=replace(settings.search, sampler=kind))
+    SearchRun(st, launch=Launcher(), echo=lambda _: None).execute()
+    assert used == [{"tpe": "TPESampler", "random": "RandomSampler"}[kind]] * 2
+    r0 = optuna.load_study(study_name="bfcl_sim/r0", storage=f"sqlite:///{settings.runs_dir / 'bfcl_sim' / 'study.db'}")
+    sampled = [t for t in r0.trials if t.user_attrs.get("origin", "sampler") == "sampler" and t.state.name == "COMPLETE"]
+    assert sampled  # the sampler, not only the seeding queue, proposed part of round 0

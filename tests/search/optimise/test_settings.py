@@ -81,6 +81,7 @@ def test_records_carry_their_version_and_readers_refuse_another(kind: str) -> No
          "mutators.enabled[0].params.top_k: rule_miner needs a positive integer, got 0"),
         ("mutators.enabled=[{name: identity, params: {bogus: 1}}]", "mutators.enabled[0].params: "),
         ("search.crossover=nope", "search.crossover: unknown crossover 'nope'"),
+        ("search.sampler=../x", "search.sampler: unknown sampler '../x'"),
         ("search.rounds=0", "search.rounds: must be at least 1, got 0"),
         ("search.temperatures=[3.0]", "search.temperatures: [3.0] has a value outside [0, 2]"),
         ("search.models=[nope]", "search.models: no model config named 'nope'"),
