@@ -43,7 +43,7 @@ def model_config(name: str) -> dict[str, Any]:
     """conf/model/<name>.yaml merged onto the ModelConfig schema."""
     from search.optimise.models_conf import load_model_config
 
-    return load_model_config(name, CONF)
+    return load_model_config(name, [CONF])
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from compiler.atomic import write_text_atomic
+from compiler.configpath import ConfigPath, as_url
 from compiler.errors import ConfigError
 from compiler.schema import unknown_keys
 from compiler.secrets import install_log_scrubber, remember_config, remember_credential_env, scrub, watch_env_resolver
@@ -33,6 +34,104 @@ class UsageError(Exception):
 def _split_overrides(argv: Sequence[str]) -> tuple[list[str], bool]:
     multirun = any(a in ("-m", "--multirun") for a in argv)
     return [a for a in argv if not a.startswith("-")], multirun
+
+
+_VALUE_FLAGS = {"--config-dir": "--config-dir", "-cd": "--config-dir", "--config-name": "--config-name", "-cn": "--config-name"}
+
+
+def _value_flags(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """Flags that take a value (``--config-dir DIR``, ``-cd DIR``, ``--config-dir=DIR``; the same
+    for ``--config-name``/``-cn``) taken out of argv: ({long flag: value}, the rest)."""
+    found: dict[str, str] = {}
+    rest: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        flag, _, inline = a.partition("=")
+        if flag not in _VALUE_FLAGS:
+            rest.append(a)
+            i += 1
+            continue
+        if inline:
+            value, i = inline, i + 1
+        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+            value, i = args[i + 1], i + 2
+        else:
+            raise UsageError(f"{flag} needs a value. Fix: write {flag} VALUE")
+        long = _VALUE_FLAGS[flag]
+        if long in found:
+            raise UsageError(f"{long} given twice ({found[long]!r} and {value!r}). Fix: give it once"
+                             + ("; add more folders with hydra.searchpath=[DIR,...]" if long == "--config-dir" else ""))
+        found[long] = value
+    return found, rest
+
+
+def config_dir_flag(argv: Sequence[str]) -> tuple[str | None, str, list[str]]:
+    """(the ``--config-dir`` folder, absolute, or None; the ``--config-name``; the rest of argv)."""
+    from compiler.names import checked_name
+
+    flags, rest = _value_flags(argv)
+    folder: str | None = None
+    if "--config-dir" in flags:
+        path = Path(flags["--config-dir"]).expanduser().absolute()
+        if not path.is_dir():
+            raise UsageError(f"--config-dir {flags['--config-dir']}: no such folder. Fix: point it at a folder of YAML config "
+                             "groups (e.g. one holding workload/ and agent/)")
+        folder = str(path)
+    name = flags.get("--config-name", "config")
+    try:
+        checked_name("--config-name", name.removesuffix(".yaml"), example="myapp")
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return folder, name.removesuffix(".yaml"), rest
+
+
+def _user_searchpath(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``hydra.searchpath=[...]`` taken out of the overrides: (its entries as URLs, the other overrides)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    entries: list[str] = []
+    rest: list[str] = []
+    for ov in overrides:
+        if ov.lstrip("+").split("=", 1)[0] != "hydra.searchpath":
+            rest.append(ov)
+            continue
+        try:
+            [parsed] = OverridesParser.create().parse_overrides([ov])
+            value = parsed.value()
+        except OverrideParseException as exc:
+            raise UsageError(_parse_error([ov], str(exc).strip().splitlines()[0])) from None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise UsageError(f"hydra.searchpath: must be a list of folders, got {value!r}. Fix: hydra.searchpath=[DIR,...]")
+        entries += [as_url(v) for v in value]
+    return entries, rest
+
+
+def resolve_config_path(argv: Sequence[str]) -> tuple[ConfigPath, list[str]]:
+    """The search path this command composes with, and argv without the flags and overrides that
+    made it: ``--config-dir`` first, then ``hydra.searchpath``, the installed plugins' config dirs
+    and those of the ``plugins`` config key. Plugins are imported here, before composition."""
+    from compiler.plugins import load_plugins
+
+    first, primary, rest = config_dir_flag(argv)
+    overrides, _ = _split_overrides(rest)
+    user, plain = _user_searchpath(overrides)
+    flags = [a for a in rest if a.startswith("-")]
+    installed = [f"file://{d}" for d in load_plugins(entry_points=True)]
+    cp = ConfigPath(first=first, extra=tuple(dict.fromkeys([*user, *installed])), primary=primary)
+    # the plugins key is read from the config itself (a --config-name's file, or plugins=[...]),
+    # composed with that override alone: the others may name what the plugins bring
+    static = [o for o in plain if o.lstrip("+~").split("=", 1)[0] == "plugins"]
+    if len(static) > 1 or any("," in o.split("=", 1)[1] and not o.split("=", 1)[1].strip().startswith("[") for o in static):
+        raise UsageError("plugins: give one list, plugins=[a,b] (plugins cannot be swept: every job loads the same ones)")
+    cfg = _compose(static, cp)
+    named = [str(m) for m in (cfg.get("plugins") or [])]
+    if named:
+        more = [f"file://{d}" for d in load_plugins(named, entry_points=False)]
+        cp = ConfigPath(first=first, extra=tuple(dict.fromkeys([*cp.extra, *more])), primary=primary)
+    return cp, [*flags, *plain]
 
 
 def _combinations(overrides: list[str], multirun: bool) -> list[list[str]]:
@@ -82,13 +181,15 @@ def _parse_error(overrides: Sequence[str], first: str) -> str:
     return f"bad override: {first}. Fix: write key=value (sweeps: key=a,b,c with -m)"
 
 
-def _one_line_hydra_error(exc: BaseException, overrides: list[str]) -> str:
+def _one_line_hydra_error(exc: BaseException, overrides: list[str], cp: ConfigPath | None = None) -> str:
     from hydra.errors import MissingConfigException
 
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
         group, _, option = str(exc.missing_cfg_file).rpartition("/")
         options = [o for o in (exc.options or []) if not o.endswith("_schema")]
-        return f"{group}={option}: no such option in config group '{group}'. Fix: use one of {options} or add conf/{group}/{option}.yaml"
+        searched = ", ".join(str(d) for d in (cp or ConfigPath()).dirs())
+        return (f"{group}={option}: no such option in config group '{group}' (config dirs searched: {searched}). "
+                f"Fix: use one of {options}, or add {group}/{option}.yaml to your own config dir and pass --config-dir DIR")
     cause: BaseException = exc
     while cause.__cause__ is not None:
         cause = cause.__cause__
@@ -157,29 +258,41 @@ def _writable_dir(key: str, value: object) -> None:
                           f"point {key} at a folder you can write, e.g. {key}={'runs/cache' if key == 'cache_dir' else 'runs'}") from None
 
 
-def _compose(overrides: list[str], *, with_hydra: bool = False) -> DictConfig:
-    """conf/ composed with ``overrides`` outside any run; a composition error is one UsageError line."""
-    from hydra import compose, initialize_config_dir
+def _compose(overrides: list[str], cp: ConfigPath, *, with_hydra: bool = False, keep: bool = False) -> DictConfig:
+    """The config composed on search path ``cp`` with ``overrides``, outside any run, exactly as
+    ``hydra.main`` will (``--config-dir`` first, the searchpath entries after the package's conf/);
+    a composition error is one UsageError line. With ``keep`` the composition stays initialized
+    (the caller clears it), so validation can look further names up on the same search path."""
+    from hydra import compose
+    from hydra._internal.hydra import Hydra
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
+    searchpath = cp.searchpath_override()
     try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            return compose(config_name="config", overrides=overrides, return_hydra_config=with_hydra)
+        Hydra.create_main_hydra2(task_name="evoharness", config_search_path=cp.hydra_search_path())
+        return compose(config_name=cp.primary, overrides=[*overrides, *([searchpath] if searchpath else [])],
+                       return_hydra_config=with_hydra)
     except ConfigError:
+        keep = False
         raise
     except Exception as exc:  # Hydra/OmegaConf composition and validation errors
-        raise UsageError(_one_line_hydra_error(exc, overrides)) from None
+        keep = False
+        raise UsageError(_one_line_hydra_error(exc, overrides, cp)) from None
     finally:
-        GlobalHydra.instance().clear()
+        if not keep:
+            GlobalHydra.instance().clear()
 
 
-def preflight(argv: Sequence[str], validate: Validator | None) -> None:
+def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | None = None) -> None:
+    from hydra.core.global_hydra import GlobalHydra
+
+    cp = cp or ConfigPath()
     overrides, multirun = _split_overrides(argv)
     _refuse_secrets(overrides)
     _refuse_no_ops(overrides)
     for combo in _combinations(overrides, multirun):
-        cfg = _compose(combo)
+        cfg = _compose(combo, cp, keep=True)
         remember_config(cfg)
         try:
             if not str(cfg.get("runs_dir") or "").strip():
@@ -197,16 +310,18 @@ def preflight(argv: Sequence[str], validate: Validator | None) -> None:
         except (ConfigError, UsageError):
             raise
         except Exception as exc:  # an interpolation that cannot resolve, a deleted group, a value of the wrong type
-            raise UsageError(_one_line_hydra_error(exc, combo)) from None
+            raise UsageError(_one_line_hydra_error(exc, combo, cp)) from None
+        finally:
+            GlobalHydra.instance().clear()
     hydra_overrides = [o for o in overrides if o.lstrip("+~").startswith("hydra")]
     if hydra_overrides:
-        _check_hydra_overrides(hydra_overrides)
+        _check_hydra_overrides(hydra_overrides, cp)
 
 
-def _check_hydra_overrides(overrides: list[str]) -> None:
+def _check_hydra_overrides(overrides: list[str], cp: ConfigPath) -> None:
     """Overrides of Hydra's own config (hydra.run.dir=..., hydra/launcher=...) composed once, so a
     typo or a missing plugin is a line here rather than Hydra's traceback after the run dir exists."""
-    cfg = _compose(overrides, with_hydra=True)
+    cfg = _compose(overrides, cp, with_hydra=True)
     for key in ("run.dir", "sweep.dir"):
         value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
         if isinstance(value, str) and "${" not in value:
@@ -243,9 +358,12 @@ def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], Non
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
+        from compiler.plugins import load_plugins
+
         watch_env_resolver()
         remember_config(cfg)
         install_log_scrubber()
+        load_plugins([str(m) for m in (cfg.get("plugins") or [])])  # a launcher's job process registers them too
         runtime = HydraConfig.get()
         if runtime.output_subdir is not None:
             scrub_files(Path(runtime.runtime.output_dir) / str(runtime.output_subdir))
@@ -256,7 +374,7 @@ def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], Non
     return run
 
 
-_FLAGS = ("-m", "--multirun", "-h", "--help")
+_FLAGS = ("-m", "--multirun", "-h", "--help")  # besides --config-dir DIR
 
 
 def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], None], validate: Validator | None) -> int:
@@ -269,11 +387,12 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
     remember_credential_env()  # before anything can fail and print a value
     watch_env_resolver()
     try:
+        cp, argv = resolve_config_path(argv)
         unknown = [a for a in argv if a.startswith("-") and a not in _FLAGS]
         if unknown:
-            raise UsageError(f"unknown flag {unknown[0]!r}: evoharness {command} takes Hydra overrides (key=value) and -m. "
-                             f"Fix: drop it, or write it as an override")
-        preflight(argv, validate)
+            raise UsageError(f"unknown flag {unknown[0]!r}: evoharness {command} takes Hydra overrides (key=value), -m and "
+                             f"--config-dir DIR. Fix: drop it, or write it as an override")
+        preflight(argv, validate, cp)
     except (ConfigError, UsageError) as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
@@ -281,7 +400,10 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
     saved = sys.argv
     # argparse cannot interleave flags and positional overrides: flags go first.
     flags = [a for a in argv if a.startswith("-")]
-    sys.argv = [f"evoharness {command}", *flags, *[a for a in argv if not a.startswith("-")], f"hydra.job.name={command}"]
+    searchpath = cp.searchpath_override()
+    sys.argv = [f"evoharness {command}", *flags, *(["--config-dir", cp.first] if cp.first else []),
+                *(["--config-name", cp.primary] if cp.primary != "config" else []),
+                *[a for a in argv if not a.startswith("-")], *([searchpath] if searchpath else []), f"hydra.job.name={command}"]
     try:
         hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_scrubbing(task))()
     finally:

@@ -10,12 +10,20 @@ An entry comes from one of three places, looked up in this order:
 3. an entry point of an installed distribution, in the group ``evoharness.<kind>s`` (for
    ``[project.entry-points."evoharness.mutators"] my_mutator = "my_pkg.mutators"``), read only
    when the name is in neither of the above. Its value is an import path as in 2.
+
+A **plugin** is a module that registers any number of entries when imported and may bring its own
+config dir (``CONFIG_DIR``, a folder of YAML groups: ``workload/``, ``agent/``, ``model/``, ...,
+and ``templates/``). Plugins are named by an entry point in the group ``evoharness.plugins``
+(installed packages: loaded by every command) or by the ``plugins: [module, ...]`` config key;
+``load_plugins`` imports them before the config is composed for good, and their config dirs join
+Hydra's search path.
 """
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from compiler.errors import ConfigError
@@ -89,3 +97,40 @@ class NamedRegistry(Generic[T]):
         self._entries.update(before)
         if name not in self._entries:
             raise ImportError(f"{self.kind} {name!r}: importing {module} did not register it with {self.decorator}")
+
+
+PLUGIN_GROUP = "evoharness.plugins"
+
+
+def plugin_entry_points() -> dict[str, str]:
+    """``evoharness.plugins`` entry points of installed distributions: name -> import path."""
+    return {ep.name: ep.value for ep in metadata.entry_points(group=PLUGIN_GROUP)}
+
+
+def load_plugins(modules: Sequence[str] = (), *, entry_points: bool = True) -> list[Path]:
+    """Import every plugin (the installed ones, then ``modules`` from the ``plugins`` config key)
+    and return their config dirs, in that order. A plugin that cannot be imported, or whose
+    ``CONFIG_DIR`` is not a folder, is a ConfigError naming it."""
+    named = [(f"entry point {n!r} (group {PLUGIN_GROUP})", v) for n, v in sorted(plugin_entry_points().items())] if entry_points else []
+    named += [(f"plugins[{i}]", str(m)) for i, m in enumerate(modules)]
+    dirs: list[Path] = []
+    for where, target in named:
+        module = target.partition(":")[0].strip()
+        if not module or any(c in module for c in "/\\ ") or module.startswith("."):
+            raise ConfigError(where, f"{target!r} is not a module path", "name a module as package.module (no file paths)")
+        try:
+            plugin = importlib.import_module(module)
+        except Exception as exc:  # a plugin's own import error is its one line, not our traceback
+            why = str(exc).splitlines()[0] if str(exc) else ""
+            raise ConfigError(where, f"cannot import plugin {module!r} ({type(exc).__name__}: {why})",
+                              "install the package that provides it, or correct the module name") from None
+        conf = getattr(plugin, "CONFIG_DIR", None)
+        if conf is None:
+            continue
+        folder = Path(str(conf))
+        if not folder.is_dir():
+            raise ConfigError(where, f"plugin {module!r} declares CONFIG_DIR={str(conf)!r}, which is not a folder",
+                              "point CONFIG_DIR at the plugin's folder of YAML config groups")
+        if folder.resolve() not in [d.resolve() for d in dirs]:
+            dirs.append(folder.resolve())
+    return dirs

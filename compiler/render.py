@@ -13,12 +13,14 @@ from compiler.toolspec import ToolSpec
 from compiler.workflow import WorkflowStep
 
 
-@lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
+@lru_cache(maxsize=8)
+def _env(template_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
     # Prompt text comes from config files, overrides and registry snapshots: a template is data, so it
     # renders in the sandbox (no attribute walks to Python internals, no mutation of the context).
+    # A template in a config dir's templates/ folder wins over the built-in one of the same name.
     return ImmutableSandboxedEnvironment(
-        loader=jinja2.PackageLoader("compiler", "templates"),
+        loader=jinja2.ChoiceLoader([*(jinja2.FileSystemLoader(d) for d in template_dirs),
+                                    jinja2.PackageLoader("compiler", "templates")]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -53,6 +55,7 @@ def render_system_prompt(
     steps: Sequence[WorkflowStep],
     tools: Sequence[ToolSpec],
     context: Mapping[str, Any],
+    template_dirs: Sequence[str] = (),
 ) -> str:
     """Sections in order, then the workflow (already rendered) as a numbered procedure, then tool rules."""
     rendered_sections = [
@@ -61,10 +64,11 @@ def render_system_prompt(
     rendered_steps = [{"name": s.name, "instructions": " ".join(s.instructions.split())} for s in steps]
     rules = [{"tool": t.name, "text": r.strip()} for t in tools for r in t.rules]
     try:
-        tpl = _env().get_template(template)
+        tpl = _env(tuple(template_dirs)).get_template(template)
     except jinja2.TemplateNotFound:
-        raise ConfigError("agent.template", f"no template named {template!r}",
-                          "use system_prompt.md.j2 or add the file under compiler/templates/") from None
+        where = [*template_dirs, "the built-in templates"]
+        raise ConfigError("agent.template", f"no template named {template!r} in {', '.join(where)}",
+                          "use system_prompt.md.j2 or add the file to a templates/ folder of a config dir (--config-dir DIR)") from None
     try:
         text = tpl.render(sections=rendered_sections, steps=rendered_steps, rules=rules, **context)
     except jinja2.UndefinedError as exc:

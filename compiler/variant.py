@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from compiler.catalog import build_catalog, select_tools
+from compiler.configpath import template_dirs
 from compiler.errors import ConfigError
 from compiler.names import checked_name
 from compiler.render import (
@@ -252,7 +253,8 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
         replace(s, instructions=render_text(f"agent.workflow[{s.name}].instructions", s.instructions, context)) for s in workflow
     )
     body = render_system_prompt(
-        template=str(agent.get("template", "system_prompt.md.j2")), sections=sections, steps=workflow, tools=specs, context=context
+        template=str(agent.get("template", "system_prompt.md.j2")), sections=sections, steps=workflow, tools=specs, context=context,
+        template_dirs=template_dirs(),
     )
     leaked = find_secret({"model": dict(model)})
     if leaked:

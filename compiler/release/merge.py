@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -99,10 +98,10 @@ def _endpoint(model: Any) -> tuple[str | None, str | None]:
 
 def known_endpoints(cfg: DictConfig) -> set[tuple[str | None, str | None]]:
     """(api_base, api_key_env) pairs this installation names: the config's model and every model config."""
-    from conf import CONF_DIR
+    from compiler.configpath import group_files
 
     known = {_endpoint(cfg.get("model") or {})}
-    for path in sorted((Path(CONF_DIR) / "model").glob("*.yaml")):
+    for path in group_files("model").values():  # every model config on the command's search path
         try:
             known.add(_endpoint(OmegaConf.to_container(OmegaConf.load(path), resolve=True)))
         except Exception:  # an unreadable model config names no endpoint (the search reports it when it is used)
@@ -117,7 +116,7 @@ def _check_endpoint(cfg: DictConfig, model: Mapping[str, Any], where: str, diges
     pair = _endpoint(model)
     if pair not in known_endpoints(cfg):
         raise ConfigError(where, f"promoted snapshot {digest[:12]} sends the key in {pair[1]!r} to api_base {pair[0]!r}, "
-                          "which neither this config nor any conf/model/*.yaml names",
+                          "which neither this config nor any model config on the search path names",
                           "roll the slot back, or add a model config with that endpoint if you trust it")
 
 

@@ -125,12 +125,11 @@ def search_task(cfg: DictConfig) -> Any:
 def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     """The evaluate checks, then the search's settings built exactly as the search builds them
     (which validates every search, criteria and mutator setting) before anything is paid for."""
-    from conf import CONF_DIR
     from search.optimise.settings import RunSettings
     from search.optimise.study import check_storage
 
     variant = evaluate_validate(cfg, overrides)
-    settings = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+    settings = RunSettings.from_config(cfg)
     if settings.search.storage:
         check_storage(settings.search.storage)
     named = [(f"search.models.{name}", m) for name, m in settings.models.items() if name != "base"]

@@ -166,15 +166,15 @@ class RunSettings:
     resolved: Mapping[str, Any]  # the whole resolved config, storage URL masked (for freeze.json)
 
     @classmethod
-    def from_config(cls, cfg: DictConfig, *, conf_dir: str) -> RunSettings:
+    def from_config(cls, cfg: DictConfig, *, conf_dirs: Sequence[str | Path] | None = None) -> RunSettings:
         search = SearchSettings.from_config(cfg.search)
         base_model: dict[str, Any] = to_plain(cfg.model)
         models: dict[str, Mapping[str, Any]] = {"base": base_model}
         for name in search.models:
-            m = load_model_config(name, conf_dir)
+            m = load_model_config(name, conf_dirs)
             if m["route"] != base_model["route"]:
                 models[name] = m
-        teacher = load_model_config(search.teacher, conf_dir, path="search.teacher") if search.teacher else None
+        teacher = load_model_config(search.teacher, conf_dirs, path="search.teacher") if search.teacher else None
         criteria = build_criteria(cfg.criteria)
         mutators = tuple(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {})
                          for m in cfg.mutators.enabled)

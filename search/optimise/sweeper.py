@@ -89,7 +89,6 @@ class NSGA2SweeperImpl:
     def sweep(self, arguments: list[str]) -> Any:
         from compiler.errors import ConfigError
         from compiler.release.merge import apply_promoted
-        from conf import CONF_DIR
         from search.optimise.finish import FinishAborted
         from search.optimise.lock import study_lock
         from search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
@@ -102,7 +101,7 @@ class NSGA2SweeperImpl:
         user = OmegaConf.masked_copy(self.config, [str(k) for k in self.config.keys() if k != "hydra"])
         cfg = apply_promoted(user, self.arguments)
         try:
-            settings = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+            settings = RunSettings.from_config(cfg)
             paths = StudyPaths.of(settings)
             self.job_dir = paths.jobs
             with StopRequest() as stop, study_lock(paths.dir, settings.search.study):

@@ -81,7 +81,7 @@ def settings(tmp_path: Path) -> Iterator[RunSettings]:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path}", "mutators.pool_size=3"])
     GlobalHydra.instance().clear()
-    yield RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+    yield RunSettings.from_config(cfg, conf_dirs=[CONF_DIR])
 
 
 def wrong(task: str, tool: str, arg: str, genome: Genome) -> Evidence:

@@ -29,7 +29,7 @@ def make(tmp_path: Path) -> Iterator[Callable[[str, float | None], RunSettings]]
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path / name}", *OVERRIDES, "search.rounds=3",
                                                                   "search.train_limit=60"])
-        st = RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+        st = RunSettings.from_config(cfg, conf_dirs=[CONF_DIR])
         return replace(st, search=replace(st.search, budget_usd=cap))
 
     yield build

@@ -36,7 +36,7 @@ def settings(tmp_path: Path) -> Any:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path}", "search.resamples=500"])
     GlobalHydra.instance().clear()
-    return RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+    return RunSettings.from_config(cfg, conf_dirs=[CONF_DIR])
 
 
 def test_an_all_skipped_member_is_never_picked_and_the_rest_are_paired(settings: Any) -> None:

@@ -21,7 +21,7 @@ def conf(tmp_path: Path) -> Path:
 
 
 def test_a_good_file_is_read_against_the_schema(conf: Path) -> None:
-    m = load_model_config("good", conf)
+    m = load_model_config("good", [conf])
     assert m["route"] == "sim/small" and m["concurrency"] == 4 and m["retries"] == 3  # schema defaults filled in
 
 
@@ -34,5 +34,5 @@ def test_a_good_file_is_read_against_the_schema(conf: Path) -> None:
 ])
 def test_bad_model_configs_are_one_error(conf: Path, name: str, expected: str) -> None:
     with pytest.raises(ConfigError) as err:
-        load_model_config(name, conf, path="search.models[0]")
+        load_model_config(name, [conf], path="search.models[0]")
     assert str(err.value).startswith("search.models[0]") and expected in str(err.value) and "\n" not in str(err.value)

@@ -49,7 +49,7 @@ def settings(tmp_path: Path) -> Iterator[RunSettings]:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path}", *OVERRIDES])
     GlobalHydra.instance().clear()
-    yield RunSettings.from_config(cfg, conf_dir=CONF_DIR)
+    yield RunSettings.from_config(cfg, conf_dirs=[CONF_DIR])
 
 
 def settings_tasks(st: RunSettings) -> list[str]:

@@ -40,7 +40,7 @@ def test_search_settings_are_typed_tuples_and_frozen(compose: Any) -> None:
 
 
 def test_run_settings_hold_plain_data_and_skip_the_incumbents_own_model(compose: Any, tmp_path: Path) -> None:
-    st = RunSettings.from_config(compose("model=sim_medium", "search.storage='sqlite:///x.db'"), conf_dir=CONF_DIR)
+    st = RunSettings.from_config(compose("model=sim_medium", "search.storage='sqlite:///x.db'"), conf_dirs=[CONF_DIR])
     # sim_medium is the incumbent ("base"), so it is not offered a second time under its own name
     assert list(st.models) == ["base", "sim_small", "sim_large"] and st.models["base"]["route"] == "sim/medium"
     assert st.teacher is not None and st.teacher["route"] == "sim/large"
@@ -55,7 +55,7 @@ def test_run_settings_hold_plain_data_and_skip_the_incumbents_own_model(compose:
 
 
 def test_storage_password_is_masked_in_the_resolved_config(compose: Any) -> None:
-    st = RunSettings.from_config(compose("search.storage='postgresql://u:hunter2@db:5432/evo'"), conf_dir=CONF_DIR)
+    st = RunSettings.from_config(compose("search.storage='postgresql://u:hunter2@db:5432/evo'"), conf_dirs=[CONF_DIR])
     assert "hunter2" not in str(st.resolved) and "hunter2" not in StudyPaths.of(st).storage_public
 
 
@@ -96,7 +96,7 @@ def test_records_carry_their_version_and_readers_refuse_another(kind: str) -> No
 )
 def test_bad_settings_are_one_line_naming_the_path_once(compose: Any, override: str, line: str) -> None:
     with pytest.raises(ConfigError) as err:
-        RunSettings.from_config(compose(override), conf_dir=CONF_DIR)
+        RunSettings.from_config(compose(override), conf_dirs=[CONF_DIR])
     message = str(err.value)
     assert message.startswith(line) and "\n" not in message and message.count("Fix:") == 1
     path, problem = message.split(": ", 1)

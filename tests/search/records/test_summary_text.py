@@ -30,7 +30,8 @@ def summary(verdict: str, *, snapshot: str | None = "runs/s/champion.json", seco
                 "train": {"pass_rate": 0.8, "cost_per_task": 0.01}, "dev": {"pass_rate": 0.81, "cost_per_task": 0.01},
                 "holdout": {"pass_rate": 0.79, "cost_per_task": 0.01, "latency_p95": 1.0}}
     return {
-        "study": "s", "objectives": [{"metric": "pass_rate", "direction": "maximize"}, {"metric": "cost_per_task", "direction": "minimize"}],
+        "study": "s",
+        "objectives": [{"metric": "pass_rate", "direction": "maximize"}, {"metric": "cost_per_task", "direction": "minimize"}],
         "baseline": {"variant_hash": "b" * 64, "train": {"pass_rate": 0.79}, "dev": {"pass_rate": 0.78, "cost_per_task": 0.1},
                      "holdout": {"pass_rate": 0.76, "cost_per_task": 0.1, "latency_p95": 1.0}},
         "front": [champion], "champion": champion, "decision": {"rule": "cheapest_noninferior", "margin": 0.05},

@@ -1,0 +1,137 @@
+"""Where configs come from: Hydra's config search path, as the folders every lookup by name uses.
+
+Hydra's order is the one that counts, so every lookup here follows it: the package's conf/ first,
+then a ``--config-dir`` folder, then the ``hydra.searchpath`` entries and the plugins' config dirs.
+They add groups and options (a user's own primary config is named with ``--config-name``); a
+name the package already has stays the package's.
+Model configs named by ``search.models``/``search.teacher`` and prompt templates named by
+``agent.template`` resolve through the same folders, so a file that works as ``model=name`` works
+in ``search.models`` too.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from conf import CONF_DIR
+
+
+@dataclass(frozen=True)
+class ConfigPath:
+    """The search path a command composes with: the package's conf/, ``first`` (``--config-dir``),
+    then ``extra`` (``hydra.searchpath`` entries, then plugin dirs, as Hydra URLs); and the name of
+    the primary config (``--config-name``)."""
+
+    first: str | None = None
+    extra: tuple[str, ...] = ()
+    primary: str = "config"
+
+    def urls(self) -> list[str]:
+        return [f"file://{CONF_DIR}", *([f"file://{self.first}"] if self.first else []), *self.extra]
+
+    def dirs(self) -> list[Path]:
+        return [d for d in (_folder(u) for u in self.urls()) if d is not None]
+
+    def searchpath_override(self) -> str | None:
+        """The ``hydra.searchpath=[...]`` override that hands ``extra`` to Hydra (None when empty)."""
+        if not self.extra:
+            return None
+        return "hydra.searchpath=[" + ",".join(_quoted(u) for u in self.extra) + "]"
+
+    def hydra_search_path(self) -> Any:
+        """Hydra's own ConfigSearchPath for this path (what ``hydra.main`` builds from the same flags)."""
+        from hydra._internal.utils import create_config_search_path
+        from hydra.core.config_search_path import SearchPathQuery
+
+        path = create_config_search_path(CONF_DIR)
+        if self.first:  # where hydra.main puts --config-dir: after the primary config's folder
+            path.prepend(provider="command-line", path=f"file://{self.first}", anchor=SearchPathQuery(provider="schema"))
+        return path
+
+
+def _quoted(url: str) -> str:
+    return "'" + url.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def as_url(entry: str) -> str:
+    """A searchpath entry as Hydra reads it: ``file://``/``pkg://`` kept, a bare path made absolute."""
+    if entry.startswith(("file://", "pkg://")):
+        return entry
+    return f"file://{Path(entry).expanduser().absolute()}"
+
+
+def _folder(url: str) -> Path | None:
+    if url.startswith("file://"):
+        return Path(url[len("file://"):])
+    if url.startswith("pkg://"):
+        module = url[len("pkg://"):].replace("/", ".")
+        try:
+            return Path(str(resources.files(module)))
+        except (ModuleNotFoundError, TypeError):
+            return None
+    return None
+
+
+def current_dirs() -> list[Path]:
+    """The folders of the search path of the command running in this process, in priority order:
+    from the running job's Hydra config (any launcher's job process has it), else from the
+    composition in progress (the preflight), else the package's conf/ alone."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        sources = HydraConfig.get().runtime.config_sources
+        return [d for d in (_folder(f"{s.schema}://{s.path}") for s in sources if s.schema in ("file", "pkg")) if d is not None]
+    gh = GlobalHydra.instance()
+    if gh.is_initialized() and gh.hydra is not None:
+        return [d for d in (_folder(f"{s.scheme()}://{s.path}") for s in gh.hydra.config_loader.get_sources()
+                            if s.scheme() in ("file", "pkg")) if d is not None]
+    return [Path(CONF_DIR)]
+
+
+def group_files(group: str, dirs: Sequence[Path] | None = None) -> dict[str, Path]:
+    """Every ``<group>/<name>.yaml`` on the search path by name, the first folder's winning."""
+    found: dict[str, Path] = {}
+    for d in current_dirs() if dirs is None else dirs:
+        for f in sorted((d / group).glob("*.yaml")) if (d / group).is_dir() else []:
+            found.setdefault(f.stem, f)
+    return found
+
+
+def template_dirs(dirs: Sequence[Path] | None = None) -> tuple[str, ...]:
+    """``templates/`` folders on the search path, in priority order (the package's own come last)."""
+    return tuple(str(d / "templates") for d in (current_dirs() if dirs is None else dirs) if (d / "templates").is_dir())
+
+
+def compose_option(group: str, name: str, dirs: Sequence[Path] | None = None) -> Any:
+    """``<group>/<name>`` composed by Hydra (its defaults list, interpolations and schema applied)
+    from the running command's search path, or from ``dirs`` (first wins) outside a command."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+
+    gh = GlobalHydra.instance()
+    if dirs is None and gh.is_initialized():
+        return compose(config_name=f"{group}/{name}").get(group)
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+
+    from compiler.schema import register_configs
+
+    register_configs()  # the structured schemas a group's defaults list names (model_schema, ...)
+    order = list(dirs) if dirs is not None else current_dirs()
+    path = create_config_search_path(str(order[-1]))
+    for d in reversed(order[:-1]):
+        path.prepend(provider="evoharness", path=f"file://{d}")
+    was = gh.is_initialized()
+    saved = gh.hydra if was else None
+    gh.clear()
+    try:
+        Hydra.create_main_hydra2(task_name="evoharness", config_search_path=path)
+        return compose(config_name=f"{group}/{name}").get(group)
+    finally:
+        gh.clear()
+        if saved is not None:
+            gh.initialize(saved)
