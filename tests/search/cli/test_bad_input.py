@@ -4,7 +4,6 @@ before Hydra starts)."""
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 import pytest
 
 from compiler.release.registry import make_snapshot
-from conf import CONF_DIR
 from search.cli.main import main
 from search.records.versions import versioned
 
@@ -205,11 +203,10 @@ def _forged_win(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
 
 
 def _broken_yaml_in_config_dir(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
-    conf = tmp / "conf"
-    shutil.copytree(CONF_DIR, conf)
+    conf = tmp / "myconf"
+    (conf / "model").mkdir(parents=True)
     (conf / "model" / "broken.yaml").write_text("route: sim/small\n  bad: [unclosed\n", encoding="utf-8")
-    mp.setattr("compiler.hydra_app.CONF_DIR", str(conf))
-    return ["compile", "model=broken"]
+    return ["compile", "--config-dir", str(conf), "model=broken"]
 
 
 SETUPS: list[tuple[Setup, str]] = [
