@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-PACKAGES = ("evoharness", "hydra-core", "omegaconf", "optuna", "litellm", "numpy", "jinja2", "networkx", "bfcl-eval")
+PACKAGES = ("evoharness", "hydra-core", "omegaconf", "optuna", "litellm", "numpy", "jinja2", "networkx")
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
+    """Versions of the packages every run uses, then ``extra`` (a workload's declared ``packages``)."""
     out = {}
-    for name in PACKAGES:
+    for name in dict.fromkeys([*PACKAGES, *extra]):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -21,6 +21,7 @@ class Task:
     tool_names: tuple[str, ...]  # tools offered at the start of the episode
     gold: tuple[tuple[ToolCall, ...], ...] = ()  # reference calls per turn, keyword arguments
     added_tools: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # turn -> tools added
+    answers: tuple[str | None, ...] = ()  # reference final answer per turn, for scorers that read the answer
     data: Mapping[str, Any] = field(default_factory=dict)  # workload-specific payload
 
 

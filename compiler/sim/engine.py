@@ -140,8 +140,9 @@ def simulate(request: SimRequest, gold: GoldSource,
         rendered = render_call(action, features.tool_format, call_id, features.style, rnd)
     else:
         turn_tools = [a.tool for a in past.actions if a.kind == "call"]
+        answer = task.answers[conv.turn] if conv.turn < len(task.answers) else None
         rendered = render_final(action, features.style, turn_tools,
-                                past.turn_results[-1] if past.turn_results else "", rnd)
+                                past.turn_results[-1] if past.turn_results else "", rnd, answer=answer)
     completion = count_text(rendered.completion_text())
     return SimResult(
         tier=tier, meta=meta, action=action, rendered=rendered,

@@ -101,7 +101,9 @@ _DETAIL = (
 
 
 def render_final(action: Action, style: int, turn_tools: Sequence[str], last_result: str,
-                 rnd: random.Random) -> Rendered:
+                 rnd: random.Random, *, answer: str | None = None) -> Rendered:
+    if answer and action.reason in ("done", "empty_turn"):  # a turn that ends as it should gives the reference answer, verbatim
+        return Rendered(answer)
     tools = ", ".join(dict.fromkeys(turn_tools)) or "no tools"
     if action.reason in ("no_tool", "empty_turn"):
         opener = "I can't complete that with the tools and information available."

@@ -73,6 +73,11 @@ def evaluate_task(cfg: DictConfig) -> None:
     variant = compile_config(cfg)
     workload = make_workload(cfg)
     tasks = chosen_tasks(cfg, workload)
+    from search.evaluation.coverage import coverage_warning
+
+    gap = coverage_warning([t.name for t in variant.tools], tasks, where=str(cfg.workload.split))
+    if gap:
+        print(gap, file=sys.stderr)
     samples = int(cfg.workload.samples)
     report = evaluate_variant(
         variant,
@@ -103,7 +108,7 @@ def evaluate_task(cfg: DictConfig) -> None:
         "tasks": report.to_dict()["tasks"],
         "episodes": report.to_dict()["episodes"],
         "config": resolved,
-        "provenance": provenance(resolved, tasks),
+        "provenance": provenance(resolved, tasks, packages=tuple(getattr(workload, "packages", ()) or ())),
     })
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"

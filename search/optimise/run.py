@@ -21,6 +21,7 @@ from compiler.provenance import git_revision
 from compiler.runtime.workload import Workload, workload_factory
 from compiler.variant import HarnessVariant, content_hash
 from search.evaluation.claim import scorer_hash
+from search.evaluation.coverage import coverage_warning
 from search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
 from search.genome import BASELINE, Genome, Pools, authors, canonical, param_space, params_to_genome, with_new_entry
 from search.optimise.budget import SpendWatch
@@ -180,6 +181,14 @@ class SearchRun:
             self._variants[key] = self.spec(genome, "train", "compile").variant()
         return self._variants[key]
 
+    def warn_uncovered(self) -> None:
+        """A line per split whose tasks call tools the base agent does not offer (they cannot pass)."""
+        offered = [t.name for t in self.variant_of(BASELINE).tools]
+        for split, ids in self.task_ids.items():
+            gap = coverage_warning(offered, [self.workload.task(t) for t in ids], where=split)
+            if gap:
+                self.echo(gap)
+
     # -- rounds -------------------------------------------------------------------------
     def pools_for(self, k: int, front: Sequence[TrialRecord], carried: Sequence[NewEntry] = (),
                   reference: tuple[float, float] | None = None, combined: Sequence[Genome] = ()) -> RoundPools:
@@ -307,6 +316,8 @@ class SearchRun:
                 break
             rp = self.pools_for(k, front, carried, reference, combined)
             self.pools = rp.pools
+            if k == 0:
+                self.warn_uncovered()
             studies.append(self.run_round(k, rp, front, earlier, reference=reference, combined=combined))
             mirror_round(self.paths.storage, self.s.study, studies[-1], k, self.objectives)
             front = best_records(studies[-1], k)

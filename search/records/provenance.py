@@ -10,18 +10,20 @@ from compiler.variant import content_hash
 
 
 def tasks_hash(tasks: Sequence[Task]) -> str:
-    """Hash of the frozen task set: ids, turns and gold, so a changed split shows."""
+    """Hash of the frozen task set: ids, turns, gold calls and reference answers, so a changed split shows."""
     return content_hash([[t.task_id, t.split, [list(map(dict, turn)) for turn in t.turns],
-                          [[[c.name, dict(c.arguments)] for c in turn] for turn in t.gold]] for t in tasks])
+                          [[[c.name, dict(c.arguments)] for c in turn] for turn in t.gold],
+                          *([list(t.answers)] if t.answers else [])] for t in tasks])
 
 
-def provenance(config: Mapping[str, Any], tasks: Sequence[Task]) -> dict[str, Any]:
+def provenance(config: Mapping[str, Any], tasks: Sequence[Task], *, packages: Sequence[str] = ()) -> dict[str, Any]:
+    """``packages``: the distributions the workload declares (``Workload.packages``), versioned too."""
     return {
         "config_hash": content_hash(dict(config)),
         "tasks_hash": tasks_hash(tasks),
         "task_count": len(tasks),
         "git_revision": git_revision(),
-        "versions": package_versions(),
+        "versions": package_versions(packages),
     }
 
 

@@ -161,6 +161,8 @@ class BfclWorkload:
     """
 
     name = WORKLOAD_NAME
+    packages = ("bfcl-eval",)  # versioned in every record
+    scorer_modules = ("bfcl_eval.eval_checker.multi_turn_eval",)  # the checker and the API classes it replays: in the scorer hash
 
     def __init__(
         self, *, categories: Sequence[str] = ("multi_turn_base",), limit_per_split: int | None = None
