@@ -78,6 +78,12 @@ def evaluate_task(cfg: DictConfig) -> None:
     gap = coverage_warning([t.name for t in variant.tools], tasks, where=str(cfg.workload.split))
     if gap:
         print(gap, file=sys.stderr)
+    from search.records import doctor
+
+    unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name,
+                                             doctor.workload_hash(workload, to_plain(cfg.workload.options) or {})), workload.name)
+    if unchecked:
+        print(unchecked, file=sys.stderr)
     samples = int(cfg.workload.samples)
     report = evaluate_variant(
         variant,
@@ -141,3 +147,45 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     for path, m in [*named, *([("search.teacher", settings.teacher)] if settings.teacher else [])]:
         check_model(path, route=str(m["route"]), params=m.get("extra") or {}, api_key_env=m.get("api_key_env"))
     return variant
+
+
+def doctor_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
+    """The config compiles and the workload builds; the doctor reads every split (gold only: no
+    agent is measured, so the holdout's seal is not touched)."""
+    from compiler.cli import compile_validate
+    from search.records.doctor import record_path
+
+    variant = compile_validate(cfg, overrides)
+    workload = make_workload(cfg)
+    record_path(str(cfg.runs_dir), workload.name)  # the record's file name must be a plain name
+    limit = cfg.workload.limit
+    if limit is not None and int(limit) < 1:
+        raise ConfigError("workload.limit", f"must be positive or null, got {limit}", "set workload.limit=null for all tasks")
+    return variant
+
+
+def doctor_task(cfg: DictConfig) -> None:
+    """`evoharness doctor`: the workload check on every split (``workload.limit`` tasks of each)."""
+    from compiler.cli import released
+    from search.evaluation.doctor import doctor_table, run_doctor
+    from search.records.doctor import record_path, workload_hash, write_record
+
+    variant = compile_config(released(cfg))
+    workload = make_workload(cfg)
+    limit = None if cfg.workload.limit is None else int(cfg.workload.limit)
+    tasks = [t for split in SPLITS for t in list(workload.tasks(split))[:limit]]
+    total = sum(len(workload.tasks(split)) for split in SPLITS)
+    report = run_doctor(variant, workload, tasks, seed=int(cfg.seed), concurrency=int(cfg.workload.concurrency))
+    digest = workload_hash(workload, to_plain(cfg.workload.options) or {})
+    path = record_path(str(cfg.runs_dir), workload.name)
+    gates = report.gates()
+    write_record(path, workload=workload.name, digest=digest, passed=report.passed, gates=gates, rows=report.split_rows(),
+                 checked=len(tasks), total=total)
+    print(f"doctor: workload {workload.name!r}, {len(tasks)} of {total} tasks, hash {digest[:12]}")
+    print(doctor_table(report))
+    for failure in report.failures():
+        print(f"  gold replay failed: {failure}")
+    print("gates: " + ", ".join(f"{name} {'PASS' if ok else 'FAIL'}" for name, ok in gates.items()))
+    print(f"record: {path}", file=sys.stderr)
+    if not report.passed:
+        raise SystemExit(1)

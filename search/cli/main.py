@@ -15,6 +15,7 @@ commands:
   compile     compile the agent config into a content-hashed variant under runs/compiled/
   search      NSGA-II search over harness edits: Pareto front, dev selection, holdout claim
   evaluate    run the compiled agent on a workload split and report quality, cost and latency
+  doctor      check the workload: gold replay passes, a do-nothing model's pass rate, determinism, final state scored
   snapshot    record the current config as a registry snapshot
   promote     promote a snapshot (hash, prefix or path) to a slot: --class fast
   versions    list snapshots of a component, --show HASH for one
@@ -34,12 +35,13 @@ Validate = Callable[[DictConfig, Sequence[str]], object]
 
 def _hydra_commands() -> dict[str, tuple[Task, Validate]]:
     from compiler.cli import compile_task, compile_validate
-    from search.cli.commands import evaluate_task, evaluate_validate, search_task, search_validate
+    from search.cli.commands import doctor_task, doctor_validate, evaluate_task, evaluate_validate, search_task, search_validate
     from search.cli.registry import snapshot_task, snapshot_validate
 
     return {
         "compile": (compile_task, compile_validate),
         "evaluate": (evaluate_task, evaluate_validate),
+        "doctor": (doctor_task, doctor_validate),
         "search": (search_task, search_validate),
         "snapshot": (snapshot_task, snapshot_validate),
     }

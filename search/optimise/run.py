@@ -47,6 +47,7 @@ from search.optimise.study import (
     round_study,
 )
 from search.optimise.trial import TrialResult, TrialSpec
+from search.records import doctor
 from search.records.provenance import split_strata, tasks_hash
 from search.records.spend import append_spend, mutator_spend_row, spend_row
 from search.records.versions import checked, versioned
@@ -118,6 +119,10 @@ class SearchRun:
             "seed": st.seed,
             "split_strata": split_strata({k: [self.workload.task(t) for t in ids] for k, ids in self.task_ids.items()}),
         }
+        checkup = doctor.status(st.runs_dir, self.workload.name, doctor.workload_hash(self.workload, st.workload.options))
+        unchecked = doctor.warning(checkup, self.workload.name)
+        if unchecked:
+            self.echo(unchecked)
         path = self.paths.freeze
         if path.exists():
             before = checked("freeze", json.loads(path.read_text(encoding="utf-8")), path)
@@ -132,7 +137,7 @@ class SearchRun:
             return Frozen.from_dict(before)
         resolved = {**st.resolved, "search": {**st.resolved["search"], "storage": self.paths.storage_public}}
         write_json_atomic(path, versioned("freeze", {**frozen, "created_at": datetime.now(UTC).isoformat(), "git_revision": git_revision(),
-                                                     "resolved_config": resolved}))
+                                                     "doctor": checkup, "resolved_config": resolved}))
         return Frozen.from_dict(frozen)
 
     # -- jobs ---------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from typing import Any
 from compiler.errors import ConfigError
 
 # record kind -> the version this code writes and reads
-VERSIONS = {"summary": 1, "claim": 1, "freeze": 1, "eval": 1, "trial_result": 1, "spend": 1, "holdout_look": 1, "sweep_summary": 1}
+VERSIONS = {"summary": 1, "claim": 1, "freeze": 1, "eval": 1, "trial_result": 1, "spend": 1, "holdout_look": 1,
+            "sweep_summary": 1, "doctor": 1}
 
 
 def versioned(kind: str, record: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,141 @@
+"""`evoharness doctor` on a small workload written here, sound and then broken one way at a time.
+Every gate must be able to fail. Then the command on BFCL through the CLI, and the warning
+evaluate gives for a workload nobody checked."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.runtime.trajectory import ToolCall, Trajectory
+from compiler.runtime.workload import EpisodeScore, Task
+from compiler.toolspec import ToolSpec
+from compiler.variant import HarnessVariant
+from search.evaluation.doctor import run_doctor
+
+ROOT = Path(__file__).resolve().parents[3]
+SPECS = (ToolSpec("read_x", "Read the stored number.", {"type": "object", "properties": {}}),
+         ToolSpec("write_y", "Store a number as y.", {"type": "object", "properties": {"value": {"type": "integer"}},
+                                                      "required": ["value"]}, mutates_state=True))
+
+
+@dataclass
+class Env:
+    x: int
+    y: int | None = None
+    turn: int = 0
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        if name == "read_x":
+            return str(self.x)
+        self.y = int(arguments["value"])
+        return "stored"
+
+    def end_turn(self, turn: int) -> None:
+        self.turn = turn + 1
+
+    def snapshot(self) -> Mapping[str, Any]:
+        return {"x": self.x, "y": self.y}
+
+
+@dataclass
+class Toy:
+    """Copy x into y. ``flaw`` breaks one thing: lenient (the scorer ignores the state), random
+    (the start state ignores the seed), bad_gold (the reference call breaks its own schema)."""
+
+    flaw: str = ""
+    name: str = "toy"
+    calls: list[str] = field(default_factory=list)
+
+    def tool_specs(self) -> Sequence[ToolSpec]:
+        return SPECS
+
+    def tasks(self, split: str) -> Sequence[Task]:
+        return [self.task(f"toy/{split}_{i}") for i in range(3)]
+
+    def task(self, task_id: str) -> Task:
+        i = int(task_id.rsplit("_", 1)[1])
+        value: Any = "seven" if self.flaw == "bad_gold" else 7 + i
+        return Task(task_id=task_id, split=task_id.split("/")[1].split("_")[0], turns=(({"role": "user", "content": "Copy x to y."},),),
+                    tool_names=("read_x", "write_y"), gold=((ToolCall("read_x", {}), ToolCall("write_y", {"value": value})),),
+                    data={"x": 7 + i})
+
+    def make_environment(self, task: Task, *, seed: int) -> Env:
+        return Env(x=random.randint(0, 10**9) if self.flaw == "random" else int(task.data["x"]))
+
+    def score(self, task: Task, trajectory: Trajectory, environment: Any) -> EpisodeScore:
+        ok = self.flaw == "lenient" or environment.y == environment.x
+        return EpisodeScore(passed=ok, score=float(ok), detail="" if ok else f"y={environment.y}, want {environment.x}")
+
+
+@pytest.fixture(scope="module")
+def variant() -> HarnessVariant:
+    """The example agent's harness over the toy's tools (a tool catalog registered by name)."""
+    from hydra import compose, initialize_config_dir
+
+    from compiler.catalog import CATALOGS, register_tool_catalog
+    from compiler.config_compile import compile_config
+    from compiler.schema import register_configs
+    from conf import CONF_DIR
+
+    if "toy" not in CATALOGS:
+        register_tool_catalog("toy")(lambda: SPECS)
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["tool.source=toy", "agent.tools=[read_x,write_y]"])
+    return compile_config(cfg)
+
+
+def doctor(variant: HarnessVariant, flaw: str = "") -> Any:
+    w = Toy(flaw)
+    return run_doctor(variant, w, [t for s in ("train", "dev", "holdout") for t in w.tasks(s)])
+
+
+def test_a_sound_workload_passes_every_gate(variant: HarnessVariant) -> None:
+    report = doctor(variant)
+    assert report.gates() == {"gold replay passes": True, "deterministic": True, "final state scored": True} and report.passed
+    rows = {r["split"]: r for r in report.split_rows()}
+    assert rows["dev"]["gold_passed"] == 3 and rows["dev"]["null_pass_rate"] == 0.0 and rows["dev"]["state_checked"] == 3
+
+
+@pytest.mark.parametrize("flaw, gate", [("lenient", "final state scored"), ("random", "deterministic"),
+                                        ("bad_gold", "gold replay passes")])
+def test_each_flaw_fails_its_gate(variant: HarnessVariant, flaw: str, gate: str) -> None:
+    report = doctor(variant, flaw)
+    assert report.gates()[gate] is False and not report.passed
+    if flaw == "lenient":  # a scorer that passes doing nothing shows in the do-nothing pass rate
+        assert all(r["null_pass_rate"] == 1.0 for r in report.split_rows())
+    if flaw == "bad_gold":  # the loop rejected the reference call its own schema forbids, and says why
+        assert "is not of type 'integer'" in report.failures()[0]
+
+
+def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", *args,
+                           f"runs_dir={tmp}", "workload.options.categories=[multi_turn_base]", "model=sim_small"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_doctor_on_bfcl_writes_its_record_and_evaluate_reads_it(tmp_path: Path) -> None:
+    before = cli(tmp_path, "evaluate", "workload.limit=2")
+    assert before.returncode == 0 and "has no `evoharness doctor` run" in before.stderr
+    proc = cli(tmp_path, "doctor", "workload.limit=3")
+    record = json.loads((tmp_path / "doctor" / "bfcl.json").read_text(encoding="utf-8"))
+    assert proc.returncode == (0 if record["passed"] else 1), proc.stderr[-2000:]
+    assert [r["split"] for r in record["splits"]] == ["train", "dev", "holdout"] and record["tasks_checked"] == 9
+    assert record["tasks_total"] == 200 and "gates: gold replay passes" in proc.stdout
+    after = cli(tmp_path, "evaluate", "workload.limit=2")
+    assert after.returncode == 0 and "has no `evoharness doctor` run" not in after.stderr
+    # another workload option is another workload: the record does not vouch for it
+    other = subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))",
+                            "evaluate", f"runs_dir={tmp_path}", "workload.limit=1", "model=sim_small"], cwd=ROOT,
+                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, capture_output=True, text=True, timeout=600)
+    assert "the last one checked other tasks or another scorer" in other.stderr
