@@ -75,6 +75,10 @@ def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
     if source:
         for spec in _loader(str(source))():
             catalog[spec.name] = spec
+    if tool_cfg.get("callables"):
+        from compiler.callables import callable_tools
+
+        catalog.update({name: spec for name, (spec, _) in callable_tools(list(tool_cfg["callables"])).items()})
     for name, raw in (tool_cfg.get("definitions") or {}).items():
         d = _checked(ToolDefinitionConfig, raw, f"tool.definitions.{name}")
         params = d.get("parameters") or {"type": "object", "properties": {}}

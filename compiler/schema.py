@@ -24,6 +24,9 @@ class WorkflowStepConfig:
     trigger: str = "prompt"  # prompt: procedure only; before_final: also sent once before a turn's final answer
 
 
+SECTION_ROLES = ("rules", "style", "identity")  # what a prompt section is for (agent.section_roles)
+
+
 @dataclass
 class AgentConfig:
     name: str = MISSING  # agent identifier; registry snapshots are keyed by it
@@ -34,6 +37,9 @@ class AgentConfig:
     max_turns: int = 12  # most model calls allowed per user turn
     vars: dict[str, Any] = field(default_factory=dict)  # extra variables for the section templates
     template: str = "system_prompt.md.j2"  # system-prompt template under compiler/templates/
+    # what each section is for, so mutators find it whatever its name: rules | style | identity
+    # (undeclared: policy/rules -> rules, style -> style, role/identity -> identity)
+    section_roles: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -61,6 +67,7 @@ class ToolCatalogConfig:
     # `+tool.definitions.name={...}` works from the command line)
     definitions: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)  # per-tool edits, each a ToolOverrideConfig
+    callables: list[str] = field(default_factory=list)  # Python functions as tools, by import path (compiler/callables.py)
 
 
 @dataclass

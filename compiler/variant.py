@@ -24,7 +24,7 @@ from compiler.render import (
     render_text,
     render_tools_intro,
 )
-from compiler.schema import TOOL_FORMATS
+from compiler.schema import SECTION_ROLES, TOOL_FORMATS
 from compiler.secrets import find_secret
 from compiler.toolspec import ToolSpec
 from compiler.workflow import WorkflowStep, build_workflow
@@ -238,6 +238,11 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
     sections = dict(agent.get("prompt_sections") or {})
     if not sections:
         raise ConfigError("agent.prompt_sections", "no prompt sections", "give the agent at least one named section")
+    for name, role in dict(agent.get("section_roles") or {}).items():
+        if name not in sections:
+            raise ConfigError(f"agent.section_roles.{name}", "names no prompt section", f"use one of {sorted(sections)}")
+        if role not in SECTION_ROLES:
+            raise ConfigError(f"agent.section_roles.{name}", f"unknown role {role!r}", f"use one of {list(SECTION_ROLES)}")
     temperature = float(model.get("temperature", 0.0))
     if not 0.0 <= temperature <= 2.0:
         raise ConfigError("model.temperature", f"must be in [0, 2], got {temperature}", "pick a temperature between 0 and 2")

@@ -39,6 +39,8 @@ FAILURE_KINDS = (
     "forbidden_tool",  # a call to a tool the episode did not offer
     "unknown_tool",  # a call to a name no tool has
     "non_termination",  # the episode hit its turn limit before its last turn was played
+    "wrong_answer",  # the turn's final answer lacks the reference answer (`expected`)
+    "wrong_state",  # the final state's `argument` (a key) differs from the expected state
 )
 
 
@@ -107,7 +109,8 @@ class Workload(Protocol):
 WorkloadFactory = Callable[..., Workload]
 
 WORKLOADS: NamedRegistry[WorkloadFactory] = NamedRegistry(
-    "workload", builtins={"bfcl": "compiler.workloads.bfcl.workload:BfclWorkload"}, decorator="@register_workload"
+    "workload", builtins={"bfcl": "compiler.workloads.bfcl.workload:BfclWorkload",
+                          "tasks": "compiler.workloads.tasks.workload:tasks_workload"}, decorator="@register_workload"
 )
 
 

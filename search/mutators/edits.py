@@ -21,6 +21,7 @@ from search.mutators.evidence import (
     positive_int,
     proposal,
     ranked_pairs,
+    section_role,
     section_text,
     tool_edit,
     toolset_names,
@@ -34,14 +35,14 @@ GENERIC_SENTENCES = (
     "Never guess a value the user did not give; ask for it instead.",
     "Keep the final answer brief.",
 )
-SENTENCES = {  # per section; others get GENERIC_SENTENCES
+SENTENCES = {  # per section role; others get GENERIC_SENTENCES
     "style": ("Keep the final answer brief.", "Do not repeat tool output verbatim; say what changed.",
               "Answer in one short sentence once the calls are done."),
 }
-CLARITY = {
-    "policy": ("Each rule in this section is mandatory; follow them in the order given.",
+CLARITY = {  # per section role
+    "rules": ("Each rule in this section is mandatory; follow them in the order given.",
                "When a rule here conflicts with a habit, follow the rule."),
-    "role": ("Complete each request fully with the tools before you answer.",),
+    "identity": ("Complete each request fully with the tools before you answer.",),
     "style": ("Summarise what changed instead of restating tool results in full.",),
 }
 CLARITY_ANY = ("Apply every instruction in this section on every turn.",)
@@ -74,7 +75,7 @@ def _nudge(name: str, where: str, section: str | None, default: str, text: str |
         if target is None:
             return []
         current = section_text(ctx, target)
-        pool = SENTENCES.get(target, GENERIC_SENTENCES)
+        pool = SENTENCES.get(section_role(ctx.agent, target) or "", GENERIC_SENTENCES)
         options = [text] if text is not None else rng.sample(pool, len(pool))
         sentence = next((s for s in options if s not in current), None)
         if sentence is None:
@@ -87,13 +88,13 @@ def _nudge(name: str, where: str, section: str | None, default: str, text: str |
 
 @register_mutator("prompt_prefix")
 def prompt_prefix(*, section: str | None = None, text: str | None = None) -> Mutator:
-    """Prepends one generic instruction (or ``text``) to ``section`` (default: policy, if any)."""
-    return _nudge("prompt_prefix", "prefix", section, "policy", text)
+    """Prepends one generic instruction (or ``text``) to ``section`` (default: the rules section, if any)."""
+    return _nudge("prompt_prefix", "prefix", section, "rules", text)
 
 
 @register_mutator("prompt_suffix")
 def prompt_suffix(*, section: str | None = None, text: str | None = None) -> Mutator:
-    """Appends one generic instruction (or ``text``) to ``section`` (default: style, if any)."""
+    """Appends one generic instruction (or ``text``) to ``section`` (default: the style section, if any)."""
     return _nudge("prompt_suffix", "suffix", section, "style", text)
 
 
@@ -104,7 +105,7 @@ def section_rewriter(*, section: str | None = None) -> Mutator:
     that makes the section's force explicit. ``section`` None picks one with the rng."""
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
-        name = pick_section(ctx, "section_rewriter", section, "") or rng.choice(sorted(ctx.pools.sections))
+        name = pick_section(ctx, "section_rewriter", section, None) or rng.choice(sorted(ctx.pools.sections))
         current = section_text(ctx, name)
         sentences = _SENTENCE_END.split(current.strip())
         # Only a one-paragraph section is restructured: lines a mutator added must stay lines.
@@ -114,7 +115,7 @@ def section_rewriter(*, section: str | None = None) -> Mutator:
                 text, bulleted = current, False
         else:
             text, bulleted = current, any(line.lstrip().startswith("- ") for line in current.splitlines())
-        extra = next((s for s in CLARITY.get(name, ()) + CLARITY_ANY if s not in current), None)
+        extra = next((s for s in CLARITY.get(section_role(ctx.agent, name) or "", ()) + CLARITY_ANY if s not in current), None)
         if extra is not None:
             text = text.rstrip() + (f"\n- {extra}" if bulleted else f" {extra}")
         if text == current:

@@ -160,14 +160,26 @@ def toolset_names(ctx: MutationContext, genome: Genome | None = None) -> list[st
     return list(names)
 
 
-def pick_section(ctx: MutationContext, mutator: str, section: str | None, default: str) -> str | None:
-    """The section to edit: an explicit one must exist; the default is skipped when absent."""
+def pick_section(ctx: MutationContext, mutator: str, section: str | None, role: str | None) -> str | None:
+    """The section to edit: an explicit one must exist; otherwise the first section whose role
+    (declared in agent.section_roles, else read from its name) is ``role``, or None."""
     if section is not None:
         if section not in ctx.pools.sections:
             raise ValueError(f"{mutator}: section {section!r} is not a prompt section; "
                              f"set params.section to one of {sorted(ctx.pools.sections)}")
         return section
-    return default if default in ctx.pools.sections else None
+    if role is None:
+        return None
+    return next((name for name in ctx.pools.sections if section_role(ctx.agent, name) == role), None)
+
+
+def section_role(agent: Mapping[str, Any], name: str) -> str | None:
+    """A section's role: the one agent.section_roles declares, else the one its name implies."""
+    declared = (agent.get("section_roles") or {}).get(name)
+    return str(declared) if declared else ROLE_BY_NAME.get(name)
+
+
+ROLE_BY_NAME = {"policy": "rules", "rules": "rules", "style": "style", "role": "identity", "identity": "identity"}
 
 
 def proposal(kind: SlotKind, key: str | None, value: Any, author: str, note: str) -> Proposal:
@@ -251,7 +263,7 @@ def rule_miner(*, top_k: int = 3, min_count: int = 1, section: str | None = None
                 if new:
                     note = "; ".join(f"{t}{'.' + a if a else ''} failed in {n} episode(s) ({k})" for t, a, k, n in rows if t == tool)
                     out.append(proposal("tool", tool, {**edit, "rules": list(edit.get("rules", [])) + new}, "rule_miner", note))
-        name = pick_section(ctx, "rule_miner", section, "policy")
+        name = pick_section(ctx, "rule_miner", section, "rules")
         if targets in ("section", "both") and name is not None:
             text = section_text(ctx, name)
             lines = [f"- {rule}" for t, a, k, _ in rows if (rule := mined_rule(t, a, k)) and rule not in text]

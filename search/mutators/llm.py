@@ -142,7 +142,7 @@ def _llm_params(name: str, route: str, max_evidence: int) -> None:
 
 
 @register_mutator("llm_prompt_rewriter")
-def llm_prompt_rewriter(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8,
+def llm_prompt_rewriter(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8,
                         api_base: str | None = None, api_key_env: str | None = None,
                         send_episode_id: bool = False) -> Mutator:
     """The route rewrites one section against the failure evidence; a reply that empties or guts
@@ -152,7 +152,7 @@ def llm_prompt_rewriter(*, route: str = "sim/medium", section: str = "policy", m
                              send_episode_id=send_episode_id)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
-        name = pick_section(ctx, "llm_prompt_rewriter", section, section)
+        name = pick_section(ctx, "llm_prompt_rewriter", section, "rules")
         lines = summarise(ctx.evidence, limit=max_evidence, tools=ctx.tools)
         if name is None or not lines:  # nothing failed: nothing to answer, and no call to pay for
             return []
@@ -193,7 +193,7 @@ def check_step(reply: str, taken: Sequence[str]) -> dict[str, Any] | str:
 
 
 @register_mutator("llm_workflow_editor")
-def llm_workflow_editor(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8,
+def llm_workflow_editor(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8,
                         api_base: str | None = None, api_key_env: str | None = None,
                         send_episode_id: bool = False) -> Mutator:
     """The route proposes one new optional workflow step (unique name, trigger prompt or
@@ -241,7 +241,7 @@ def redact_call(line: str) -> str:
 
 
 @register_mutator("teacher_gap_rewriter")
-def teacher_gap_rewriter(*, route: str = "sim/medium", section: str = "policy", max_evidence: int = 8, max_tasks: int = 3,
+def teacher_gap_rewriter(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8, max_tasks: int = 3,
                          api_base: str | None = None, api_key_env: str | None = None,
                          send_episode_id: bool = False) -> Mutator:
     """Runs the teacher (ctx.run_teacher) on up to ``max_tasks`` failing tasks and asks the route
@@ -253,7 +253,7 @@ def teacher_gap_rewriter(*, route: str = "sim/medium", section: str = "policy", 
     positive_int("teacher_gap_rewriter", "max_tasks", max_tasks)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
-        name = pick_section(ctx, "teacher_gap_rewriter", section, section)
+        name = pick_section(ctx, "teacher_gap_rewriter", section, "rules")
         task_ids = list(dict.fromkeys(e.task_id for e in ctx.evidence))[:max_tasks]
         if ctx.run_teacher is None or name is None or not task_ids:
             return []

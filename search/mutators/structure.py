@@ -3,6 +3,7 @@ given the rng). Steps are pooled as switchable genes; tool lists and models as l
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 
 from search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
@@ -47,7 +48,10 @@ def workflow_step_append() -> Mutator:
                 continue
             after = [str(ctx.agent["workflow"][-1]["name"])] if ctx.agent.get("workflow") else []
             value = {"name": name, "instructions": instructions, "after": after, "optional": True, "trigger": trigger}
-            return [proposal("step", name, value, "workflow_step_append", f"new optional {trigger} step")]
+            kinds = Counter(f.kind for e in ctx.evidence for f in e.failures)
+            why = (f"for {len(ctx.evidence)} failed train episodes ({', '.join(f'{k} {n}' for k, n in kinds.most_common(3))})"
+                   if kinds else "no failure records to address")
+            return [proposal("step", name, value, "workflow_step_append", f"new optional {trigger} step {why}")]
         return []
 
     return FunctionMutator("workflow_step_append", propose)

@@ -1,0 +1,119 @@
+"""Tools as plain Python functions, named by import path (``my_pkg.tools.search_flights``).
+
+The JSON schema comes from the signature, built with pydantic. The descriptions come from the
+docstring, read by docstring-parser (Google, NumPy, reST or Epydoc style). A parameter named
+``state`` is not the model's: the environment passes its state mapping there. ``@tool`` labels a
+function with ``mutates_state`` and ``group``; an unlabelled function is a read-only tool of no
+group. A tool call is dispatched to the function by name, never by evaluating text.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from compiler.errors import ConfigError
+from compiler.toolspec import ToolSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+STATE_PARAMETER = "state"
+
+
+def tool(*, mutates_state: bool = False, group: str = "", name: str | None = None) -> Callable[[F], F]:
+    """Label a tool function: whether a call can change the environment, its API group, its name."""
+    def label(fn: F) -> F:
+        fn.__evoharness_tool__ = {"mutates_state": bool(mutates_state), "group": str(group), "name": name}  # type: ignore[attr-defined]
+        return fn
+    return label
+
+
+def import_target(path: str, target: str) -> Callable[..., Any]:
+    """``pkg.module.function`` or ``pkg.module:function``, imported; a bad path is a ConfigError at ``path``."""
+    module, sep, attr = target.partition(":") if ":" in target else target.rpartition(".")
+    if not module or not attr or any(c in target for c in "/\\ ()"):
+        raise ConfigError(path, f"{target!r} is not an import path of a function", "write package.module.function")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(path, f"cannot import {target!r} ({type(exc).__name__}: {exc})",
+                          "check the module and function names, and that the package is installed") from None
+    if not callable(obj):
+        raise ConfigError(path, f"{target!r} is not callable", "name a function")
+    return obj  # type: ignore[no-any-return]
+
+
+def _strip_titles(node: Any) -> Any:
+    """pydantic's schema carries a ``title`` per property: noise to a model, so it goes."""
+    if isinstance(node, Mapping):
+        return {k: _strip_titles(v) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+def spec_of(fn: Callable[..., Any], *, path: str = "tool.callables") -> ToolSpec:
+    """The ToolSpec a model sees for ``fn``: name, docstring description, parameters schema, labels."""
+    import docstring_parser
+    import pydantic
+
+    labels = getattr(fn, "__evoharness_tool__", {})
+    name = labels.get("name") or fn.__name__
+    doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+    described = {p.arg_name: (p.description or "").strip() for p in doc.params}
+    fields: dict[str, Any] = {}
+    try:  # string annotations (a module with `from __future__ import annotations`) resolved in the function's module
+        hints = typing.get_type_hints(fn)
+    except Exception as exc:
+        raise ConfigError(path, f"{name}: cannot resolve its annotations ({type(exc).__name__}: {exc})",
+                          "import every type its annotations name in the tool's module") from None
+    for pname, p in inspect.signature(fn).parameters.items():
+        if pname == STATE_PARAMETER:
+            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            raise ConfigError(path, f"{name}: parameter {pname!r} is {p.kind.description}; a model passes keyword arguments",
+                              "give the function named parameters only")
+        annotation = hints.get(pname, Any)
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[pname] = (annotation, pydantic.Field(default, description=described.get(pname) or None))
+    try:
+        model = pydantic.create_model(f"{name}_arguments", **fields)
+        schema = _strip_titles(model.model_json_schema())
+    except Exception as exc:  # an annotation pydantic cannot express as JSON schema
+        raise ConfigError(path, f"{name}: no JSON schema for its parameters ({type(exc).__name__}: {str(exc).splitlines()[0]})",
+                          "annotate parameters with JSON types (str, int, float, bool, list[...], dict[str, ...], Literal[...])") from None
+    schema.setdefault("properties", {})
+    description = " ".join(x for x in (doc.short_description, doc.long_description) if x).strip()
+    if not description:
+        raise ConfigError(path, f"{name}: the function has no docstring, so the model would not know what it does",
+                          "write a docstring: one line on what it does, and an Args: section for its parameters")
+    return ToolSpec(name=name, description=description, parameters=schema, mutates_state=bool(labels.get("mutates_state", False)),
+                    group=str(labels.get("group", "")))
+
+
+@lru_cache(maxsize=64)
+def _specs(targets: tuple[str, ...]) -> tuple[tuple[ToolSpec, Callable[..., Any]], ...]:
+    out = []
+    for i, target in enumerate(targets):
+        fn = import_target(f"tool.callables[{i}]", target)
+        out.append((spec_of(fn, path=f"tool.callables[{i}]"), fn))
+    names = [s.name for s, _ in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError("tool.callables", f"two functions are named {dup[0]!r}", "rename one, or label it with @tool(name=...)")
+    return tuple(out)
+
+
+def callable_tools(targets: Sequence[str]) -> dict[str, tuple[ToolSpec, Callable[..., Any]]]:
+    """Spec and function per tool name, in the order given."""
+    return {s.name: (s, fn) for s, fn in _specs(tuple(str(t) for t in targets))}
+
+
+def call(fn: Callable[..., Any], arguments: Mapping[str, Any], state: dict[str, Any]) -> Any:
+    """Run the tool with the model's keyword arguments, and the state where it asks for it."""
+    takes_state = STATE_PARAMETER in inspect.signature(fn).parameters
+    return fn(**dict(arguments), **({STATE_PARAMETER: state} if takes_state else {}))

@@ -1,0 +1,1 @@
+"""A workload from a tasks file (JSONL or YAML) and Python tool functions: no Workload class to write."""

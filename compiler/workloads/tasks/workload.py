@@ -1,0 +1,194 @@
+"""``workload=tasks``: tasks from a JSONL or YAML file, tools from Python functions.
+
+A task record (one JSON object per line, or a YAML list of them)::
+
+    {"id": "refund_1",                       # plain name, unique
+     "turns": ["Refund order 17.", ["Thanks.", "Also close it."]],  # a user message or messages per turn
+     "state": {"orders": {"17": {"status": "paid"}}},               # the environment's initial state
+     "expected_calls": [[{"name": "refund", "arguments": {"order_id": 17}}], []],  # per turn, optional
+     "expected_state": {"orders": {"17": {"status": "refunded"}}},  # keys checked at the end, optional
+     "answers": [null, "Closed."],            # reference final answer per turn, optional ("answer": last turn)
+     "split": "train",                        # optional: otherwise hashed from the id by `splits` shares
+     "stratum": "refunds"}                    # optional label the split records show
+
+The tool functions (``tools``: import paths, the same list as ``tool.callables``) get the task's
+state, deep-copied per episode, through a ``state`` parameter. The default scorer passes an
+episode when every check the task gives holds: its expected calls were made (per turn, argument
+for argument), its expected state keys match, and each reference answer appears in that turn's
+final answer (case and spacing aside). Failures are structured records. ``scorer``, an import
+path, replaces it: ``fn(task, trajectory, state) -> EpisodeScore | bool | float``.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from compiler.callables import call, callable_tools, import_target
+from compiler.names import is_name
+from compiler.runtime.trajectory import ToolCall, Trajectory
+from compiler.runtime.workload import EpisodeScore, Task
+from compiler.toolspec import ToolSpec
+from compiler.workloads.tasks.scoring import score_episode
+
+SPLITS = ("train", "dev", "holdout")
+RECORD = {
+    "type": "object",
+    "required": ["id", "turns"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {"type": "string", "minLength": 1},
+        "turns": {"type": "array", "minItems": 1,
+                  "items": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}},
+        "state": {"type": "object"},
+        "expected_calls": {"type": "array", "items": {"type": "array", "items": {
+            "type": "object", "required": ["name"], "additionalProperties": False,
+            "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}}}}},
+        "expected_state": {"type": "object"},
+        "answer": {"type": "string"},
+        "answers": {"type": "array", "items": {"type": ["string", "null"]}},
+        "split": {"enum": list(SPLITS)},
+        "stratum": {"type": "string"},
+        "tools": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def _read(path: Path) -> list[Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text)
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: a YAML tasks file holds a list of task records")
+        return data
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path} line {n}: not JSON ({exc.msg})") from None
+    return records
+
+
+class Environment:
+    """The task's state, and its tools dispatched by name to their functions."""
+
+    def __init__(self, functions: Mapping[str, Callable[..., Any]], state: Mapping[str, Any]) -> None:
+        self.functions, self.state, self.turn = functions, copy.deepcopy(dict(state)), 0
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        if name not in self.functions:
+            raise KeyError(f"no tool named {name!r}")
+        result = call(self.functions[name], arguments, self.state)
+        return result if isinstance(result, str) else json.dumps(result, default=str)
+
+    def end_turn(self, turn: int) -> None:
+        self.turn = turn + 1
+
+    def snapshot(self) -> Mapping[str, Any]:
+        return json.loads(json.dumps(self.state, default=str))
+
+
+class TasksFileWorkload:
+    """Tasks from ``path`` (relative paths from the working directory), tools from ``tools``."""
+
+    name = "tasks"
+
+    def __init__(self, *, path: str, tools: Sequence[str] = (), scorer: str | None = None,
+                 splits: Mapping[str, float] | None = None, salt: str = "tasks-v1") -> None:
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise ValueError(f"workload.options.path: no tasks file at {file.absolute()}")
+        shares = dict(splits or {"train": 0.6, "dev": 0.2, "holdout": 0.2})
+        if set(shares) != set(SPLITS) or any(not 0 <= float(v) <= 1 for v in shares.values()) or abs(sum(shares.values()) - 1) > 1e-9:
+            raise ValueError(f"workload.options.splits: give train, dev and holdout shares that sum to 1, got {shares}")
+        self._tools = callable_tools(list(tools))
+        self._scorer = import_target("workload.options.scorer", scorer) if scorer else None
+        self._tasks: dict[str, Task] = {}
+        for i, raw in enumerate(_read(file)):
+            task = self._task(raw, f"{file} record {i + 1}", shares, salt)
+            if task.task_id in self._tasks:
+                raise ValueError(f"{file} record {i + 1}: task id {raw['id']!r} appears twice")
+            self._tasks[task.task_id] = task
+
+    def _task(self, raw: Any, where: str, shares: Mapping[str, float], salt: str) -> Task:
+        try:
+            jsonschema.validate(raw, RECORD)
+        except jsonschema.ValidationError as exc:
+            at = "/".join(str(p) for p in exc.absolute_path) or "the record"
+            raise ValueError(f"{where}: {at}: {exc.message}") from None
+        if not is_name(raw["id"]):
+            raise ValueError(f"{where}: id {raw['id']!r} is not a plain name (letters, digits, _ . -)")
+        turns = tuple(tuple({"role": "user", "content": m} for m in ([t] if isinstance(t, str) else t)) for t in raw["turns"])
+        expected = raw.get("expected_calls") or []
+        if len(expected) > len(turns):
+            raise ValueError(f"{where}: expected_calls has {len(expected)} turns, the task {len(turns)}")
+        gold = tuple(tuple(ToolCall(c["name"], dict(c.get("arguments") or {})) for c in turn) for turn in expected)
+        unknown = sorted({c.name for turn in gold for c in turn} - set(self._tools))
+        if unknown:
+            raise ValueError(f"{where}: expected_calls name tools that are not in workload.options.tools: {unknown}")
+        answers = tuple(raw.get("answers") or ([None] * (len(turns) - 1) + [raw["answer"]] if "answer" in raw else []))
+        split = raw.get("split") or _hashed_split(raw["id"], shares, salt)
+        offered = tuple(raw.get("tools") or self._tools)
+        return Task(task_id=f"{self.name}/{raw['id']}", split=split, turns=turns, tool_names=offered,
+                    gold=gold + ((),) * (len(turns) - len(gold)) if gold else (), answers=answers,
+                    data={"state": raw.get("state") or {}, "expected_state": raw.get("expected_state"),
+                          "stratum": raw.get("stratum", "-")})
+
+    def tool_specs(self) -> Sequence[ToolSpec]:
+        return [spec for spec, _ in self._tools.values()]
+
+    def tasks(self, split: str) -> Sequence[Task]:
+        return [t for t in self._tasks.values() if t.split == split]
+
+    def task(self, task_id: str) -> Task:
+        if task_id not in self._tasks:
+            raise KeyError(f"unknown task {task_id!r} in workload {self.name!r}")
+        return self._tasks[task_id]
+
+    def make_environment(self, task: Task, *, seed: int) -> Environment:
+        return Environment({n: fn for n, (_, fn) in self._tools.items()}, task.data.get("state") or {})
+
+    def score(self, task: Task, trajectory: Trajectory, environment: Environment) -> EpisodeScore:
+        if self._scorer is not None:
+            out = self._scorer(task, trajectory, environment.snapshot())
+            if isinstance(out, EpisodeScore):
+                return out
+            value = float(out)
+            return EpisodeScore(passed=value >= 1.0, score=max(0.0, min(1.0, value)))
+        return score_episode(task, trajectory, environment.snapshot())
+
+
+_BUILT: list[TasksFileWorkload] = []  # the last one this process built
+
+
+def tasks_workload(**options: Any) -> TasksFileWorkload:
+    """The registered factory. Built with no options, as the simulated model builds a workload to
+    look a task id up, it is the one this process last built from a file: the simulator serves a
+    tasks-file workload in the process that evaluates it (its in-process route), not over HTTP."""
+    if not options:
+        if not _BUILT:
+            raise ValueError("workload.options.path is not set: point it at a .jsonl or .yaml tasks file")
+        return _BUILT[-1]
+    built = TasksFileWorkload(**options)
+    _BUILT[:] = [built]
+    return built
+
+
+def _hashed_split(task_id: str, shares: Mapping[str, float], salt: str) -> str:
+    """A stable split from the id alone: adding tasks never moves an old one."""
+    at = int(hashlib.sha256(f"{salt}:{task_id}".encode()).hexdigest()[:12], 16) / 16**12
+    cumulative = 0.0
+    for split in SPLITS:
+        cumulative += float(shares[split])
+        if at < cumulative:
+            return split
+    return SPLITS[-1]

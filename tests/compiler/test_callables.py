@@ -1,0 +1,68 @@
+"""Python functions as tools: the schema from the signature (pydantic), the descriptions from the
+docstring (docstring-parser), the state parameter hidden from the model, bad functions refused."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+
+from compiler.callables import call, spec_of, tool
+from compiler.errors import ConfigError
+
+
+@tool(mutates_state=True, group="orders")
+def refund(order_id: str, amount: float, reason: Literal["damaged", "late"], note: str = "", *, state: dict[str, Any]) -> str:
+    """Refund an order.
+
+    Longer words about refunds.
+
+    Args:
+        order_id: The order's id.
+        amount: How much to refund.
+        reason: Why.
+    """
+    state.setdefault("refunds", []).append((order_id, amount))
+    return "ok"
+
+
+def test_the_schema_comes_from_the_signature_and_the_docstring() -> None:
+    spec = spec_of(refund)
+    assert spec.name == "refund" and spec.description == "Refund an order. Longer words about refunds."
+    props = spec.parameters["properties"]
+    assert list(props) == ["order_id", "amount", "reason", "note"] and "state" not in props  # the model never sees the state
+    assert props["amount"]["type"] == "number" and props["reason"]["enum"] == ["damaged", "late"]
+    assert props["order_id"]["description"] == "The order's id." and "description" not in props["note"]
+    assert spec.parameters["required"] == ["order_id", "amount", "reason"] and props["note"]["default"] == ""
+    assert spec.mutates_state and spec.group == "orders" and not any("title" in p for p in props.values())
+
+
+def test_a_call_passes_the_state_where_the_function_asks_for_it() -> None:
+    state: dict[str, Any] = {}
+    assert call(refund, {"order_id": "A-1", "amount": 2.5, "reason": "late"}, state) == "ok"
+    assert state == {"refunds": [("A-1", 2.5)]}
+
+
+def no_doc(x: int) -> int:
+    return x
+
+
+def star(*args: int) -> int:
+    """Adds numbers."""
+    return sum(args)
+
+
+@pytest.mark.parametrize("fn, expected", [(no_doc, "has no docstring"), (star, "a model passes keyword arguments")])
+def test_functions_a_model_cannot_call_well_are_one_error(fn: Any, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        spec_of(fn, path="tool.callables[0]")
+
+
+def test_catalog_reads_callables_and_names_a_bad_import_path() -> None:
+    from compiler.catalog import build_catalog
+
+    catalog = build_catalog({"callables": ["tests.compiler.test_callables.refund"]})
+    assert list(catalog) == ["refund"] and catalog["refund"].mutates_state
+    for bad, why in [("tests.compiler.nope.refund", "cannot import"), ("os.system(1)", "is not an import path"),
+                     ("tests.compiler.test_callables.missing", "cannot import")]:
+        with pytest.raises(ConfigError, match=why):
+            build_catalog({"callables": [bad]})
