@@ -22,12 +22,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 STATE_PARAMETER = "state"
 
 
-def tool(*, mutates_state: bool = False, group: str = "", name: str | None = None) -> Callable[[F], F]:
-    """Label a tool function: whether a call can change the environment, its API group, its name."""
+def tool(*, mutates_state: bool = False, group: str = "", name: str | None = None, live: bool = False) -> Callable[[F], F]:
+    """Label a tool function: whether a call can change the environment, its API group, its name,
+    and whether its output is live (a service, the clock): live tools are what tool-output
+    snapshots record and replay (compiler/runtime/snapshots.py)."""
     def label(fn: F) -> F:
-        fn.__evoharness_tool__ = {"mutates_state": bool(mutates_state), "group": str(group), "name": name}  # type: ignore[attr-defined]
+        fn.__evoharness_tool__ = {"mutates_state": bool(mutates_state), "group": str(group), "name": name,  # type: ignore[attr-defined]
+                                  "live": bool(live)}
         return fn
     return label
+
+
+def is_live(fn: Callable[..., Any]) -> bool:
+    return bool(getattr(fn, "__evoharness_tool__", {}).get("live", False))
 
 
 def import_target(path: str, target: str) -> Callable[..., Any]:

@@ -369,7 +369,11 @@ def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], Non
             scrub_files(Path(runtime.runtime.output_dir) / str(runtime.output_subdir))
         if runtime.mode == RunMode.MULTIRUN:  # the sweep's own record of its overrides
             _scrub_file(Path(str(runtime.sweep.dir)) / "multirun.yaml")
-        return task(cfg)
+        try:
+            return task(cfg)
+        except ConfigError as exc:  # found only once the run had started (a snapshot miss): one line, exit 2
+            print(f"error: {scrub(str(exc))}", file=sys.stderr)
+            raise SystemExit(2) from None
 
     return run
 

@@ -9,9 +9,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from compiler.errors import ConfigError
 from compiler.runtime.arguments import MAX_ARGUMENT_CHARS, clip, decode_json_arguments, schema_mismatch
 from compiler.runtime.bash_calls import decode_text_calls
 from compiler.runtime.models import InfraError, ModelClient, ModelLimitError, ModelReply
+from compiler.runtime.snapshots import ToolInfraError
 from compiler.runtime.trajectory import ModelCallRecord, ToolCall, ToolCallRecord, Trajectory
 from compiler.runtime.workload import Environment, Task
 from compiler.variant import HarnessVariant
@@ -54,6 +56,10 @@ class _Episode:
         else:
             try:
                 result, error = self.env.call(call.name, dict(call.arguments)), None
+            except ToolInfraError as exc:  # a live service down, a snapshot miss: the episode is skipped, never scored
+                raise InfraError(f"tool {call.name}: {exc}") from None
+            except ConfigError:  # the setup is wrong (a replay the snapshot cannot serve): the run stops with one line
+                raise
             except Exception as exc:  # the tool's own failure goes back to the model, as a real tool error would
                 error = clip(f"{type(exc).__name__}: {exc}")
         self.tool_calls.append(ToolCallRecord(turn=turn, name=call.name, arguments=dict(call.arguments), result=result, error=error))

@@ -24,6 +24,8 @@ def make_workload(cfg: DictConfig) -> Workload:
     factory = WORKLOADS.lookup(str(cfg.workload.name), path="workload.name")
     try:
         return factory(**(to_plain(cfg.workload.options) or {}))
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as exc:
         raise ConfigError("workload.options", str(exc).splitlines()[0], "check the option names and values of this workload") from None
 

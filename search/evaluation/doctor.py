@@ -121,6 +121,10 @@ async def _score(variant: HarnessVariant, workload: Workload, task: Task, calls:
     if trajectory.status == "infra_error":
         return None, f"the loop could not run the replay: {trajectory.infra_error}"
     errors = [f"{c.name}: {c.error}" for c in trajectory.tool_calls if c.error]
+    if trajectory.status == "max_turns":
+        longest = max((len(t) for t in calls), default=0)
+        errors.insert(0, f"agent.max_turns={variant.max_turns} model calls per turn cut the replay short (the reference makes "
+                         f"{longest} calls in one turn, and the replay, like the simulated models, makes one call per reply)")
     return workload.score(task, trajectory, env), ("; ".join(errors[:2]) if errors else "")
 
 

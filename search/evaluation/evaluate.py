@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from compiler.errors import ConfigError
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.llm import drain_litellm_logging
 from compiler.runtime.loop import run_episode
@@ -84,15 +85,27 @@ async def evaluate_variant_async(
         raise ValueError(f"workload.split={split!r}: no tasks; use train, dev or holdout")
     client = ModelClient(variant.model, variant.route, cache=cache)
     gate = asyncio.Semaphore(max(1, concurrency))
+    fatal: list[ConfigError] = []  # a setup error found mid-run (a tool-output replay miss): it stops the evaluation
 
     async def guarded(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory]:
         async with gate:
-            return await _episode(variant, workload, task, sample, seed, client)
+            if fatal:  # no new episode starts; the ones in flight finish, so nothing is left half-done
+                return None  # type: ignore[return-value]
+            try:
+                return await _episode(variant, workload, task, sample, seed, client)
+            except ConfigError as exc:
+                fatal.append(exc)
+                return None  # type: ignore[return-value]
+
+    def stop_if_fatal() -> None:
+        if fatal:
+            raise fatal[0]
 
     desc = f"{split} {variant.model.route}" if progress else None
     judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
     if not judged:
         done = await _gather([guarded(t, s) for t in chosen for s in range(samples)], progress=desc)
+        stop_if_fatal()
         stand_ins: list[EpisodeResult] = []
     else:
         head, tail = chosen[:probe], chosen[probe:]
@@ -100,12 +113,17 @@ async def evaluate_variant_async(
         probing = [asyncio.ensure_future(guarded(t, s)) for t in head for s in range(samples)]
         firsts = [asyncio.ensure_future(guarded(t, 0)) for t in tail]
         probed = await asyncio.gather(*probing)
+        if fatal:
+            await asyncio.gather(*firsts)
+            stop_if_fatal()
         repeat = not repeats_identical([traj for _, traj in probed])
         extra = await _gather([guarded(t, s) for t in tail for s in range(1, samples)] if repeat else [], progress=desc)
         ran = await asyncio.gather(*firsts)
+        stop_if_fatal()
         # a task whose one sample was lost to the infrastructure has nothing to stand in for: its other samples run
         lost = [] if repeat else [t for t, (_, traj) in zip(tail, ran) if traj.status == "infra_error"]
         extra += await asyncio.gather(*[guarded(t, s) for t in lost for s in range(1, samples)])
+        stop_if_fatal()
         done = [*probed, *ran, *extra]
         stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error" for s in range(1, samples)]
     await drain_litellm_logging()

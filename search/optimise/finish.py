@@ -45,14 +45,17 @@ class Frozen:
     scorer_hash: str
     seed: int
     split_strata: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # split -> stratum -> tasks
+    tool_outputs_hash: str | None = None  # the replayed tool-output snapshot, when the workload replays one
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Frozen:
         return cls(config_hash=str(d["config_hash"]), workload_hash=str(d["workload_hash"]), splits_hash=str(d["splits_hash"]),
-                   scorer_hash=str(d["scorer_hash"]), seed=int(d["seed"]), split_strata=dict(d.get("split_strata") or {}))
+                   scorer_hash=str(d["scorer_hash"]), seed=int(d["seed"]), split_strata=dict(d.get("split_strata") or {}),
+                   tool_outputs_hash=d.get("tool_outputs_hash"))
 
     def hashes(self) -> dict[str, str]:
-        return {"config": self.config_hash, "workload": self.workload_hash, "splits": self.splits_hash, "scorer": self.scorer_hash}
+        out = {"config": self.config_hash, "workload": self.workload_hash, "splits": self.splits_hash, "scorer": self.scorer_hash}
+        return {**out, "tool_outputs": self.tool_outputs_hash} if self.tool_outputs_hash else out
 
 
 class FinishAborted(RuntimeError):

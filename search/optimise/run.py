@@ -119,6 +119,9 @@ class SearchRun:
             "seed": st.seed,
             "split_strata": split_strata({k: [self.workload.task(t) for t in ids] for k, ids in self.task_ids.items()}),
         }
+        replayed = getattr(self.workload, "tool_outputs_hash", None)
+        if replayed:  # the live tools' recorded outputs are part of what the claim was judged on
+            frozen["tool_outputs_hash"] = str(replayed)
         checkup = doctor.status(st.runs_dir, self.workload.name, doctor.workload_hash(self.workload, st.workload.options))
         unchecked = doctor.warning(checkup, self.workload.name)
         if unchecked:

@@ -24,7 +24,7 @@ def workload_hash(workload: Workload, options: Mapping[str, Any]) -> str:
     """What the doctor vouches for: the workload's name and options, every split's tasks and its scorer."""
     tasks: list[Task] = [t for split in SPLITS for t in workload.tasks(split)]
     return content_hash({"name": workload.name, "options": dict(options), "tasks": tasks_hash(tasks),
-                         "scorer": scorer_hash(workload)})
+                         "scorer": scorer_hash(workload), "tool_outputs": getattr(workload, "tool_outputs_hash", None)})
 
 
 def record_path(runs_dir: str | Path, name: str) -> Path:

@@ -29,8 +29,9 @@ from typing import Any
 
 import jsonschema
 
-from compiler.callables import call, callable_tools, import_target
+from compiler.callables import call, callable_tools, import_target, is_live
 from compiler.names import is_name
+from compiler.runtime.snapshots import ToolOutputs
 from compiler.runtime.trajectory import ToolCall, Trajectory
 from compiler.runtime.workload import EpisodeScore, Task
 from compiler.toolspec import ToolSpec
@@ -79,16 +80,25 @@ def _read(path: Path) -> list[Any]:
 
 
 class Environment:
-    """The task's state, and its tools dispatched by name to their functions."""
+    """The task's state, and its tools dispatched by name to their functions; a live tool's output
+    is recorded into, or replayed from, the snapshot when one is configured."""
 
-    def __init__(self, functions: Mapping[str, Callable[..., Any]], state: Mapping[str, Any]) -> None:
-        self.functions, self.state, self.turn = functions, copy.deepcopy(dict(state)), 0
+    def __init__(self, functions: Mapping[str, Callable[..., Any]], state: Mapping[str, Any],
+                 outputs: ToolOutputs | None = None) -> None:
+        self.functions, self.state, self.turn, self.outputs = functions, copy.deepcopy(dict(state)), 0, outputs
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> str:
         if name not in self.functions:
             raise KeyError(f"no tool named {name!r}")
-        result = call(self.functions[name], arguments, self.state)
-        return result if isinstance(result, str) else json.dumps(result, default=str)
+        fn = self.functions[name]
+        lens = self.outputs if self.outputs is not None and self.outputs.mode != "live" and is_live(fn) else None
+        if lens is not None and lens.mode == "replay":
+            return lens.get(name, arguments)
+        result = call(fn, arguments, self.state)
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        if lens is not None:
+            lens.put(name, arguments, text)
+        return text
 
     def end_turn(self, turn: int) -> None:
         self.turn = turn + 1
@@ -103,7 +113,8 @@ class TasksFileWorkload:
     name = "tasks"
 
     def __init__(self, *, path: str, tools: Sequence[str] = (), scorer: str | None = None,
-                 splits: Mapping[str, float] | None = None, salt: str = "tasks-v1") -> None:
+                 splits: Mapping[str, float] | None = None, salt: str = "tasks-v1",
+                 tool_outputs: Mapping[str, Any] | None = None) -> None:
         file = Path(path).expanduser()
         if not file.is_file():
             raise ValueError(f"workload.options.path: no tasks file at {file.absolute()}")
@@ -111,6 +122,13 @@ class TasksFileWorkload:
         if set(shares) != set(SPLITS) or any(not 0 <= float(v) <= 1 for v in shares.values()) or abs(sum(shares.values()) - 1) > 1e-9:
             raise ValueError(f"workload.options.splits: give train, dev and holdout shares that sum to 1, got {shares}")
         self._tools = callable_tools(list(tools))
+        lens = dict(tool_outputs or {})
+        unknown = sorted(set(lens) - {"path", "mode", "on_miss"})
+        if unknown or (lens and not lens.get("path")):
+            raise ValueError(f"workload.options.tool_outputs: give path (and mode: live|record|replay, on_miss: error|skip); "
+                             f"got {sorted(lens)}")
+        self.outputs = ToolOutputs(lens["path"], mode=str(lens.get("mode", "replay")), on_miss=str(lens.get("on_miss", "error"))) \
+            if lens and lens.get("mode", "replay") != "live" else None
         self._scorer = import_target("workload.options.scorer", scorer) if scorer else None
         self._tasks: dict[str, Task] = {}
         for i, raw in enumerate(_read(file)):
@@ -155,7 +173,12 @@ class TasksFileWorkload:
         return self._tasks[task_id]
 
     def make_environment(self, task: Task, *, seed: int) -> Environment:
-        return Environment({n: fn for n, (_, fn) in self._tools.items()}, task.data.get("state") or {})
+        return Environment({n: fn for n, (_, fn) in self._tools.items()}, task.data.get("state") or {}, self.outputs)
+
+    @property
+    def tool_outputs_hash(self) -> str | None:
+        """The replayed snapshot's content hash (None unless replaying): part of the search's freeze."""
+        return self.outputs.content_hash() if self.outputs is not None and self.outputs.mode == "replay" else None
 
     def score(self, task: Task, trajectory: Trajectory, environment: Environment) -> EpisodeScore:
         if self._scorer is not None:
