@@ -208,6 +208,11 @@ class Registry:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / ".lock", "a", encoding="utf-8") as fh:  # "a": create without truncating
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            # a writer killed (SIGKILL) between its temp file and the rename leaves the temp behind:
+            # under the lock no write is in flight, so every temp file here is such a leftover
+            for stale in [*self.root.glob(".*.tmp"), *self.snapshot_dir.glob(".*.tmp")]:
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
             try:
                 yield
             finally:

@@ -191,7 +191,10 @@ class SearchRun:
 
     def warn_uncovered(self) -> None:
         """A line per split whose tasks call tools the base agent does not offer (they cannot pass)."""
-        offered = [t.name for t in self.variant_of(BASELINE).tools]
+        from compiler.catalog import build_catalog, select_tools
+
+        # the base agent's tools, from its config (compiling variants is the jobs' work, not the orchestrator's)
+        offered = [s.name for s in select_tools(self.settings.agent.get("tools") or [], build_catalog(self.settings.tool))]
         for split, ids in self.task_ids.items():
             gap = coverage_warning(offered, [self.workload.task(t) for t in ids], where=split)
             if gap:

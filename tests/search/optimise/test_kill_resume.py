@@ -155,10 +155,11 @@ def test_sigkill_at_four_moments_then_resume(tmp_path: Path, endpoint: tuple[str
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        good, tampered = Registry(registry).scan()
-        assert tampered == [] and not list(registry.rglob("*.tmp"))
+        good, tampered = Registry(registry).scan()  # a kill between a temp file and its rename may leave the temp: never read
+        assert tampered == []
         history = json.loads((registry / "promotions.json").read_text(encoding="utf-8")) if (registry / "promotions.json").exists() else {}
         assert isinstance(history, dict)
     last = subprocess.run([sys.executable, "-c", "from search.cli.main import entry; entry()", "promote", str(target),
                            "--registry", str(registry), "--force"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert last.returncode == 0, last.stderr
+    assert not list(registry.rglob("*.tmp"))  # the next write cleared any temp file a killed writer left
