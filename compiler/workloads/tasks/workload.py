@@ -165,6 +165,8 @@ class TasksFileWorkload:
         return [spec for spec, _ in self._tools.values()]
 
     def tasks(self, split: str) -> Sequence[Task]:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; use one of {list(SPLITS)}")
         return [t for t in self._tasks.values() if t.split == split]
 
     def task(self, task_id: str) -> Task:

@@ -133,6 +133,8 @@ class ToolTalkWorkload:
         return tooltalk_tool_specs()
 
     def tasks(self, split: str) -> Sequence[Task]:
+        if split not in dict(SPLITS):
+            raise ValueError(f"unknown split {split!r}; use one of {[s for s, _ in SPLITS]}")
         return [self._tasks[t] for t in self._listed if self._tasks[t].split == split]
 
     def task(self, task_id: str) -> Task:

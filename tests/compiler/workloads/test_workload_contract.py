@@ -16,7 +16,9 @@ from __future__ import annotations
 import copy
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -154,10 +156,35 @@ register_workload(TOY_NAME)(ToyWorkload)
 # The cases: add a workload factory here and it gets every test below.
 # --------------------------------------------------------------------------------------------
 
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def _example(name: str) -> None:
+    if str(EXAMPLES / name) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES / name))
+
+
+def _refunds() -> Workload:
+    """workload=tasks on the order-desk example: tool functions and a JSONL tasks file."""
+    _example("refunds")
+    tools = [f"refunds_shop.tools.{n}" for n in ("find_order", "order_status", "refund", "cancel_order")]
+    return workload_factory("tasks")(path=str(EXAMPLES / "refunds" / "refunds_shop" / "tasks.jsonl"), tools=tools)
+
+
+def _tooltalk() -> Workload:
+    """The external plugin's workload (examples/tooltalk), registered by importing the plugin."""
+    _example("tooltalk")
+    import evoharness_tooltalk  # noqa: F401
+
+    return workload_factory("tooltalk")()
+
+
 WORKLOAD_CASES: list[Any] = [
     pytest.param(lambda: workload_factory("bfcl")(), id="bfcl"),
     pytest.param(lambda: workload_factory("bfcl")(categories=CATEGORIES), id="bfcl-all-categories"),
     pytest.param(lambda: workload_factory(TOY_NAME)(), id="toy"),
+    pytest.param(_refunds, id="tasks-file"),
+    pytest.param(_tooltalk, id="tooltalk-plugin"),
 ]
 
 
@@ -211,7 +238,9 @@ def replay(workload: Workload, task: Task, calls: Calls, *, seed: int = 0, env: 
         env.end_turn(turn)
     trajectory = Trajectory(
         task_id=task.task_id, sample=0, seed=seed, variant_hash="contract", status="completed", tool_calls=tuple(records),
-        responses=("Done.",) * len(task.turns), final_state=json.loads(json.dumps(env.snapshot(), default=str)),
+        # a turn's reference answer, where the task has one, is what a replay says
+        responses=tuple((task.answers[i] if i < len(task.answers) else None) or "Done." for i in range(len(task.turns))),
+        final_state=json.loads(json.dumps(env.snapshot(), default=str)),
     )
     return env, trajectory
 
