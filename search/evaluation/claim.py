@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ def scorer_hash(workload: Any) -> str:
         sources = [repr(fn)]
     for name in getattr(workload, "scorer_modules", ()) or ():
         sources += [f"# {name}", *_module_sources(str(name))]
+    settings = getattr(workload, "scorer_settings", None)  # what else decides a verdict (e.g. which text matcher ran)
+    if settings:
+        sources.append("# settings " + json.dumps(dict(settings), sort_keys=True, default=str))
     return hashlib.sha256("\n".join(sources).encode("utf-8")).hexdigest()
 
 

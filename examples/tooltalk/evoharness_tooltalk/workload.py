@@ -99,7 +99,7 @@ class ToolTalkWorkload:
     name = "tooltalk"
     packages = ("nvidia-tooltalk",)
     scorer_modules = ("tooltalk.evaluation", "tooltalk.apis", "evoharness_tooltalk.textmatch")
-    text_match = textmatch.TEXT_MATCH
+    scorer_settings = {"text_match": textmatch.TEXT_MATCH}  # in the scorer hash: which free-text comparison judged
 
     def __init__(self, *, subsets: Sequence[str] = SUBSETS) -> None:
         bad = [s for s in subsets if s not in SUBSETS]

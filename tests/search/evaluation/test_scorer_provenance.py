@@ -35,6 +35,10 @@ def test_the_scorer_hash_changes_with_the_benchmark_code_it_names(benchmark: Pat
     assert scorer_hash(workload) == before
     (benchmark / "toy_bench" / "checker" / "rules.py").write_text("THRESHOLD = 0.6\n", encoding="utf-8")
     assert scorer_hash(workload) != before  # a changed benchmark checker is a changed scorer
+    workload.scorer_settings = {"text_match": "lexical"}
+    lexical = scorer_hash(workload)
+    workload.scorer_settings = {"text_match": "distilbert"}
+    assert len({lexical, scorer_hash(workload)}) == 2  # another matcher judged: another scorer
     workload.scorer_modules = ("toy_bench.nope",)
     with pytest.raises(ValueError, match="scorer module 'toy_bench.nope' cannot be found"):
         scorer_hash(workload)
