@@ -49,8 +49,8 @@ def import_target(path: str, target: str) -> Callable[..., Any]:
     except (ImportError, AttributeError) as exc:
         raise ConfigError(path, f"cannot import {target!r} ({type(exc).__name__}: {exc})",
                           "check the module and function names, and that the package is installed") from None
-    if not callable(obj):
-        raise ConfigError(path, f"{target!r} is not callable", "name a function")
+    if not inspect.isfunction(obj):  # a class, a builtin (os.system) or a callable object is not a tool function
+        raise ConfigError(path, f"{target!r} is not a Python function", "name a function defined with def in your own module")
     return obj  # type: ignore[no-any-return]
 
 

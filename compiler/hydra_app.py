@@ -105,7 +105,11 @@ def _user_searchpath(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
             raise UsageError(_parse_error([ov], str(exc).strip().splitlines()[0])) from None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise UsageError(f"hydra.searchpath: must be a list of folders, got {value!r}. Fix: hydra.searchpath=[DIR,...]")
-        entries += [as_url(v) for v in value]
+        for v in value:
+            url = as_url(v)
+            if url.startswith("file://") and not Path(url[len("file://"):]).is_dir():
+                raise UsageError(f"hydra.searchpath: no such folder {v!r}. Fix: list folders of YAML config groups that exist")
+            entries.append(url)
     return entries, rest
 
 
@@ -121,17 +125,47 @@ def resolve_config_path(argv: Sequence[str]) -> tuple[ConfigPath, list[str]]:
     flags = [a for a in rest if a.startswith("-")]
     installed = [f"file://{d}" for d in load_plugins(entry_points=True)]
     cp = ConfigPath(first=first, extra=tuple(dict.fromkeys([*user, *installed])), primary=primary)
-    # the plugins key is read from the config itself (a --config-name's file, or plugins=[...]),
-    # composed with that override alone: the others may name what the plugins bring
-    static = [o for o in plain if o.lstrip("+~").split("=", 1)[0] == "plugins"]
-    if len(static) > 1 or any("," in o.split("=", 1)[1] and not o.split("=", 1)[1].strip().startswith("[") for o in static):
-        raise UsageError("plugins: give one list, plugins=[a,b] (plugins cannot be swept: every job loads the same ones)")
-    cfg = _compose(static, cp)
-    named = [str(m) for m in (cfg.get("plugins") or [])]
+    named = _plugins_named(plain, cp)
     if named:
         more = [f"file://{d}" for d in load_plugins(named, entry_points=False)]
         cp = ConfigPath(first=first, extra=tuple(dict.fromkeys([*cp.extra, *more])), primary=primary)
     return cp, [*flags, *plain]
+
+
+def _plugins_named(overrides: Sequence[str], cp: ConfigPath) -> list[str]:
+    """The ``plugins`` key, read before composing: a ``plugins=[...]`` override, else the primary
+    config file's own key (composing first could not work: its defaults may name what the
+    plugins bring)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    given = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] == "plugins"]
+    if len(given) > 1:
+        raise UsageError("plugins: given twice. Fix: give one list, plugins=[a,b]")
+    if given:
+        try:
+            [parsed] = OverridesParser.create().parse_overrides(given)
+        except OverrideParseException as exc:
+            raise UsageError(_parse_error(given, str(exc).strip().splitlines()[0])) from None
+        if parsed.is_sweep_override():
+            raise UsageError("plugins: cannot be swept (every job loads the same plugins). Fix: give one list, plugins=[a,b]")
+        value = parsed.value()
+        if parsed.is_delete():
+            return []
+    else:
+        import yaml
+
+        primary = next((d / f"{cp.primary}.yaml" for d in cp.dirs() if (d / f"{cp.primary}.yaml").is_file()), None)
+        try:
+            raw = yaml.safe_load(primary.read_text(encoding="utf-8")) if primary is not None else None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return []  # the composition reports a broken primary config with its own line
+        value = raw.get("plugins") if isinstance(raw, dict) else None
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"plugins: must be a list of module names, got {value!r}. Fix: plugins=[my_pkg.plugin]")
+    return list(value)
 
 
 def _combinations(overrides: list[str], multirun: bool) -> list[list[str]]:
@@ -188,6 +222,9 @@ def _one_line_hydra_error(exc: BaseException, overrides: list[str], cp: ConfigPa
         group, _, option = str(exc.missing_cfg_file).rpartition("/")
         options = [o for o in (exc.options or []) if not o.endswith("_schema")]
         searched = ", ".join(str(d) for d in (cp or ConfigPath()).dirs())
+        if not group:  # the primary config itself
+            return (f"--config-name {option}: no primary config {option}.yaml in the config dirs searched ({searched}). "
+                    "Fix: put it in your config dir and pass --config-dir DIR, or drop --config-name")
         return (f"{group}={option}: no such option in config group '{group}' (config dirs searched: {searched}). "
                 f"Fix: use one of {options}, or add {group}/{option}.yaml to your own config dir and pass --config-dir DIR")
     cause: BaseException = exc

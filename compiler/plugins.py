@@ -102,16 +102,18 @@ class NamedRegistry(Generic[T]):
 PLUGIN_GROUP = "evoharness.plugins"
 
 
-def plugin_entry_points() -> dict[str, str]:
-    """``evoharness.plugins`` entry points of installed distributions: name -> import path."""
-    return {ep.name: ep.value for ep in metadata.entry_points(group=PLUGIN_GROUP)}
+def plugin_entry_points() -> dict[str, tuple[str, str]]:
+    """``evoharness.plugins`` entry points of installed distributions: name -> (import path, distribution)."""
+    return {ep.name: (ep.value, ep.dist.name if ep.dist is not None else "an unknown distribution")
+            for ep in metadata.entry_points(group=PLUGIN_GROUP)}
 
 
 def load_plugins(modules: Sequence[str] = (), *, entry_points: bool = True) -> list[Path]:
     """Import every plugin (the installed ones, then ``modules`` from the ``plugins`` config key)
     and return their config dirs, in that order. A plugin that cannot be imported, or whose
     ``CONFIG_DIR`` is not a folder, is a ConfigError naming it."""
-    named = [(f"entry point {n!r} (group {PLUGIN_GROUP})", v) for n, v in sorted(plugin_entry_points().items())] if entry_points else []
+    found = sorted(plugin_entry_points().items()) if entry_points else []
+    named = [(f"entry point {n!r} of {dist} (group {PLUGIN_GROUP})", v) for n, (v, dist) in found]
     named += [(f"plugins[{i}]", str(m)) for i, m in enumerate(modules)]
     dirs: list[Path] = []
     for where, target in named:
@@ -120,10 +122,11 @@ def load_plugins(modules: Sequence[str] = (), *, entry_points: bool = True) -> l
             raise ConfigError(where, f"{target!r} is not a module path", "name a module as package.module (no file paths)")
         try:
             plugin = importlib.import_module(module)
-        except Exception as exc:  # a plugin's own import error is its one line, not our traceback
+        except (Exception, SystemExit) as exc:  # a plugin's own import error (or exit) is its one line, not our traceback
             why = str(exc).splitlines()[0] if str(exc) else ""
-            raise ConfigError(where, f"cannot import plugin {module!r} ({type(exc).__name__}: {why})",
-                              "install the package that provides it, or correct the module name") from None
+            fix = ("reinstall or uninstall that distribution" if where.startswith("entry point")
+                   else "install the package that provides it, or correct the module name")
+            raise ConfigError(where, f"cannot import plugin {module!r} ({type(exc).__name__}: {why})", fix) from None
         conf = getattr(plugin, "CONFIG_DIR", None)
         if conf is None:
             continue

@@ -48,8 +48,25 @@ class ToolOutputs:
         if mode == "replay" and not self.path.is_file():
             raise ConfigError("workload.options.tool_outputs.path", f"no snapshot at {self.path}",
                               "record one first with tool_outputs.mode=record (the live tools run once and their outputs are kept)")
+        if mode == "record":
+            self._check_writable()
         self._lock = threading.Lock()
         self._entries: dict[str, dict[str, Any]] = self._read()
+
+    def _check_writable(self) -> None:
+        """Before any episode: a recording that cannot be stored must not turn into tool errors the model sees."""
+        import tempfile
+
+        if self.path.is_dir():
+            raise ConfigError("workload.options.tool_outputs.path", f"{self.path} is a folder", "name a file, e.g. <folder>/tools.json")
+        folder = self.path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(prefix=".evoharness-probe-", dir=folder, delete=True)
+            probe.close()
+        except OSError as exc:
+            raise ConfigError("workload.options.tool_outputs.path", f"cannot write a snapshot in {folder} ({exc.strerror})",
+                              "point it at a file in a folder you can write") from None
 
     def _read(self) -> dict[str, dict[str, Any]]:
         if not self.path.is_file():
@@ -81,10 +98,17 @@ class ToolOutputs:
 
     def put(self, tool: str, arguments: Mapping[str, Any], output: str) -> None:
         key = call_key(tool, arguments)
+        try:
+            self._put(key, tool, arguments, output)
+        except OSError as exc:  # the disk, not the model: the run stops with one line
+            raise ConfigError("workload.options.tool_outputs.path", f"cannot record into {self.path} ({exc.strerror or exc})",
+                              "point it at a file in a folder you can write") from None
+
+    def _put(self, key: str, tool: str, arguments: Mapping[str, Any], output: str) -> None:
         with self._lock, FileLock(str(self.path) + ".lock"):
             on_disk = self._read()  # another process may have recorded meanwhile
-            on_disk.setdefault(key, {"tool": tool, "arguments": json.loads(json.dumps(dict(arguments), default=str)),
-                                     "output": output})
+            # the latest recording wins: a replay serves what the recording run's model saw last
+            on_disk[key] = {"tool": tool, "arguments": json.loads(json.dumps(dict(arguments), default=str)), "output": output}
             self._entries = on_disk
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.path, {"kind": "tool_outputs", "schema_version": 1, "outputs": on_disk})

@@ -35,6 +35,9 @@ def chosen_tasks(cfg: DictConfig, workload: Workload) -> list[Task]:
     if split not in SPLITS:
         raise ConfigError("workload.split", f"unknown split {split!r}", f"use one of {list(SPLITS)}")
     tasks = list(workload.tasks(split))
+    if not tasks:
+        raise ConfigError("workload.split", f"workload {workload.name!r} has no {split} tasks",
+                          "pick a split that has tasks, or give the workload some (a tasks file: split them, or let them be hashed)")
     limit = cfg.workload.limit
     if limit is not None:
         if int(limit) < 1:
@@ -82,8 +85,9 @@ def evaluate_task(cfg: DictConfig) -> None:
         print(gap, file=sys.stderr)
     from search.records import doctor
 
-    unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name,
-                                             doctor.workload_hash(workload, to_plain(cfg.workload.options) or {})), workload.name)
+    digest = doctor.workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
+                                  max_turns=variant.max_turns)
+    unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name, digest), workload.name)
     if unchecked:
         print(unchecked, file=sys.stderr)
     samples = int(cfg.workload.samples)
@@ -142,6 +146,11 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     from search.optimise.study import check_storage
 
     variant = evaluate_validate(cfg, overrides)
+    workload = make_workload(cfg)
+    empty = [split for split in SPLITS if not workload.tasks(split)]
+    if empty:  # a search tunes on train, selects on dev and claims on holdout: each needs tasks
+        raise ConfigError("workload", f"workload {workload.name!r} has no {' or '.join(empty)} tasks",
+                          "give every split tasks (a tasks file: declare splits, or let enough tasks be hashed)")
     settings = RunSettings.from_config(cfg)
     if settings.search.storage:
         check_storage(settings.search.storage)
@@ -159,7 +168,10 @@ def doctor_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVa
 
     variant = compile_validate(cfg, overrides)
     workload = make_workload(cfg)
-    record_path(str(cfg.runs_dir), workload.name)  # the record's file name must be a plain name
+    record_path(str(cfg.runs_dir), workload.name, "0" * 16)  # the record's file name must be a plain name
+    folder = Path(str(cfg.runs_dir)) / "doctor"
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError("runs_dir", f"{folder} is a file, and the doctor's records go in that folder", "move the file away")
     limit = cfg.workload.limit
     if limit is not None and int(limit) < 1:
         raise ConfigError("workload.limit", f"must be positive or null, got {limit}", "set workload.limit=null for all tasks")
@@ -178,16 +190,18 @@ def doctor_task(cfg: DictConfig) -> None:
     tasks = [t for split in SPLITS for t in list(workload.tasks(split))[:limit]]
     total = sum(len(workload.tasks(split)) for split in SPLITS)
     report = run_doctor(variant, workload, tasks, seed=int(cfg.seed), concurrency=int(cfg.workload.concurrency))
-    digest = workload_hash(workload, to_plain(cfg.workload.options) or {})
-    path = record_path(str(cfg.runs_dir), workload.name)
+    digest = workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
+                           max_turns=variant.max_turns)
+    path = record_path(str(cfg.runs_dir), workload.name, digest)
     gates = report.gates()
     write_record(path, workload=workload.name, digest=digest, passed=report.passed, gates=gates, rows=report.split_rows(),
                  checked=len(tasks), total=total)
-    print(f"doctor: workload {workload.name!r}, {len(tasks)} of {total} tasks, hash {digest[:12]}")
-    print(doctor_table(report))
-    for failure in report.failures():
-        print(f"  gold replay failed: {failure}")
-    print("gates: " + ", ".join(f"{name} {'PASS' if ok else 'FAIL'}" for name, ok in gates.items()))
+    from compiler.secrets import scrub
+
+    lines = [f"doctor: workload {workload.name!r}, {len(tasks)} of {total} tasks, hash {digest[:12]}", doctor_table(report),
+             *[f"  gold replay failed: {failure}" for failure in report.failures()],
+             "gates: " + ", ".join(f"{name} {'n/a' if ok is None else 'PASS' if ok else 'FAIL'}" for name, ok in gates.items())]
+    print(scrub("\n".join(lines)))  # a tool's error text may carry an environment value
     print(f"record: {path}", file=sys.stderr)
     if not report.passed:
         raise SystemExit(1)

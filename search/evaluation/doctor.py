@@ -29,6 +29,8 @@ from compiler.runtime.trajectory import ToolCall
 from compiler.runtime.workload import EpisodeScore, Task, Workload
 from compiler.variant import HarnessVariant, ModelParams, RouteSettings
 
+SPLITS = ("train", "dev", "holdout")
+LENIENT_SHARE = 0.5  # the do-nothing model may pass at most this share of the tasks that have reference calls
 REPLAY_ROUTE = "openai/evoharness-replay"  # litellm answers a mock request itself: the name is never sent anywhere
 NULL_ANSWER = "I cannot help with that."
 
@@ -87,7 +89,7 @@ class DoctorReport:
         for split in dict.fromkeys(c.split for c in self.checks):
             cs = [c for c in self.checks if c.split == split]
             gold = [c for c in cs if c.has_gold]
-            state = [c for c in cs if c.state_check is not None]
+            state = [c for c in gold if c.state_check is not None and c.gold is not None and c.gold.passed]
             rows.append({"split": split, "tasks": len(cs), "with_gold": len(gold),
                          "gold_passed": sum(1 for c in gold if c.gold is not None and c.gold.passed),
                          "null_pass_rate": sum(c.null_passed for c in cs) / len(cs) if cs else 0.0,
@@ -95,19 +97,24 @@ class DoctorReport:
                          "state_checked": len(state), "state_scored": sum(1 for c in state if c.state_check)})
         return rows
 
-    def gates(self) -> dict[str, bool]:
+    def gates(self) -> dict[str, bool | None]:
+        """Each gate's verdict; None when nothing could test it (shown as n/a, and not a pass)."""
         gold = [c for c in self.checks if c.has_gold]
-        state = [c for c in self.checks if c.state_check is not None]
+        # a truncated replay only tells something when the full replay passed
+        state = [c for c in gold if c.state_check is not None and c.gold is not None and c.gold.passed]
         return {
+            "every split has tasks": {c.split for c in self.checks} >= set(SPLITS),
             "gold replay passes": bool(gold) and all(c.gold is not None and c.gold.passed for c in gold),
+            # a scorer that passes a model doing nothing on most tasks with reference calls is not judging them
+            "do-nothing model fails": (sum(c.null_passed for c in gold) <= LENIENT_SHARE * len(gold)) if gold else None,
             "deterministic": all(c.deterministic for c in self.checks),
             # one truncated replay that fails is enough to show the scorer reads the final state
-            "final state scored": not state or any(c.state_check for c in state),
+            "final state scored": any(c.state_check for c in state) if state else None,
         }
 
     @property
     def passed(self) -> bool:
-        return all(self.gates().values())
+        return all(v is not False for v in self.gates().values())
 
     def failures(self, limit: int = 5) -> list[str]:
         bad = [c for c in self.checks if c.has_gold and not (c.gold and c.gold.passed)]

@@ -13,7 +13,7 @@ from compiler.configpath import compose_option, current_dirs, group_files
 from compiler.errors import ConfigError
 from compiler.names import checked_name
 from compiler.schema import ModelConfig
-from compiler.secrets import remember_config
+from compiler.secrets import find_secret, remember_config
 
 
 def load_model_config(name: str, dirs: Sequence[str | Path] | None = None, *, path: str = "search.models") -> dict[str, Any]:
@@ -34,10 +34,16 @@ def load_model_config(name: str, dirs: Sequence[str | Path] | None = None, *, pa
     remember_config(raw)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(ModelConfig), raw)
-        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+        plain: dict[str, Any] = OmegaConf.to_container(merged, resolve=True)  # type: ignore[assignment]
     except Exception as exc:  # a key the schema lacks, a value of the wrong type, an unset ${oc.env:...}
         first = str(exc).strip().splitlines()[0]
         raise ConfigError(path, f"{file}: {first}", "correct it against ModelConfig in compiler/schema.py") from None
+    # the same refusal model=<name> gets: a literal key would travel in every job spec and record
+    leaked = find_secret({"model": plain})
+    if leaked:
+        raise ConfigError(f"{path}: {file} {leaked}", "looks like a credential; it would be written into every job and record",
+                          "put the NAME of an environment variable in api_key_env instead")
+    return plain
 
 
 def _why(exc: BaseException, file: Path) -> str:

@@ -122,7 +122,9 @@ class SearchRun:
         replayed = getattr(self.workload, "tool_outputs_hash", None)
         if replayed:  # the live tools' recorded outputs are part of what the claim was judged on
             frozen["tool_outputs_hash"] = str(replayed)
-        checkup = doctor.status(st.runs_dir, self.workload.name, doctor.workload_hash(self.workload, st.workload.options))
+        checkup = doctor.status(st.runs_dir, self.workload.name,
+                                doctor.workload_hash(self.workload, st.workload.options, tools=self.base_tools(),
+                                                     max_turns=int(st.agent.get("max_turns", 12))))
         unchecked = doctor.warning(checkup, self.workload.name)
         if unchecked:
             self.echo(unchecked)
@@ -189,12 +191,15 @@ class SearchRun:
             self._variants[key] = self.spec(genome, "train", "compile").variant()
         return self._variants[key]
 
-    def warn_uncovered(self) -> None:
-        """A line per split whose tasks call tools the base agent does not offer (they cannot pass)."""
+    def base_tools(self) -> list[str]:
+        """The base agent's tools, from its config (compiling variants is the jobs' work, not the orchestrator's)."""
         from compiler.catalog import build_catalog, select_tools
 
-        # the base agent's tools, from its config (compiling variants is the jobs' work, not the orchestrator's)
-        offered = [s.name for s in select_tools(self.settings.agent.get("tools") or [], build_catalog(self.settings.tool))]
+        return [s.name for s in select_tools(self.settings.agent.get("tools") or [], build_catalog(self.settings.tool))]
+
+    def warn_uncovered(self) -> None:
+        """A line per split whose tasks call tools the base agent does not offer (they cannot pass)."""
+        offered = self.base_tools()
         for split, ids in self.task_ids.items():
             gap = coverage_warning(offered, [self.workload.task(t) for t in ids], where=split)
             if gap:

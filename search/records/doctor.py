@@ -20,18 +20,22 @@ from search.records.versions import versioned
 SPLITS = ("train", "dev", "holdout")
 
 
-def workload_hash(workload: Workload, options: Mapping[str, Any]) -> str:
-    """What the doctor vouches for: the workload's name and options, every split's tasks and its scorer."""
+def workload_hash(workload: Workload, options: Mapping[str, Any], *, tools: Sequence[str], max_turns: int) -> str:
+    """What the doctor vouches for: the workload's name and options, every split's tasks, its
+    scorer (and the code it names) and replayed tool outputs, and the harness limits its replay
+    ran under (the tools the agent offers, its max_turns)."""
     tasks: list[Task] = [t for split in SPLITS for t in workload.tasks(split)]
     return content_hash({"name": workload.name, "options": dict(options), "tasks": tasks_hash(tasks),
-                         "scorer": scorer_hash(workload), "tool_outputs": getattr(workload, "tool_outputs_hash", None)})
+                         "scorer": scorer_hash(workload), "tool_outputs": getattr(workload, "tool_outputs_hash", None),
+                         "harness": {"tools": sorted(tools), "max_turns": int(max_turns)}})
 
 
-def record_path(runs_dir: str | Path, name: str) -> Path:
-    return Path(runs_dir) / "doctor" / f"{checked_name('workload.name', name, example='bfcl')}.json"
+def record_path(runs_dir: str | Path, name: str, digest: str) -> Path:
+    """One record per checked workload and harness: two workloads of one name never overwrite each other."""
+    return Path(runs_dir) / "doctor" / f"{checked_name('workload.name', name, example='bfcl')}-{digest[:16]}.json"
 
 
-def write_record(path: Path, *, workload: str, digest: str, passed: bool, gates: Mapping[str, bool], rows: Sequence[Mapping[str, Any]],
+def write_record(path: Path, *, workload: str, digest: str, passed: bool, gates: Mapping[str, bool | None], rows: Sequence[Mapping[str, Any]],
                  checked: int, total: int) -> None:
     write_json_atomic(path, versioned("doctor", {"workload": workload, "workload_hash": digest, "passed": passed, "gates": dict(gates),
                                                  "splits": list(rows), "tasks_checked": checked, "tasks_total": total,
@@ -39,12 +43,13 @@ def write_record(path: Path, *, workload: str, digest: str, passed: bool, gates:
 
 
 def status(runs_dir: str | Path, name: str, digest: str) -> dict[str, Any]:
-    """The doctor's verdict on this exact workload: passed true/false, or null when it never ran on it."""
-    path = record_path(runs_dir, name)
+    """The doctor's verdict on this exact workload and harness: passed true/false, or null when it never ran on it."""
+    path = record_path(runs_dir, name, digest)
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {"passed": None, "record": None}
+        others = sorted(path.parent.glob(f"{name}-*.json")) if path.parent.is_dir() else []
+        return {"passed": None, "record": None, "stale": bool(others)}
     if not isinstance(rec, dict) or rec.get("workload_hash") != digest:
         return {"passed": None, "record": str(path), "stale": True}
     return {"passed": bool(rec.get("passed")), "record": str(path), "tasks_checked": rec.get("tasks_checked"),
@@ -52,10 +57,15 @@ def status(runs_dir: str | Path, name: str, digest: str) -> dict[str, Any]:
 
 
 def warning(state: Mapping[str, Any], name: str) -> str | None:
-    if state.get("passed") is True:
+    """None only when the doctor passed on every task of this workload and harness."""
+    checked, total = state.get("tasks_checked"), state.get("tasks_total")
+    if state.get("passed") is True and checked == total:
         return None
+    if state.get("passed") is True:
+        return (f"warning: workload {name!r} passed `evoharness doctor` on {checked} of its {total} tasks only "
+                "(workload.limit); run it on all of them")
     if state.get("passed") is False:
         return f"warning: workload {name!r} failed its last `evoharness doctor` run ({state.get('record')}); scores may be wrong"
     return (f"warning: workload {name!r} as configured has no `evoharness doctor` run"
-            f"{' (the last one checked other tasks or another scorer)' if state.get('stale') else ''}; run it to check the "
+            f"{' (the last one checked other tasks, scorer or agent tools)' if state.get('stale') else ''}; run it to check the "
             "workload's gold, scorer and determinism")

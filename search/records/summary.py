@@ -27,10 +27,14 @@ def ablation_line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[
     parts = [f"{r['layer']} {r['gain']:+.3f}" if r["gain"] is not None else f"{r['layer']} (not measured)" for r in rows]
     harness = [r for r in rows if r["layer"] != "model" and r["gain"] is not None]
     total = sum(max(0.0, r["gain"]) for r in harness)  # a layer that lost quality earns no share
+    net = sum(r["gain"] for r in harness)
     mut = next((r["gain"] for r in harness if r["layer"] == "mutator edits"), 0.0)
     who = f" by {', '.join(champion_authors)}" if champion_authors else ""
-    share = (f"; over its model with the base harness, the mutators' edits{who} earned {max(0.0, mut) / total:.0%} of the gain"
-             if total > 0 else "")
+    if harness and net <= 0:  # a share of a gain that is not there would read as one
+        share = f"; over its model with the base harness, the harness changes gained nothing net ({net:+.3f})"
+    else:
+        share = (f"; over its model with the base harness, the mutators' edits{who} earned {max(0.0, mut) / total:.0%} of the gain"
+                 if total > 0 else "")
     return f"Where the dev {metric} gain comes from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
 
 
@@ -39,7 +43,7 @@ def answer_lines(summary: Mapping[str, Any]) -> list[str]:
     q = quality_objective(summary["objectives"])
     champion = summary.get("champion") or {}
     verdict = (summary.get("claim") or {}).get("verdict", "none")
-    lines = [f"Decision: {summary.get('headline') or headline(summary)}"]
+    lines = [f"Decision: {str(summary.get('headline') or headline(summary)).removeprefix('decision ')}"]
     if (summary.get("claim") or {}).get("second_look"):
         lines.append(f"  Second look at the holdout (look {summary['claim'].get('looks')}): read the verdict as weaker than its "
                      "interval says")
@@ -91,6 +95,11 @@ def summary_text(summary: Mapping[str, Any]) -> str:
     word = {"win": win, "equivalent": f"equal within ±{claim.get('min_effect', 0):g}; no improvement claimed"
             }.get(verdict, "no improvement claimed")
     p = claim.get("p_value")
+    kept = (summary.get("champion") or {}).get("variant_hash") == base.get("variant_hash")
+    if kept:  # the incumbent against itself is no claim: say so instead of a verdict of 0 differences
+        lines.append("Holdout: no candidate was claimed; the incumbent stays")
+        lines.append(f"Report: {summary['paths'].get('report', '-')}")
+        return "\n".join(lines)
     lines.append(
         f"Holdout verdict: {verdict} ({word}); {claim.get('metric', 'score')} difference {claim.get('mean_diff', 0):+.3f}, "
         f"{round(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}]"

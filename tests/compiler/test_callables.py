@@ -63,6 +63,7 @@ def test_catalog_reads_callables_and_names_a_bad_import_path() -> None:
     catalog = build_catalog({"callables": ["tests.compiler.test_callables.refund"]})
     assert list(catalog) == ["refund"] and catalog["refund"].mutates_state
     for bad, why in [("tests.compiler.nope.refund", "cannot import"), ("os.system(1)", "is not an import path"),
-                     ("tests.compiler.test_callables.missing", "cannot import")]:
+                     ("tests.compiler.test_callables.missing", "cannot import"), ("os.system", "is not a Python function"),
+                     ("collections.OrderedDict", "is not a Python function")]:
         with pytest.raises(ConfigError, match=why):
             build_catalog({"callables": [bad]})

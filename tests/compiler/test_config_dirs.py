@@ -149,3 +149,30 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path: Path) -> None:
     proc = run("compile", "plugins=[../evil]", cwd=tmp_path)
     assert proc.returncode == 2 and "is not a module path" in proc.stderr
     assert not (tmp_path / "runs").exists()  # nothing written before the error
+
+
+def test_a_primary_config_that_names_its_plugins_can_use_what_they_bring(tmp_path: Path) -> None:
+    """The plugins key of a --config-name file is read before composing: its defaults may pick the plugin's options."""
+    site = tmp_path / "site"
+    plugin_package(site, entry_point=False)
+    conf = tmp_path / "appconf"
+    conf.mkdir()
+    (conf / "myapp.yaml").write_text("defaults:\n  - config\n  - override workload: bfcl_base_only\n  - _self_\n\n"
+                                     "plugins: [evo_test_plugin]\n", encoding="utf-8")
+    proc = run("evaluate", "--config-dir", str(conf), "--config-name", "myapp", "model=sim_small", cwd=tmp_path, pythonpath=site)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [path] = list((tmp_path / "runs").rglob("eval.json"))
+    assert json.loads(path.read_text(encoding="utf-8"))["config"]["workload"]["name"] == "bfcl_base_only"
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--config-name", "nope"], "--config-name nope: no primary config nope.yaml in the config dirs searched"),
+    (["hydra.searchpath=[/no/such/folder]"], "hydra.searchpath: no such folder '/no/such/folder'"),
+    (["plugins=[evo_exit_plugin]"], "plugins[0]: cannot import plugin 'evo_exit_plugin' (SystemExit: 3)"),
+])
+def test_bad_paths_and_plugins_are_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    site = tmp_path / "site"
+    (site / "evo_exit_plugin").mkdir(parents=True)
+    (site / "evo_exit_plugin" / "__init__.py").write_text("import sys\nsys.exit(3)\n", encoding="utf-8")
+    proc = run("compile", *args, cwd=tmp_path, pythonpath=site)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and expected in proc.stderr, proc.stderr

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import jsonschema
 
 from compiler.callables import call, callable_tools, import_target, is_live
+from compiler.errors import ConfigError
 from compiler.names import is_name
 from compiler.runtime.snapshots import ToolOutputs
 from compiler.runtime.trajectory import ToolCall, Trajectory
@@ -61,11 +63,19 @@ RECORD = {
 
 
 def _read(path: Path) -> list[Any]:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" line {mark.line + 1}" if mark is not None else ""
+            raise ValueError(f"{path}{at}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
         if not isinstance(data, list):
             raise ValueError(f"{path}: a YAML tasks file holds a list of task records")
         return data
@@ -154,12 +164,25 @@ class TasksFileWorkload:
         if unknown:
             raise ValueError(f"{where}: expected_calls name tools that are not in workload.options.tools: {unknown}")
         answers = tuple(raw.get("answers") or ([None] * (len(turns) - 1) + [raw["answer"]] if "answer" in raw else []))
+        if len(answers) > len(turns):
+            raise ValueError(f"{where}: answers has {len(answers)} entries, the task {len(turns)} turns")
+        if any(a is not None and not str(a).strip() for a in answers):
+            raise ValueError(f"{where}: an empty reference answer checks nothing; write null for a turn without one")
+        unoffered = sorted(set(raw.get("tools") or []) - set(self._tools))
+        if unoffered:
+            raise ValueError(f"{where}: tools names tools that are not in workload.options.tools: {unoffered}")
         split = raw.get("split") or _hashed_split(raw["id"], shares, salt)
         offered = tuple(raw.get("tools") or self._tools)
         return Task(task_id=f"{self.name}/{raw['id']}", split=split, turns=turns, tool_names=offered,
                     gold=gold + ((),) * (len(turns) - len(gold)) if gold else (), answers=answers,
                     data={"state": raw.get("state") or {}, "expected_state": raw.get("expected_state"),
                           "stratum": raw.get("stratum", "-")})
+
+    @property
+    def scorer_modules(self) -> tuple[str, ...]:
+        """The modules of the tool functions and of a custom scorer: what judges an episode is in the scorer hash."""
+        fns = [fn for _, fn in self._tools.values()] + ([self._scorer] if self._scorer is not None else [])
+        return tuple(dict.fromkeys(str(fn.__module__) for fn in fns))
 
     def tool_specs(self) -> Sequence[ToolSpec]:
         return [spec for spec, _ in self._tools.values()]
@@ -184,11 +207,20 @@ class TasksFileWorkload:
 
     def score(self, task: Task, trajectory: Trajectory, environment: Environment) -> EpisodeScore:
         if self._scorer is not None:
-            out = self._scorer(task, trajectory, environment.snapshot())
+            where = f"{self._scorer.__module__}.{getattr(self._scorer, '__qualname__', '?')}"
+            try:
+                out = self._scorer(task, trajectory, environment.snapshot())
+            except Exception as exc:  # the scorer's bug, not the model's failure: stop with one line
+                raise ConfigError("workload.options.scorer", f"{where} raised {type(exc).__name__}: {exc} on {task.task_id}",
+                                  "fix the scorer; it is called as scorer(task, trajectory, state)") from None
             if isinstance(out, EpisodeScore):
                 return out
-            value = float(out)
-            return EpisodeScore(passed=value >= 1.0, score=max(0.0, min(1.0, value)))
+            value = float(out) if isinstance(out, (bool, int, float)) else float("nan")
+            if not math.isfinite(value):
+                raise ConfigError("workload.options.scorer", f"{where} returned {out!r} on {task.task_id}",
+                                  "return an EpisodeScore, a bool or a number in [0, 1]")
+            return EpisodeScore(passed=value >= 1.0, score=max(0.0, min(1.0, value)),
+                                detail="" if value >= 1.0 else f"{where} scored {value:g}")
         return score_episode(task, trajectory, environment.snapshot())
 
 

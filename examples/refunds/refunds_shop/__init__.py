@@ -2,7 +2,7 @@
 
 Its tools are the functions below, its tasks a JSONL file, and its config dir the YAML beside
 them. `evoharness evaluate --config-dir <this package>/conf workload=refunds agent=refunds_agent tool=refunds`
-runs it (examples/refunds/README.md).
+runs it (README.md, "Bring your own agent").
 """
 from pathlib import Path
 

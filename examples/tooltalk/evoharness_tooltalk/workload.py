@@ -102,6 +102,8 @@ class ToolTalkWorkload:
     scorer_settings = {"text_match": textmatch.TEXT_MATCH}  # in the scorer hash: which free-text comparison judged
 
     def __init__(self, *, subsets: Sequence[str] = SUBSETS) -> None:
+        if isinstance(subsets, str):
+            raise ValueError(f"subsets must be a list, e.g. [{subsets}], not the string {subsets!r}")
         bad = [s for s in subsets if s not in SUBSETS]
         if bad or not subsets:
             raise ValueError(f"subsets: {list(subsets)} is not a subset of {list(SUBSETS)}")

@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "refunds"
 TOOLS = [f"refunds_shop.tools.{n}" for n in ("find_order", "order_status", "refund", "cancel_order")]
 
+ALL_PASS = ("gates: every split has tasks PASS, gold replay passes PASS, do-nothing model fails PASS, deterministic PASS, "
+            "final state scored PASS")
+
 
 @pytest.fixture(autouse=True)
 def example_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,6 +42,9 @@ def write(tmp: Path, records: list[Any]) -> Path:
     ({"id": "a", "turns": ["x"], "expected_calls": [[{"name": "rm_rf"}]]}, "not in workload.options.tools: ['rm_rf']"),
     ({"id": "a", "turns": ["x"], "colour": "red"}, "Additional properties are not allowed"),
     ({"id": "a", "turns": []}, "turns: [] should be non-empty"),
+    ({"id": "a", "turns": ["x"], "answers": [""]}, "an empty reference answer checks nothing"),
+    ({"id": "a", "turns": ["x"], "answers": ["a", "b"]}, "answers has 2 entries, the task 1 turns"),
+    ({"id": "a", "turns": ["x"], "tools": ["nosuch_tool"]}, "tools names tools that are not in workload.options.tools"),
 ])
 def test_bad_records_are_one_line_naming_the_record(tmp_path: Path, record: Any, expected: str) -> None:
     with pytest.raises(ValueError) as err:
@@ -51,6 +57,30 @@ def test_a_line_that_is_not_json_names_its_line(tmp_path: Path) -> None:
     path.write_text('{"id": "a", "turns": ["x"]}\n{oops\n', encoding="utf-8")
     with pytest.raises(ValueError, match="t.jsonl line 2: not JSON"):
         TasksFileWorkload(path=str(path), tools=TOOLS)
+
+
+def test_unreadable_files_name_the_file(tmp_path: Path) -> None:
+    binary = tmp_path / "t.jsonl"
+    binary.write_bytes(b'{"id": "a", "turns": ["\xff"]}\n')
+    with pytest.raises(ValueError, match="t.jsonl: not UTF-8 text"):
+        TasksFileWorkload(path=str(binary), tools=TOOLS)
+    broken = tmp_path / "t.yaml"
+    broken.write_text("- id: a\n  turns: [x\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"t.yaml line \d+: not valid YAML"):
+        TasksFileWorkload(path=str(broken), tools=TOOLS)
+
+
+def test_a_scorer_that_raises_or_returns_nonsense_stops_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.errors import ConfigError
+
+    (tmp_path / "bad_scorers.py").write_text("def boom(task, traj, state):\n    raise RuntimeError('scorer exploded')\n"
+                                             "def nan(task, traj, state):\n    return float('nan')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, why in [("boom", "raised RuntimeError: scorer exploded"), ("nan", "returned nan")]:
+        w = TasksFileWorkload(path=str(EXAMPLE / "refunds_shop" / "tasks.jsonl"), tools=TOOLS, scorer=f"bad_scorers.{name}")
+        task = w.task("tasks/status_2")
+        with pytest.raises(ConfigError, match=why):
+            w.score(task, trajectory(task.task_id, [], ["x"]), w.make_environment(task, seed=0))
 
 
 def test_splits_are_declared_or_hashed_from_the_id_alone(tmp_path: Path) -> None:
@@ -94,7 +124,7 @@ def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_example_evaluates_passes_the_doctor_and_searches(tmp_path: Path) -> None:
     proc = cli(tmp_path, "doctor")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "gates: gold replay passes PASS, deterministic PASS, final state scored PASS" in proc.stdout
+    assert ALL_PASS in proc.stdout
     proc = cli(tmp_path, "evaluate", "model=sim_large")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "no `evoharness doctor` run" not in proc.stderr  # the doctor's record vouches for this workload
@@ -112,3 +142,30 @@ def test_the_example_evaluates_passes_the_doctor_and_searches(tmp_path: Path) ->
              if e["author"] == "rule_miner"]
     # rules for this workload's own tools, mined from its structured failures (its detail text is its own wording)
     assert mined and any(t in json.dumps(e["value"]) for e in mined for t in ("find_order", "refund", "cancel_order", "order_status"))
+
+
+def tasks_cli(tmp: Path, tasks: list[Any], *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    (tmp / "leaky_tools.py").write_text(
+        'import os\n\ndef leak(x: str) -> str:\n    """Calls a service that fails.\n\n    Args:\n        x: anything\n    """\n'
+        '    raise RuntimeError("auth failed for key " + os.environ["OPENAI_API_KEY"])\n', encoding="utf-8")
+    path = write(tmp, tasks)
+    full = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(tmp), **(env or {})}
+    return subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", *args,
+                           f"runs_dir={tmp / 'runs'}", "workload.name=tasks", "~workload.options.categories", "tool.source=null",
+                           "tool.callables=[leaky_tools.leak]", "agent.tools=[leak]", f"+workload.options.path={path}",
+                           "+workload.options.tools=[leaky_tools.leak]"], cwd=tmp, env=full, capture_output=True, text=True, timeout=300)
+
+
+def test_an_empty_split_is_one_line_and_the_doctor_masks_secrets(tmp_path: Path) -> None:
+    only_train = [{"id": f"t{i}", "split": "train", "turns": ["go"], "expected_calls": [[{"name": "leak", "arguments": {"x": "a"}}]]}
+                  for i in range(3)]
+    proc = tasks_cli(tmp_path, only_train, "evaluate")
+    assert proc.returncode == 2 and "workload.split: workload 'tasks' has no dev tasks" in proc.stderr, proc.stderr
+    proc = tasks_cli(tmp_path, only_train, "search", "workload.split=train")
+    assert proc.returncode == 2 and "has no dev or holdout tasks" in proc.stderr, proc.stderr
+    key = "sk-zyxwvutsrqponmlkjihgfedcba9876543210ZYXW"
+    spread = [{**t, "split": s} for t, s in zip(only_train, ("train", "dev", "holdout"))]
+    proc = tasks_cli(tmp_path, spread, "doctor", env={"OPENAI_API_KEY": key})
+    assert proc.returncode == 1 and "gold replay failed: tasks/t0: leak: RuntimeError: auth failed for key" in proc.stdout
+    assert key not in proc.stdout + proc.stderr and "${oc.env:OPENAI_API_KEY}" in proc.stdout
+    assert not any(key in p.read_text(encoding="utf-8") for p in (tmp_path / "runs").rglob("*") if p.is_file())

@@ -159,9 +159,24 @@ def test_the_replayed_snapshot_is_part_of_the_workload_hash(tmp_path: Path, serv
     env = rec.make_environment(rec.task("tasks/trip_SFO_JFK"), seed=0)
     env.call("search_flights", {"origin": "SFO", "destination": "JFK"})
     replay = TasksFileWorkload(path=str(tmp_path / "flights.jsonl"), tools=tools, tool_outputs={**snap, "mode": "replay"})
-    first = workload_hash(replay, {})
+    first = workload_hash(replay, {}, tools=[], max_turns=12)
     env.call("search_flights", {"origin": "SFO", "destination": "LAX"})  # recording more changes what a replay serves
     again = TasksFileWorkload(path=str(tmp_path / "flights.jsonl"), tools=tools, tool_outputs={**snap, "mode": "replay"})
-    assert replay.tool_outputs_hash != again.tool_outputs_hash and workload_hash(again, {}) != first
+    assert replay.tool_outputs_hash != again.tool_outputs_hash and workload_hash(again, {}, tools=[], max_turns=12) != first
     with pytest.raises(ValueError, match="no snapshot at"):
         TasksFileWorkload(path=str(tmp_path / "flights.jsonl"), tools=tools, tool_outputs={"path": str(tmp_path / "none.json")})
+
+
+def test_a_recording_that_cannot_be_stored_is_refused_before_any_episode(tmp_path: Path) -> None:
+    from compiler.errors import ConfigError
+    from compiler.runtime.snapshots import ToolOutputs
+
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(ConfigError, match="is a folder"):
+        ToolOutputs(tmp_path / "folder", mode="record")
+    with pytest.raises(ConfigError, match="cannot write a snapshot in /proc"):
+        ToolOutputs("/proc/evoharness/x.json", mode="record")
+    lens = ToolOutputs(tmp_path / "s.json", mode="record")
+    lens.put("t", {"a": 1}, "first")
+    lens.put("t", {"a": 1}, "second")  # a re-recording keeps what the model saw last
+    assert ToolOutputs(tmp_path / "s.json", mode="replay").get("t", {"a": 1}) == "second"

@@ -9,7 +9,7 @@ import random
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,13 +101,14 @@ def doctor(variant: HarnessVariant, flaw: str = "") -> Any:
 
 def test_a_sound_workload_passes_every_gate(variant: HarnessVariant) -> None:
     report = doctor(variant)
-    assert report.gates() == {"gold replay passes": True, "deterministic": True, "final state scored": True} and report.passed
+    assert report.gates() == {"every split has tasks": True, "gold replay passes": True, "do-nothing model fails": True,
+                              "deterministic": True, "final state scored": True} and report.passed
     rows = {r["split"]: r for r in report.split_rows()}
     assert rows["dev"]["gold_passed"] == 3 and rows["dev"]["null_pass_rate"] == 0.0 and rows["dev"]["state_checked"] == 3
 
 
-@pytest.mark.parametrize("flaw, gate", [("lenient", "final state scored"), ("random", "deterministic"),
-                                        ("bad_gold", "gold replay passes")])
+@pytest.mark.parametrize("flaw, gate", [("lenient", "final state scored"), ("lenient", "do-nothing model fails"),
+                                        ("random", "deterministic"), ("bad_gold", "gold replay passes")])
 def test_each_flaw_fails_its_gate(variant: HarnessVariant, flaw: str, gate: str) -> None:
     report = doctor(variant, flaw)
     assert report.gates()[gate] is False and not report.passed
@@ -115,6 +116,15 @@ def test_each_flaw_fails_its_gate(variant: HarnessVariant, flaw: str, gate: str)
         assert all(r["null_pass_rate"] == 1.0 for r in report.split_rows())
     if flaw == "bad_gold":  # the loop rejected the reference call its own schema forbids, and says why
         assert "is not of type 'integer'" in report.failures()[0]
+        assert report.gates()["final state scored"] is None  # a failing replay's truncation proves nothing
+
+
+def test_a_missing_split_fails_and_a_gate_nothing_tests_is_not_a_pass(variant: HarnessVariant) -> None:
+    w = Toy()
+    report = run_doctor(variant, w, [*w.tasks("train"), *w.tasks("dev")])
+    assert report.gates()["every split has tasks"] is False and not report.passed
+    reads_only = [replace(t, gold=((ToolCall("read_x", {}),),)) for t in w.tasks("train")]  # no turn writes
+    assert run_doctor(variant, w, reads_only).gates()["final state scored"] is None
 
 
 def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -128,14 +138,28 @@ def test_doctor_on_bfcl_writes_its_record_and_evaluate_reads_it(tmp_path: Path) 
     before = cli(tmp_path, "evaluate", "workload.limit=2")
     assert before.returncode == 0 and "has no `evoharness doctor` run" in before.stderr
     proc = cli(tmp_path, "doctor", "workload.limit=3")
-    record = json.loads((tmp_path / "doctor" / "bfcl.json").read_text(encoding="utf-8"))
-    assert proc.returncode == (0 if record["passed"] else 1), proc.stderr[-2000:]
+    [path] = list((tmp_path / "doctor").glob("bfcl-*.json"))
+    record = json.loads(path.read_text(encoding="utf-8"))
+    # BFCL's own data: scenario 173's gold passes ticket_id='ticket_001' where its function doc says integer
+    assert proc.returncode == 1 and record["passed"] is False, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "gold replay failed: bfcl/multi_turn_base_173: close_ticket" in proc.stdout and "'ticket_001' is not of type" in proc.stdout
     assert [r["split"] for r in record["splits"]] == ["train", "dev", "holdout"] and record["tasks_checked"] == 9
-    assert record["tasks_total"] == 200 and "gates: gold replay passes" in proc.stdout
+    assert record["tasks_total"] == 200 and "gates: every split has tasks PASS, gold replay passes FAIL" in proc.stdout
+    assert [r["gold_passed"] for r in record["splits"]] == [2, 3, 3]
     after = cli(tmp_path, "evaluate", "workload.limit=2")
-    assert after.returncode == 0 and "has no `evoharness doctor` run" not in after.stderr
+    assert after.returncode == 0 and "failed its last `evoharness doctor` run" in after.stderr
+    # two scenarios a split (no scenario 173): a check of half the tasks does not vouch for all of them
+    sample = cli(tmp_path, "doctor", "workload.limit=1", "+workload.options.limit_per_split=2")
+    assert sample.returncode == 0, sample.stdout[-2000:]
+    partial = cli(tmp_path, "evaluate", "workload.limit=1", "+workload.options.limit_per_split=2")
+    assert "passed `evoharness doctor` on 3 of its 6 tasks only" in partial.stderr
+    assert cli(tmp_path, "doctor", "+workload.options.limit_per_split=2").returncode == 0
+    whole = cli(tmp_path, "evaluate", "workload.limit=1", "+workload.options.limit_per_split=2")
+    assert whole.returncode == 0 and "warning" not in whole.stderr
     # another workload option is another workload: the record does not vouch for it
     other = subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))",
                             "evaluate", f"runs_dir={tmp_path}", "workload.limit=1", "model=sim_small"], cwd=ROOT,
                            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, capture_output=True, text=True, timeout=600)
-    assert "the last one checked other tasks or another scorer" in other.stderr
+    assert "the last one checked other tasks, scorer or agent tools" in other.stderr
+    narrower = cli(tmp_path, "evaluate", "workload.limit=1", "agent.tools=[ls,cd,mv]")  # another harness: not vouched for
+    assert "the last one checked other tasks, scorer or agent tools" in narrower.stderr

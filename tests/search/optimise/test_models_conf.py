@@ -17,6 +17,8 @@ def conf(tmp_path: Path) -> Path:
     (tmp_path / "model" / "broken.yaml").write_text("route: sim/small\n  bad: [unclosed\n", encoding="utf-8")
     (tmp_path / "model" / "listy.yaml").write_text("- route\n- sim/small\n", encoding="utf-8")
     (tmp_path / "model" / "extra.yaml").write_text("route: sim/small\ncolour: red\n", encoding="utf-8")
+    (tmp_path / "model" / "leaky.yaml").write_text("route: sim/small\nextra: {api_key: sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789}\n",
+                                                   encoding="utf-8")
     return tmp_path
 
 
@@ -31,6 +33,7 @@ def test_a_good_file_is_read_against_the_schema(conf: Path) -> None:
     ("broken", "broken.yaml is not valid YAML"),
     ("listy", "does not hold a mapping"),
     ("extra", "colour"),
+    ("leaky", "looks like a credential"),  # it would travel in every job spec: refused as model=<name> is
 ])
 def test_bad_model_configs_are_one_error(conf: Path, name: str, expected: str) -> None:
     with pytest.raises(ConfigError) as err:

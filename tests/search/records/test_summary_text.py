@@ -47,7 +47,7 @@ def summary(verdict: str, *, snapshot: str | None = "runs/s/champion.json", seco
 def test_a_win_leads_with_the_decision_the_command_the_edits_and_the_ablation() -> None:
     lines = summary_text(summary("win")).splitlines()
     front = next(i for i, line in enumerate(lines) if line.startswith("Pareto front"))
-    assert lines[0].startswith("Decision: decision cheapest_noninferior (margin 0.05): ship model=sim_medium")
+    assert lines[0].startswith("Decision: cheapest_noninferior (margin 0.05): ship model=sim_medium")
     assert lines[1] == "  Ship it: evoharness promote runs/s/champion.json && evoharness compile"
     answer = "\n".join(" ".join(line.split()) for line in lines[:front])
     # every edit on its own line with who made it and why; the base config's own step and the model are not a mutator's
@@ -70,5 +70,15 @@ def test_the_incumbent_kept_has_nothing_to_ship() -> None:
     s = summary("inconclusive", snapshot=None)
     s["champion"] = {**s["champion"], "edits": [], "changes": "baseline", "variant_hash": "b" * 64}
     s["ablation"] = []
-    head = summary_text(s).split("Pareto front")[0]
+    text = summary_text(s)
+    head = text.split("Pareto front")[0]
     assert "Nothing to ship" in head and "Edits" not in head and "gain comes from" not in head
+    assert "Holdout: no candidate was claimed; the incumbent stays" in text and "Holdout verdict" not in text
+
+
+def test_no_share_of_a_net_loss_is_claimed() -> None:
+    s = summary("win")
+    s["ablation"] = [{"layer": "model", "quality": 0.7, "gain": -0.045}, {"layer": "harness settings", "quality": 0.6, "gain": -0.091},
+                     {"layer": "mutator edits", "quality": 0.7, "gain": 0.091}]
+    text = summary_text(s)
+    assert "gained nothing net (+0.000)" in text and "earned" not in text
