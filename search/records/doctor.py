@@ -35,8 +35,8 @@ def record_path(runs_dir: str | Path, name: str, digest: str) -> Path:
     return Path(runs_dir) / "doctor" / f"{checked_name('workload.name', name, example='bfcl')}-{digest[:16]}.json"
 
 
-def write_record(path: Path, *, workload: str, digest: str, passed: bool, gates: Mapping[str, bool | None], rows: Sequence[Mapping[str, Any]],
-                 checked: int, total: int) -> None:
+def write_record(path: Path, *, workload: str, digest: str, passed: bool, gates: Mapping[str, bool | None],
+                 rows: Sequence[Mapping[str, Any]], checked: int, total: int) -> None:
     write_json_atomic(path, versioned("doctor", {"workload": workload, "workload_hash": digest, "passed": passed, "gates": dict(gates),
                                                  "splits": list(rows), "tasks_checked": checked, "tasks_total": total,
                                                  "created_at": datetime.now(UTC).isoformat()}))
