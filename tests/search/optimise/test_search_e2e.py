@@ -53,7 +53,12 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproces
 def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     tmp, proc = first_run
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Pareto front of study e2e" in proc.stdout and "Holdout verdict:" in proc.stdout and "Report:" in proc.stdout
+    summary = json.loads((tmp / "e2e" / "summary.json").read_text(encoding="utf-8"))
+    kept = summary["champion"]["variant_hash"] == summary["baseline"]["variant_hash"]
+    # a claim for a candidate, or plainly none when the incumbent stays (never a verdict of the incumbent against itself)
+    holdout = "Holdout: no candidate was claimed; the incumbent stays" if kept else "Holdout verdict:"
+    assert "Pareto front of study e2e" in proc.stdout and holdout in proc.stdout and "Report:" in proc.stdout
+    assert proc.stdout.index("Decision:") < proc.stdout.index("Pareto front")  # the answer comes first
     assert "+trial=" not in proc.stdout + proc.stderr  # the launcher's per-job lines are off unless hydra.verbose=true
     assert evaluations(tmp, "e2e", 0) == 4 and evaluations(tmp, "e2e", 1) == 4
     # round 1 re-reads the baseline and round 0's front for free: its 4 paid evaluations are all new genomes
