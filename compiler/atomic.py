@@ -35,3 +35,19 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
 def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int | None = 1) -> Path:
     """JSON with key order kept: mapping order is data here (prompt sections are ordered)."""
     return write_text_atomic(path, json.dumps(data, indent=indent, ensure_ascii=False, default=str) + "\n")
+
+
+def unwritable(path: str | os.PathLike[str]) -> tuple[Path, str] | None:
+    """Why ``path`` is not, and cannot be created as, a folder this process may write, as (the
+    nearest existing ancestor, the reason: "file" when that ancestor is a file), or None when it
+    can. Nothing is created: a probe folder is made and removed in the ancestor."""
+    probe = Path(path).absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        return probe, "file"
+    try:  # the one reliable test (root passes os.access; /proc and read-only mounts refuse mkdir)
+        os.rmdir(tempfile.mkdtemp(prefix=".evoharness-probe-", dir=probe))
+    except OSError as exc:
+        return probe, str(exc.strerror or exc)
+    return None

@@ -120,7 +120,11 @@ def callable_tools(targets: Sequence[str]) -> dict[str, tuple[ToolSpec, Callable
     return {s.name: (s, fn) for s, fn in _specs(tuple(str(t) for t in targets))}
 
 
+@lru_cache(maxsize=256)
+def _takes_state(fn: Callable[..., Any]) -> bool:
+    return STATE_PARAMETER in inspect.signature(fn).parameters  # read once per function, not on every call
+
+
 def call(fn: Callable[..., Any], arguments: Mapping[str, Any], state: dict[str, Any]) -> Any:
     """Run the tool with the model's keyword arguments, and the state where it asks for it."""
-    takes_state = STATE_PARAMETER in inspect.signature(fn).parameters
-    return fn(**dict(arguments), **({STATE_PARAMETER: state} if takes_state else {}))
+    return fn(**dict(arguments), **({STATE_PARAMETER: state} if _takes_state(fn) else {}))

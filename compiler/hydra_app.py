@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from compiler.atomic import write_text_atomic
+from compiler.atomic import unwritable, write_text_atomic
 from compiler.configpath import ConfigPath, as_url
 from compiler.errors import ConfigError
 from compiler.schema import unknown_keys
@@ -279,20 +279,14 @@ def _refuse_no_ops(overrides: Sequence[str]) -> None:
 
 def _writable_dir(key: str, value: object) -> None:
     """``value`` is, or can be created as, a directory this process may write (checked without creating it)."""
-    import os
-    import tempfile
-
-    path = Path(str(value)).absolute()
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
+    trouble = unwritable(str(value))
+    if trouble is None:
+        return
+    probe, why = trouble
+    if why == "file":
         raise ConfigError(key, f"{value!r} is under {probe}, which is a file, not a folder", f"point {key} at a folder")
-    try:  # the one reliable test (root passes os.access; /proc and read-only mounts refuse mkdir)
-        os.rmdir(tempfile.mkdtemp(prefix=".evoharness-probe-", dir=probe))
-    except OSError as exc:
-        raise ConfigError(key, f"{value!r} cannot be written ({probe}: {exc.strerror})",
-                          f"point {key} at a folder you can write, e.g. {key}={'runs/cache' if key == 'cache_dir' else 'runs'}") from None
+    raise ConfigError(key, f"{value!r} cannot be written ({probe}: {why})",
+                      f"point {key} at a folder you can write, e.g. {key}={'runs/cache' if key == 'cache_dir' else 'runs'}")
 
 
 def _compose(overrides: list[str], cp: ConfigPath, *, with_hydra: bool = False, keep: bool = False) -> DictConfig:

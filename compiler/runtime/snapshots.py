@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from filelock import FileLock
 
-from compiler.atomic import write_json_atomic
+from compiler.atomic import unwritable, write_json_atomic
 from compiler.errors import ConfigError
 
 Mode = Literal["live", "record", "replay"]
@@ -55,18 +55,13 @@ class ToolOutputs:
 
     def _check_writable(self) -> None:
         """Before any episode: a recording that cannot be stored must not turn into tool errors the model sees."""
-        import tempfile
-
         if self.path.is_dir():
             raise ConfigError("workload.options.tool_outputs.path", f"{self.path} is a folder", "name a file, e.g. <folder>/tools.json")
-        folder = self.path.parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            probe = tempfile.NamedTemporaryFile(prefix=".evoharness-probe-", dir=folder, delete=True)
-            probe.close()
-        except OSError as exc:
-            raise ConfigError("workload.options.tool_outputs.path", f"cannot write a snapshot in {folder} ({exc.strerror})",
-                              "point it at a file in a folder you can write") from None
+        trouble = unwritable(self.path.parent)
+        if trouble is not None:
+            raise ConfigError("workload.options.tool_outputs.path", f"cannot write a snapshot in {self.path.parent} "
+                              f"({'a file is in the way at ' + str(trouble[0]) if trouble[1] == 'file' else trouble[1]})",
+                              "point it at a file in a folder you can write")
 
     def _read(self) -> dict[str, dict[str, Any]]:
         if not self.path.is_file():

@@ -69,7 +69,9 @@ def evaluate_task(cfg: DictConfig) -> None:
     from compiler.cli import released
     from compiler.runtime.cache import ResponseCache
     from compiler.secrets import public_url
+    from search.evaluation.coverage import coverage_warning
     from search.evaluation.evaluate import evaluate_variant
+    from search.records import doctor
     from search.records.provenance import provenance
     from search.records.tables import metrics_table
     from search.records.versions import versioned
@@ -78,13 +80,9 @@ def evaluate_task(cfg: DictConfig) -> None:
     variant = compile_config(cfg)
     workload = make_workload(cfg)
     tasks = chosen_tasks(cfg, workload)
-    from search.evaluation.coverage import coverage_warning
-
     gap = coverage_warning([t.name for t in variant.tools], tasks, where=str(cfg.workload.split))
     if gap:
         print(gap, file=sys.stderr)
-    from search.records import doctor
-
     digest = doctor.workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
                                   max_turns=variant.max_turns)
     unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name, digest), workload.name)

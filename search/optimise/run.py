@@ -7,6 +7,7 @@ pure policy (seeding, select); this module is the storage, the launches and the 
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
@@ -123,7 +124,7 @@ class SearchRun:
         if replayed:  # the live tools' recorded outputs are part of what the claim was judged on
             frozen["tool_outputs_hash"] = str(replayed)
         checkup = doctor.status(st.runs_dir, self.workload.name,
-                                doctor.workload_hash(self.workload, st.workload.options, tools=self.base_tools(),
+                                doctor.workload_hash(self.workload, st.workload.options, tools=self.base_tools,
                                                      max_turns=int(st.agent.get("max_turns", 12))))
         unchecked = doctor.warning(checkup, self.workload.name)
         if unchecked:
@@ -191,6 +192,7 @@ class SearchRun:
             self._variants[key] = self.spec(genome, "train", "compile").variant()
         return self._variants[key]
 
+    @functools.cached_property
     def base_tools(self) -> list[str]:
         """The base agent's tools, from its config (compiling variants is the jobs' work, not the orchestrator's)."""
         from compiler.catalog import build_catalog, select_tools
@@ -199,7 +201,7 @@ class SearchRun:
 
     def warn_uncovered(self) -> None:
         """A line per split whose tasks call tools the base agent does not offer (they cannot pass)."""
-        offered = self.base_tools()
+        offered = self.base_tools
         for split, ids in self.task_ids.items():
             gap = coverage_warning(offered, [self.workload.task(t) for t in ids], where=split)
             if gap:

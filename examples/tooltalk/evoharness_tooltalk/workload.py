@@ -107,6 +107,7 @@ class ToolTalkWorkload:
         bad = [s for s in subsets if s not in SUBSETS]
         if bad or not subsets:
             raise ValueError(f"subsets: {list(subsets)} is not a subset of {list(SUBSETS)}")
+        self._specs = tooltalk_tool_specs()
         self._conversations: dict[str, dict[str, Any]] = {}
         self._tasks: dict[str, Task] = {}
         for subset in SUBSETS:  # every subset's tasks resolve, so a workload built without options finds any id
@@ -128,11 +129,11 @@ class ToolTalkWorkload:
                 calls = tuple(ToolCall(a["request"]["api_name"], {k: v for k, v in a["request"]["parameters"].items()
                                                                   if k != "session_token"}) for a in entry.get("apis") or [])
                 gold[-1] = gold[-1] + calls
-        return Task(task_id=task_id, split=_split(task_id), turns=tuple(turns), tool_names=tuple(s.name for s in tooltalk_tool_specs()),
+        return Task(task_id=task_id, split=_split(task_id), turns=tuple(turns), tool_names=tuple(s.name for s in self._specs),
                     gold=tuple(gold), data={"stratum": "+".join(sorted(conv.get("suites_used") or []))})
 
     def tool_specs(self) -> Sequence[ToolSpec]:
-        return tooltalk_tool_specs()
+        return self._specs
 
     def tasks(self, split: str) -> Sequence[Task]:
         if split not in dict(SPLITS):
