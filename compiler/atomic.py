@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+def write_text_atomic(path: str | os.PathLike[str], text: str, *, fsync: bool = True) -> Path:
     """Write to a temp file beside ``path``, fsync, then os.replace; the temp file never outlives a failure.
-    Remembered secret values are scrubbed: no file the project writes holds one (compiler/secrets.py)."""
+    Remembered secret values are scrubbed: no file the project writes holds one (compiler/secrets.py).
+    ``fsync=False`` is for files a reader checks and can rebuild (a response-cache entry): the rename
+    still means no reader sees half a file, but a power cut may leave an empty one."""
     from compiler.secrets import scrub
 
     text = scrub(text)
@@ -23,7 +25,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -32,9 +35,9 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int | None = 1) -> Path:
+def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int | None = 1, fsync: bool = True) -> Path:
     """JSON with key order kept: mapping order is data here (prompt sections are ordered)."""
-    return write_text_atomic(path, json.dumps(data, indent=indent, ensure_ascii=False, default=str) + "\n")
+    return write_text_atomic(path, json.dumps(data, indent=indent, ensure_ascii=False, default=str) + "\n", fsync=fsync)
 
 
 def unwritable(path: str | os.PathLike[str]) -> tuple[Path, str] | None:

@@ -15,6 +15,10 @@ class ConfigError(ValueError):
         self.fix = fix
         super().__init__(self.one_line())
 
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, str, str]]:
+        # a job's error crosses a process (joblib, Ray, Submitit) as a pickle
+        return (type(self), (self.path, self.problem, self.fix))
+
     def one_line(self) -> str:
         return f"{self.path}: {self.problem.rstrip('.')}. Fix: {self.fix}"
 

@@ -66,6 +66,7 @@ class RouteSettings:
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
     send_episode_id: bool = False  # the episode id goes out as the `user` field only on routes that opt in
+    revision: str | None = None  # the deployment's version: part of every response-cache key, never of the variant's hash
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -289,5 +290,6 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
             input_cost_per_token=model.get("input_cost_per_token"),
             output_cost_per_token=model.get("output_cost_per_token"),
             send_episode_id=bool(model.get("send_episode_id", False)),
+            revision=None if model.get("revision") is None else str(model.get("revision")),
         ),
     )

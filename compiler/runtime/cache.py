@@ -32,6 +32,7 @@ def request_key(request: Mapping[str, Any]) -> str:
 class ResponseCache:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self.writable = True  # until a write fails: then the run goes on uncached (a job on a machine without the folder)
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -53,4 +54,12 @@ class ResponseCache:
         return record
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
-        write_json_atomic(self._path(key), value, indent=None)
+        """Store a reply (temp file, then rename: a reader never sees half an entry). A cache that
+        cannot be written is an optimisation lost, not an evaluation lost: one warning, then no more tries."""
+        if not self.writable:
+            return
+        try:
+            write_json_atomic(self._path(key), value, indent=None, fsync=False)  # a torn entry reads as a miss
+        except OSError as exc:
+            self.writable = False
+            log.warning("response cache %s cannot be written (%s): this run's replies are not cached", self.root, exc)

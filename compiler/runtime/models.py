@@ -36,6 +36,7 @@ class ModelReply:
     cost_usd: float
     latency_s: float  # the successful attempt's time inside the provider
     cached: bool = False
+    latency_source: str = "client"  # "provider": the provider reported its own processing time; "client": our stopwatch
     attempts: int = 1
     infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
     unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
@@ -115,10 +116,13 @@ class ModelClient:
         self.route = route
         self.cache = cache
         self._semaphore = asyncio.Semaphore(max(1, route.concurrency))
-        self._cache_tag: str | None = None  # read once, and only when there is a cache to key
+        # what besides the request decides the answer, read once and only when there is a cache to key:
+        # the provider's own tag (the simulator's source), litellm's version, the route's revision
+        self._key_extra: dict[str, Any] = {}
         if cache is not None:
             ensure_providers(model.route)  # the tag belongs to a registered provider
-            self._cache_tag = provider_cache_tag(model.route)
+            self._key_extra = {"provider_cache_tag": provider_cache_tag(model.route), "litellm": _litellm_version(),
+                               "revision": route.revision}
         self._warned_price = False
 
     def _api_key(self) -> str | None:
@@ -149,6 +153,9 @@ class ModelClient:
         r = self.route
         if r.input_cost_per_token is not None or r.output_cost_per_token is not None:
             return prompt_tokens * (r.input_cost_per_token or 0.0) + completion_tokens * (r.output_cost_per_token or 0.0)
+        priced = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        if isinstance(priced, int | float) and not isinstance(priced, bool):
+            return float(priced)  # litellm priced the reply already: no second lookup
         try:
             return float(ensure_providers().completion_cost(completion_response=response))
         except Exception as exc:  # litellm has no price for this model
@@ -159,10 +166,11 @@ class ModelClient:
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str) -> ModelReply:
         req = self.request(messages, tools, user)
-        tag = self._cache_tag
-        key = request_key(req if tag is None else {**req, "provider_cache_tag": tag})
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return _reply_from_record(hit, cached=True)
+        key = ""
+        if self.cache is not None:  # hashing the whole conversation is worth it only when something is looked up
+            key = request_key({**req, "route_revision": self._key_extra})
+            if (hit := self.cache.get(key)) is not None:
+                return _reply_from_record(hit, cached=True)
         lm = ensure_providers()
         api_key = self._api_key()
         attempts = 0
@@ -209,12 +217,45 @@ class ModelClient:
                                       "unparseable": reason if response is None else "the reply has no choices"}
         else:
             record = _record_from_response(response, latency)
+            reported = provider_latency(response)
+            if reported is not None:  # the provider's own clock: the same on a loaded machine and on a replay
+                record["latency_s"], record["latency_source"] = reported, "provider"
             record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
         record["attempts"] = attempts
         record["infra_s"] = infra_s
         if self.cache is not None:
-            self.cache.put(key, record)
+            await asyncio.to_thread(self.cache.put, key, record)  # a file write: never on the event loop
         return _reply_from_record(record, cached=False)
+
+
+def _litellm_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("litellm")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+PROCESSING_HEADERS = ("openai-processing-ms", "llm_provider-openai-processing-ms")
+
+
+def provider_latency(response: Any) -> float | None:
+    """Seconds the provider says it spent on the request, from the response headers litellm keeps
+    (OpenAI's ``openai-processing-ms``; litellm prefixes a provider's headers with ``llm_provider-``),
+    or None when the provider did not say."""
+    headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers") or {}
+    for name in PROCESSING_HEADERS:
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            ms = float(value)
+        except (TypeError, ValueError):
+            continue
+        if ms >= 0 and ms == ms and ms != float("inf"):
+            return ms / 1000.0
+    return None
 
 
 def _record_from_response(response: Any, latency: float) -> dict[str, Any]:
@@ -245,6 +286,7 @@ def _reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
         cost_usd=float(rec.get("cost_usd", 0.0)),
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,
+        latency_source=str(rec.get("latency_source", "client")),
         attempts=int(rec.get("attempts", 1)),
         infra_s=float(rec.get("infra_s", 0.0)),
         unparseable=rec.get("unparseable"),

@@ -7,9 +7,12 @@ own ``completion_cost`` prices it.
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
@@ -23,7 +26,7 @@ from compiler.sim.engine import SimRequest, SimResult  # noqa: E402
 from compiler.sim.faults import FaultKind  # noqa: E402
 from compiler.sim.gold import GoldSource, WorkloadGoldSource  # noqa: E402
 from compiler.sim.render import Rendered  # noqa: E402
-from compiler.sim.service import SimOutcome, run_request  # noqa: E402
+from compiler.sim.service import PROCESSING_HEADER, SimOutcome, run_request  # noqa: E402
 from compiler.sim.tiers import TIERS  # noqa: E402
 
 PROVIDER = "sim"
@@ -90,7 +93,11 @@ class SimLLM(CustomLLM):
     def _answer(outcome: SimOutcome) -> litellm.ModelResponse:
         if outcome.fault in ("timeout", "server_error", "rate_limit"):
             raise fault_exception(outcome.fault, outcome.result.model_name)
-        return build_model_response(outcome.result, outcome.rendered)
+        response = build_model_response(outcome.result, outcome.rendered)
+        # the simulated latency, reported as a provider reports its own processing time (OpenAI's
+        # header, which litellm keeps in the response's additional headers)
+        response._hidden_params["additional_headers"] = {PROCESSING_HEADER: f"{outcome.delay_s * 1000:.3f}"}
+        return response
 
     def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         outcome = self._prepare(model, messages, *_params(args, kwargs))
@@ -161,10 +168,20 @@ BEHAVIOUR_VERSION = 2  # bump when the same request may get another answer (2: d
 
 
 def sim_cache_tag(route: str) -> str:
-    """Besides the request, the route's configured draw mode decides the answer."""
+    """Besides the request, the simulator's own code and the route's configured draw mode decide the
+    answer: an edited simulator is never answered from the entries of the one before."""
     from compiler.sim.faults import sim_config
 
-    return f"sim-v{BEHAVIOUR_VERSION};shared_draws={sim_config(route).shared_draws}"
+    return f"sim-v{BEHAVIOUR_VERSION};source={source_hash()[:16]};shared_draws={sim_config(route).shared_draws}"
+
+
+@functools.lru_cache(maxsize=1)
+def source_hash() -> str:
+    """sha256 over the simulator's source files (compiler/sim/*.py), in name order."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode("utf-8") + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 register_sim_provider.check = check_sim_params  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ from compiler.sim.conversation import SimRequestError
 from compiler.sim.engine import SimRequest
 from compiler.sim.faults import SimConfig, configure_sim
 from compiler.sim.gold import GoldSource, WorkloadGoldSource
-from compiler.sim.service import SimOutcome, run_request
+from compiler.sim.service import PROCESSING_HEADER, SimOutcome, run_request
 from compiler.sim.tiers import TIERS
 
 FAULT_STATUS = {"timeout": 504, "server_error": 500, "rate_limit": 429}
@@ -79,11 +79,13 @@ def make_handler(gold: GoldSource) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def _send(self, status: int, body: dict[str, Any]) -> None:
+        def _send(self, status: int, body: dict[str, Any], processing_s: float | None = None) -> None:
             data = json.dumps(body).encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if processing_s is not None:  # the header OpenAI sends: the simulated latency, as the server's own time
+                self.send_header(PROCESSING_HEADER, f"{processing_s * 1000:.3f}")
             if status == 429:
                 self.send_header("Retry-After", "0")
             self.end_headers()
@@ -109,7 +111,7 @@ def make_handler(gold: GoldSource) -> type[BaseHTTPRequestHandler]:
                 return
             status, payload, delay = handle_chat(body, gold)
             time.sleep(delay)
-            self._send(status, payload)
+            self._send(status, payload, delay if status == 200 else None)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass  # one line per request would drown test and search output

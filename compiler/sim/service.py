@@ -12,6 +12,8 @@ from compiler.sim.gold import GoldSource
 from compiler.sim.render import Rendered, render_fault
 from compiler.sim.tiers import tier_for
 
+PROCESSING_HEADER = "openai-processing-ms"  # how the simulator reports its latency, as OpenAI reports processing time
+
 
 @dataclass(frozen=True)
 class SimOutcome:

@@ -127,14 +127,13 @@ def evaluate_task(cfg: DictConfig) -> None:
 
 
 def search_task(cfg: DictConfig) -> Any:
-    """A search job: one trial file (written by the nsga2 sweeper) compiled and evaluated."""
+    """A search job: the spec the nsga2 sweeper put in its override, compiled and evaluated."""
     from search.optimise.trial import TrialSpec, run_trial
 
     if "trial" not in cfg:
         raise ConfigError("hydra/sweeper", "the search runs as a multirun under the nsga2 sweeper",
                           "run `evoharness search` (it adds -m and hydra/sweeper=nsga2)")
-    spec = TrialSpec.from_dict(json.loads(Path(str(cfg.trial)).read_text(encoding="utf-8")))
-    return run_trial(spec)
+    return run_trial(TrialSpec.decode(str(cfg.trial)))
 
 
 def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:

@@ -3,15 +3,21 @@ the whole run, and writes its pid beside it so a second process can say who hold
 
 The lock is ``fcntl``-based (filelock's UnixFileLock), so it dies with its process: a killed search
 leaves no stale lock, and the trials it left RUNNING belong to no live process, which is what makes
-closing them on resume safe. It guards one filesystem; a study on a shared database searched from
-two machines needs its runs_dir on a shared filesystem too.
+closing them on resume safe. A file lock guards one filesystem only, so a study in a shared
+database (PostgreSQL, MySQL) is also locked in the database itself: a session-level advisory lock
+held on a connection of its own for the whole run. The server drops it when that connection ends,
+however the process ended, so it too leaves nothing stale, and it reaches every machine that
+reaches the database.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -46,3 +52,64 @@ def study_lock(study_dir: Path, study: str) -> Iterator[None]:
         with contextlib.suppress(OSError):
             (study_dir / OWNER_FILE).unlink()
         lock.release()
+
+
+def _lock_key(study: str) -> int:
+    """A signed 64-bit key for PostgreSQL's advisory locks, the same on every machine."""
+    return int.from_bytes(hashlib.sha256(f"evoharness-study:{study}".encode()).digest()[:8], "big", signed=True)
+
+
+@contextlib.contextmanager
+def storage_lock(url: str, study: str) -> Iterator[None]:
+    """Hold the study's lock in its database (PostgreSQL, MySQL/MariaDB), or raise a one-line
+    ConfigError naming the holder. SQLite is one file on one machine: the folder lock covers it."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    backend = make_url(url).get_backend_name()
+    if backend not in ("postgresql", "mysql", "mariadb"):
+        yield
+        return
+    me = f"evoharness search {study} pid {os.getpid()} on {socket.gethostname()}"[:63]
+    connect_args: dict[str, Any] = {"application_name": me} if backend == "postgresql" else {}
+    engine = create_engine(url, poolclass=_null_pool(), connect_args=connect_args)
+    conn = engine.connect()
+    try:
+        if backend == "postgresql":
+            got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": _lock_key(study)}).scalar()
+        else:
+            got = conn.execute(text("SELECT GET_LOCK(:k, 0)"), {"k": f"evoharness:{study}"[:64]}).scalar()
+        conn.commit()  # the lock is the session's, not the transaction's: nothing is left open
+        if not got:
+            raise ConfigError("search.study", f"study {study!r} is being searched by {_db_holder(conn, backend, study)} right now "
+                              "(it holds the study's lock in the shared storage)",
+                              "wait for that search to finish (the same command then resumes it), or pick another search.study")
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()  # closing the session releases its advisory lock
+        engine.dispose()
+
+
+def _null_pool() -> Any:
+    from sqlalchemy.pool import NullPool
+
+    return NullPool
+
+
+def _db_holder(conn: Any, backend: str, study: str) -> str:
+    from sqlalchemy import text
+
+    if backend != "postgresql":
+        return "another orchestrator"
+    try:
+        row = conn.execute(text(
+            "SELECT a.application_name, a.client_addr FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = :k"),
+            {"k": _lock_key(study)}).first()
+    except Exception:
+        return "another orchestrator"
+    if row is None:
+        return "another orchestrator"
+    name, addr = row
+    return f"{name or 'another orchestrator'}" + (f" (from {addr})" if addr else "")

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -47,7 +48,7 @@ from search.optimise.study import (
     records,
     round_study,
 )
-from search.optimise.trial import TrialResult, TrialSpec
+from search.optimise.trial import TrialResult, TrialSpec, stored_result
 from search.records import doctor
 from search.records.provenance import split_strata, tasks_hash
 from search.records.spend import append_spend, mutator_spend_row, spend_row
@@ -151,25 +152,55 @@ class SearchRun:
         st = self.settings
         assert self.pools is not None, "a spec needs the round's pools"
         return TrialSpec(
-            study_dir=str(self.paths.dir), label=label, split=split, genome=genome, pools=self.pools, agent=st.agent, tool=st.tool,
+            label=label, split=split, genome=genome, pools=self.pools, agent=st.agent, tool=st.tool,
             models=st.models, workload=st.workload, task_ids=self.task_ids[split], samples=self.s.samples,
             seed=st.seed if seed is None else seed, cache_dir=st.cache_dir,
         )
 
     def run_jobs(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
-        results = self.launch(specs)
-        if len(results) != len(specs):
-            raise RuntimeError(f"launcher returned {len(results)} results for {len(specs)} jobs")
-        # bad input a job found (a stored evaluation that cannot be read) stops the search with its
-        # one line; the batch's trials stay RUNNING, and a resume closes and re-runs them
+        """Each spec's evaluation: read back from the study's store when it is there (no job is
+        launched for it), else launched, and its result stored here. Only the orchestrator touches
+        runs/<study>/: a job on another machine needs no shared filesystem."""
+        out: list[TrialResult | BaseException | None] = []
+        expected: dict[int, tuple[HarnessVariant, Path]] = {}
+        first: dict[Path, int] = {}  # a genome asked twice in one batch is evaluated once
+        for i, spec in enumerate(specs):
+            variant = self.variant_of(spec.genome)
+            path = self.paths.evals / f"{spec.eval_key(variant.content_hash)}.json"
+            stored = stored_result(path, variant)  # one that cannot be read stops the search with its one line
+            out.append(None if stored is None else replace(stored, label=spec.label))
+            if stored is None:
+                expected[i] = (variant, path)
+                first.setdefault(path, i)
+        todo = sorted(first.values())
+        results = self.launch([specs[i] for i in todo]) if todo else []
+        if len(results) != len(todo):
+            raise RuntimeError(f"launcher returned {len(results)} results for {len(todo)} jobs")
+        # bad input a job found stops the search with its one line; the batch's trials stay RUNNING,
+        # and a resume closes and re-runs them
         bad = next((r for r in results if isinstance(r, ConfigError)), None)
         if bad is not None:
             raise bad
+        by_path: dict[Path, TrialResult | BaseException] = {}
+        for i, res in zip(todo, results):
+            variant, path = expected[i]
+            if isinstance(res, TrialResult) and res.variant_hash != variant.content_hash:
+                raise ConfigError("hydra/launcher", f"a job compiled variant {res.variant_hash[:12]} where this process compiled "
+                                  f"{variant.content_hash[:12]} from the same genome: the machine that ran it has another "
+                                  "evoharness, agent template or tool catalog", "install the same evoharness revision on every machine")
+            if isinstance(res, TrialResult) and not res.report.metrics.get("skipped"):
+                # an evaluation with skipped episodes is not final: a resume retries them (the response
+                # cache replays every finished model call, so only the failed ones are paid again)
+                write_json_atomic(path, res.to_dict())
+            by_path[path] = res
+        for i, (_, path) in expected.items():
+            res = by_path[path]
+            out[i] = res if first[path] == i or not isinstance(res, TrialResult) else replace(res, label=specs[i].label, reused=True)
         append_spend(self.paths.spend, [
             spend_row(eval_key=spec.eval_key(r.variant_hash), label=spec.label, split=spec.split, variant_hash=r.variant_hash,
                       metrics=r.report.metrics, model_calls=sum(e.model_calls for e in r.report.episodes))
-            for spec, r in zip(specs, results) if isinstance(r, TrialResult) and not r.reused])
-        return results
+            for spec, r in zip(specs, out) if isinstance(r, TrialResult) and not r.reused])
+        return [r for r in out if r is not None]
 
     def evaluate(self, jobs: Sequence[tuple[Genome, str, str]]) -> list[TrialResult | BaseException]:
         """Evaluate (genome, split, label) jobs on the latest pools."""
@@ -194,7 +225,7 @@ class SearchRun:
 
     @functools.cached_property
     def base_tools(self) -> list[str]:
-        """The base agent's tools, from its config (compiling variants is the jobs' work, not the orchestrator's)."""
+        """The base agent's tools, from its config."""
         from compiler.catalog import build_catalog, select_tools
 
         return [s.name for s in select_tools(self.settings.agent.get("tools") or [], build_catalog(self.settings.tool))]

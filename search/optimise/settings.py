@@ -250,10 +250,6 @@ class StudyPaths:
         return self.dir / "evals"
 
     @property
-    def jobs(self) -> Path:
-        return self.dir / "jobs"
-
-    @property
     def spend(self) -> Path:
         return self.dir / "spend.jsonl"
 

@@ -3,21 +3,17 @@ joblib, …) as jobs of the search command; results come back as JobReturns."""
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from compiler.atomic import write_json_atomic
 from compiler.secrets import scrub
 from search.optimise.trial import TrialResult, TrialSpec
 
@@ -53,27 +49,39 @@ class NSGA2SweeperImpl:
         self.launcher: Launcher | None = None
         self.job_idx = 0
         self.arguments: list[str] = []
-        self.job_dir: Path | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context, task_function=task_function, config=config)
+        init = getattr(getattr(self.launcher, "ray_cfg", None), "init", None)
+        if init is not None and init.get("address") and "object_store_memory" not in init:
+            # hydra-ray-launcher sets a default object store size that ray.init refuses when it joins a
+            # running cluster (the cluster's own size applies): joining one must work as written
+            with open_dict(init):
+                init.object_store_memory = None
         if not config.hydra.get("verbose"):
             # a launcher logs every job's "+trial=..." override: dozens of lines that bury the
             # search's own round lines; `hydra.verbose=true` brings them back
             logging.getLogger(type(self.launcher).__module__.rpartition(".")[0]).setLevel(logging.WARNING)
 
     def launch(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
-        assert self.launcher is not None and self.job_dir is not None
-        job_dir = self.job_dir
-        job_dir.mkdir(parents=True, exist_ok=True)
-        files = []
-        for spec in specs:
-            fd, name = tempfile.mkstemp(dir=job_dir, prefix=f"{spec.label}-", suffix=".json")
-            os.close(fd)
-            files.append(write_json_atomic(Path(name), spec.to_dict()))
-        overrides = [[*self.arguments, f"+trial={f}"] for f in files]
-        returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        assert self.launcher is not None
+        # The spec rides in the job's override and the result in its return value: a job needs no
+        # file of the orchestrator's, and writes none (no .hydra/ copy, no log file; its output dir
+        # is the worker's temp dir, which exists wherever it runs).
+        job_side = ["hydra.output_subdir=null", "hydra/job_logging=stdout",
+                    "hydra.sweep.dir=${oc.env:TMPDIR,/tmp}", "hydra.sweep.subdir=."]
+        overrides = [[*self.arguments, *job_side, f"+trial='{spec.encode()}'"] for spec in specs]
+        try:
+            returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        except Exception as exc:  # the engine, not a job: nothing was told, and a resume re-runs the batch
+            from search.optimise.run import SearchAborted
+
+            name = type(self.launcher).__name__
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise SearchAborted(f"the launcher ({name}) could not run a batch of {len(specs)} jobs ({type(exc).__name__}: {first}); "
+                                "every finished trial is kept: fix the launcher's settings (hydra.launcher.*) and run the "
+                                "same command again") from None
         self.job_idx += len(returns)
         out: list[TrialResult | BaseException] = []
         for r in returns:
@@ -90,7 +98,7 @@ class NSGA2SweeperImpl:
         from compiler.errors import ConfigError
         from compiler.release.merge import apply_promoted
         from search.optimise.finish import FinishAborted
-        from search.optimise.lock import study_lock
+        from search.optimise.lock import storage_lock, study_lock
         from search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
         from search.optimise.settings import RunSettings, StudyPaths
         from search.records.summary import print_summary
@@ -103,8 +111,7 @@ class NSGA2SweeperImpl:
         try:
             settings = RunSettings.from_config(cfg)
             paths = StudyPaths.of(settings)
-            self.job_dir = paths.jobs
-            with StopRequest() as stop, study_lock(paths.dir, settings.search.study):
+            with StopRequest() as stop, study_lock(paths.dir, settings.search.study), storage_lock(paths.storage, settings.search.study):
                 summary = SearchRun(settings, launch=self.launch, should_stop=lambda: stop.requested).execute()
         except (SearchAborted, FinishAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial

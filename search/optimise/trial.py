@@ -1,25 +1,29 @@
 """One search job: a genome compiled and evaluated on a split. The unit the Hydra launcher runs.
 
-The sweeper writes a self-contained trial file (base configs, pools, genome, split, samples,
-seed, task ids); the job reads only that, so any launcher — in-process, joblib, a cluster —
-runs it the same way. Finished evaluations are kept under runs/<study>/evals/, keyed by
-variant hash, split, samples, seed and tasks, so a resumed search never pays for one twice.
+The sweeper hands each job a self-contained spec (base configs, pools, genome, split, samples,
+seed, task ids) inside the job's own override, and the job's whole answer (report, evidence, the
+compiled variant) comes back as its return value. So a job reads and writes nothing of the study:
+any launcher (in-process, joblib, Ray, Submitit) runs it the same way, on machines that share no
+filesystem with the orchestrator. Only the orchestrator keeps finished evaluations, under
+runs/<study>/evals/, keyed by variant hash, split, samples, seed and tasks, so a resumed search
+never pays for one twice (and never launches a job to read one back).
 """
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.atomic import write_json_atomic
 from compiler.errors import ConfigError
 from compiler.runtime.cache import ResponseCache
 from compiler.runtime.trajectory import Trajectory
 from compiler.runtime.workload import workload_factory
-from compiler.secrets import restore
+from compiler.secrets import restore, scrub
 from compiler.variant import HarnessVariant, compile_agent, content_hash
 from search.evaluation.metrics import EvalReport
 from search.genome import Genome, Pools, genome_to_config
@@ -42,7 +46,6 @@ class WorkloadSettings:
 
 @dataclass(frozen=True)
 class TrialSpec:
-    study_dir: str
     label: str  # e.g. "r0-t3-train" or "baseline-dev"
     split: str
     genome: Genome
@@ -58,7 +61,7 @@ class TrialSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "study_dir": self.study_dir, "label": self.label, "split": self.split, "genome": self.genome.to_dict(),
+            "label": self.label, "split": self.split, "genome": self.genome.to_dict(),
             "pools": self.pools.to_dict(), "agent": dict(self.agent), "tool": dict(self.tool),
             "models": {k: dict(v) for k, v in self.models.items()}, "workload": self.workload.to_dict(), "task_ids": list(self.task_ids),
             "samples": self.samples, "seed": self.seed, "cache_dir": self.cache_dir,
@@ -68,11 +71,26 @@ class TrialSpec:
     def from_dict(cls, d: Mapping[str, Any]) -> TrialSpec:
         d = restore(dict(d))  # the job file was written scrubbed; this process remembered the same variables
         return cls(
-            study_dir=d["study_dir"], label=d["label"], split=d["split"], genome=Genome.from_dict(d["genome"]),
+            label=d["label"], split=d["split"], genome=Genome.from_dict(d["genome"]),
             pools=Pools.from_dict(d["pools"]), agent=d["agent"], tool=d["tool"], models=d["models"],
             workload=WorkloadSettings.from_dict(d["workload"]),
             task_ids=tuple(d["task_ids"]), samples=int(d["samples"]), seed=int(d["seed"]), cache_dir=d.get("cache_dir"),
         )
+
+    def encode(self) -> str:
+        """The spec as one override-safe token (scrubbed JSON, compressed, URL-safe base64): it
+        travels inside the job's override, so no job needs a file the orchestrator wrote."""
+        text = scrub(json.dumps(self.to_dict(), separators=(",", ":")))  # key order is prompt order: never sorted
+        return base64.urlsafe_b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
+
+    @classmethod
+    def decode(cls, token: str) -> TrialSpec:
+        try:
+            data = json.loads(zlib.decompress(base64.urlsafe_b64decode(token.encode("ascii"))).decode("utf-8"))
+        except (ValueError, zlib.error, UnicodeError) as exc:
+            raise ConfigError("trial", f"is not a search job's spec ({type(exc).__name__})",
+                              "let `evoharness search` launch its jobs; a trial is not set by hand") from None
+        return cls.from_dict(data)
 
     def variant(self) -> HarnessVariant:
         agent, tool, model = genome_to_config(self.genome, self.pools, agent=self.agent, tool=self.tool, models=self.models)
@@ -157,14 +175,11 @@ def _tool_errors(trajectories: list[Trajectory], failed: set[tuple[str, int]]) -
 
 
 def run_trial(spec: TrialSpec) -> TrialResult:
-    """Compile the genome and evaluate it, or read the finished evaluation from the study's store."""
+    """Compile the genome and evaluate it. Nothing of the study is read or written here (the
+    orchestrator keeps the result); the response cache is the only thing on disk, and it is optional."""
     from search.evaluation.evaluate import evaluate_variant_async
 
     variant = spec.variant()
-    stored = Path(spec.study_dir) / "evals" / f"{spec.eval_key(variant.content_hash)}.json"
-    reused = stored_result(stored, variant)
-    if reused is not None:
-        return reused
     workload = workload_factory(spec.workload.name)(**dict(spec.workload.options))
     tasks = [workload.task(t) for t in spec.task_ids]
     report, trajectories = asyncio.run(
@@ -175,13 +190,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     )
     failed = {(e.task_id, e.sample) for e in report.episodes if e.scored and not e.passed}
     errors = _tool_errors(trajectories, failed)
-    result = TrialResult(
+    return TrialResult(
         label=spec.label, split=spec.split, variant=variant, report=report,
         evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])), e.failures)
                        for e in report.episodes if (e.task_id, e.sample) in failed),
     )
-    if not report.metrics.get("skipped"):
-        # an evaluation with skipped episodes is not final: a resume retries them (the response
-        # cache replays every finished model call, so only the failed ones are paid again)
-        write_json_atomic(stored, result.to_dict())
-    return result

@@ -15,6 +15,8 @@ from typing import Any
 import optuna
 import pytest
 
+from search.optimise.study import distinct_evaluations
+
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]", "search.samples=1",
@@ -31,6 +33,9 @@ def search(tmp: Path, *extra: str) -> dict[str, dict[str, Any]]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     study = optuna.load_study(study_name="f/r0", storage=f"sqlite:///{tmp / 'f' / 'study.db'}")
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)  # none failed, none left running
+    # 0 trials lost: the budget of 6 distinct evaluations is met, or the sampler used all its 18 asks
+    # (repeats are free; a tiny space can run out of new genomes)
+    assert distinct_evaluations(study) == 6 or len(study.trials) == 18
     # keyed by genome: the faults live in the model's `extra`, so the variant hashes differ between runs;
     # the first evaluation of each (a repeat of one with a skipped episode is evaluated again, and the
     # response cache then replays what it had finished)
@@ -47,7 +52,6 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
 
 def test_infra_faults_are_retried_then_skipped_never_scored(clean: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     faulty = search(tmp_path, INFRA)
-    assert len(faulty) == len(clean)  # the same budget of distinct evaluations: 0 trials lost
     for m in [*clean.values(), *faulty.values()]:
         assert m["scored"] + m["skipped"] == m["episodes"]  # a skipped episode is never counted as scored
     assert all(m["infra_seconds"] == 0 for m in clean.values())
@@ -63,7 +67,6 @@ def test_infra_faults_are_retried_then_skipped_never_scored(clean: dict[str, dic
 
 def test_malformed_output_is_scored_never_skipped(clean: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     faulty = search(tmp_path, MALFORMED)
-    assert len(faulty) == len(clean)
     assert all(m["skipped"] == 0 and m["scored"] == m["episodes"] for m in faulty.values())
     both = [h for h in faulty if h in clean]
     assert both

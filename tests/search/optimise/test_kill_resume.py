@@ -41,10 +41,12 @@ class Calls:
 
     def __init__(self) -> None:
         self.sent: dict[str, list[float]] = {}
+        self.tasks: list[str] = []  # the task each request was for (the route is sent the episode id)
 
     def record(self, body: Any) -> None:
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         self.sent.setdefault(digest, []).append(time.time())
+        self.tasks.append(str(body.get("user", "")).partition(";")[0].removeprefix("task_id="))
 
 
 @pytest.fixture
@@ -82,28 +84,30 @@ def kill_when(tmp: Path, api_base: str, ready: Callable[[], bool], *, after_s: f
     proc.wait()
 
 
-def jobs(tmp: Path, marker: str) -> Callable[[], bool]:
-    return lambda: (tmp / "k" / "jobs").is_dir() and any(marker in p.name for p in (tmp / "k" / "jobs").iterdir())
-
-
-def one_finished(tmp: Path, marker: str) -> Callable[[], bool]:
-    """The batch whose job files carry ``marker`` has started and at least one of its evaluations is
-    stored: a kill now must not pay for that one again."""
+def journal_has(tmp: Path, marker: str) -> Callable[[], bool]:
+    """An evaluation whose label carries ``marker`` is paid and journaled (spend.jsonl is written by the
+    orchestrator once the storage exists, so reading the study then never races its creation)."""
     def ready() -> bool:
-        folder = tmp / "k" / "jobs"
-        started = [p.stat().st_mtime for p in folder.iterdir() if marker in p.name] if folder.is_dir() else []
-        evals = tmp / "k" / "evals"
-        return bool(started) and evals.is_dir() and any(p.stat().st_mtime > min(started) for p in evals.glob("*.json"))
+        spend = tmp / "k" / "spend.jsonl"
+        return spend.exists() and any(marker in str(r.get("label", "")) for r in read_spend(spend))
     return ready
+
+
+def serving(calls: Calls, split: str, n: int) -> Callable[[], bool]:
+    """The endpoint has served ``n`` requests for ``split``'s tasks: that split's evaluations are under way."""
+    from compiler.runtime.workload import workload_factory
+
+    ids = {t.task_id for t in workload_factory("bfcl")(categories=["multi_turn_base"]).tasks(split)}
+    return lambda: sum(t in ids for t in calls.tasks) >= n
 
 
 def completed_in_round(tmp: Path, k: int, n: int) -> Callable[[], bool]:
     def ready() -> bool:
-        if not jobs(tmp, f"r{k}-")():  # the study exists once its first trial file does
+        if not journal_has(tmp, f"r{k}-")():
             return False
         try:
             study = optuna.load_study(study_name=f"k/r{k}", storage=f"sqlite:///{tmp / 'k' / 'study.db'}")
-        except Exception:  # being created: look again
+        except Exception:  # being written: look again
             return False
         return sum(t.state.name == "COMPLETE" for t in study.trials) >= n
     return ready
@@ -113,8 +117,8 @@ def test_sigkill_at_four_moments_then_resume(tmp_path: Path, endpoint: tuple[str
     api_base, calls = endpoint
     KILLS.clear()
     kill_when(tmp_path, api_base, completed_in_round(tmp_path, 1, 1), after_s=0.5)  # mid-round (round 1)
-    kill_when(tmp_path, api_base, one_finished(tmp_path, "-dev-"), after_s=0.3)  # dev selection
-    kill_when(tmp_path, api_base, one_finished(tmp_path, "-holdout-"), after_s=0.3)  # holdout
+    kill_when(tmp_path, api_base, serving(calls, "dev", 40), after_s=0.0)  # dev selection
+    kill_when(tmp_path, api_base, serving(calls, "holdout", 40), after_s=0.0)  # holdout
     cmd, env = command(tmp_path, api_base)
     final = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr[-3000:]
@@ -131,7 +135,8 @@ def test_sigkill_at_four_moments_then_resume(tmp_path: Path, endpoint: tuple[str
                     for k, s in enumerate(studies) for t in s.trials if t.state.is_finished())
     ledger = [json.loads(line) for line in (tmp_path / "k" / "ledger.jsonl").read_text(encoding="utf-8").splitlines()]
     assert sorted((r["round"], r["state"], json.dumps(r["genome"], sort_keys=True)) for r in ledger) == stored
-    # paid calls: each kill may lose the evaluation in flight (at most one per kill), never a finished one
+    # paid calls: each kill may lose the call in flight (at most one per kill), never a finished one: the
+    # response cache replays every finished call of a batch the kill cut short
     # paid evaluations: the journal holds each one once (a finished evaluation is never paid again),
     # and every request the endpoint served is one of theirs, or of an evaluation a kill cut short
     paid = read_spend(tmp_path / "k" / "spend.jsonl")

@@ -166,10 +166,9 @@ def test_interrupted_search_resumes_without_redoing_trials(tmp_path: Path) -> No
     done: list[optuna.trial.FrozenTrial] = []
     while time.time() < deadline and proc.poll() is None:
         time.sleep(0.5)
-        jobs = tmp_path / "cut" / "jobs"
-        # a trial file exists only once the search has created its study: reading the database
-        # earlier would race the search's own schema creation
-        if jobs.exists() and any(jobs.iterdir()):
+        # the spend journal exists only once the search has created its study and paid a batch:
+        # reading the database earlier would race the search's own schema creation
+        if (tmp_path / "cut" / "spend.jsonl").exists():
             try:
                 done = [t for t in optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}").trials if t.state.name == "COMPLETE"]
             except Exception:  # the study is being written: look again
