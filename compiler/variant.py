@@ -98,6 +98,8 @@ class HarnessVariant:
     max_turns: int
     route: RouteSettings = field(default_factory=RouteSettings)
     content_hash: str = ""
+    # the tools entry per offered selection, built once: every model call of every episode sends it
+    _native: dict[tuple[str, ...] | None, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # -- what the model sees ------------------------------------------------------------
     def _selected(self, tool_names: Iterable[str] | None) -> tuple[CompiledTool, ...]:
@@ -118,9 +120,14 @@ class HarnessVariant:
         return self.system_prompt_for(None)
 
     def native_tools_for(self, tool_names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """The OpenAI ``tools`` entry offering ``tool_names`` (all when None). The same list for the
+        same selection: callers send it and must not change it."""
         if self.tool_format == "bash":
             return []
-        return [json.loads(json.dumps(t.native)) for t in self._selected(tool_names)]
+        key = None if tool_names is None else tuple(tool_names)
+        if key not in self._native:
+            self._native[key] = [json.loads(json.dumps(t.native)) for t in self._selected(key)]
+        return self._native[key]
 
     def step_messages(self, trigger: str) -> tuple[tuple[str, str], ...]:
         """(step name, message) for the steps the harness injects at ``trigger``."""

@@ -87,6 +87,7 @@ class _Episode:
                 turn=turn, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
                 latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None,
                 cached=reply.cached, attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
+                latency_source=reply.latency_source,
             )
         )
         assistant: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}

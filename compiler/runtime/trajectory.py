@@ -38,6 +38,7 @@ class ModelCallRecord:
     cached: bool = False  # answered from the on-disk response cache
     attempts: int = 1  # provider attempts this call took (0 when answered from the cache)
     infra_s: float = 0.0  # failed attempts and backoff: reported apart, never part of latency_s
+    latency_source: str = "client"  # "provider": its reported processing time; "client": our stopwatch
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,15 @@ class Trajectory:
     @property
     def cost_usd(self) -> float:
         return sum(c.cost_usd for c in self.model_calls)
+
+    @property
+    def billed_cost_usd(self) -> float:
+        """What this run paid: calls answered from the response cache cost nothing again."""
+        return sum(c.cost_usd for c in self.model_calls if not c.cached)
+
+    @property
+    def billed_tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.model_calls if not c.cached)
 
     @property
     def latency_s(self) -> float:

@@ -115,6 +115,9 @@ def evaluate_task(cfg: DictConfig) -> None:
         "split": str(cfg.workload.split),
         "model": variant.model.route,
         "metrics": dict(report.metrics),
+        # a warm run replays from the response cache: what it paid, and what it would have cost without the cache
+        "billing": {"billed_cost": report.metrics.get("billed_cost", 0.0), "billed_tokens": report.metrics.get("billed_tokens", 0.0),
+                    "cost_if_uncached": report.metrics.get("cost_total", 0.0)},
         "tasks": report.to_dict()["tasks"],
         "episodes": report.to_dict()["episodes"],
         "config": resolved,

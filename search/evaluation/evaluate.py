@@ -13,6 +13,7 @@ sample is run; a later task whose one sample failed on the infrastructure runs i
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -26,6 +27,8 @@ from compiler.runtime.trajectory import Trajectory
 from compiler.runtime.workload import Task, Workload
 from compiler.variant import HarnessVariant, content_hash
 from search.evaluation.metrics import EpisodeResult, EvalReport, aggregate
+
+log = logging.getLogger(__name__)
 
 
 async def _episode(
@@ -64,6 +67,22 @@ async def _gather(jobs: Sequence[Awaitable[Any]], *, progress: str | None) -> li
     return list(await tqdm.gather(*jobs, desc=progress, unit="ep", leave=False))
 
 
+_WARNED: set[tuple[str, int, int]] = set()
+
+
+def route_cap_warning(variant: HarnessVariant, concurrency: int, in_flight: int) -> str | None:
+    """A line when the route's own limit would hold the run below its episode concurrency (once
+    per route and pair of limits per process), else None: a cap is never silent."""
+    limit = max(1, variant.route.concurrency)
+    key = (variant.model.route, limit, concurrency)
+    if in_flight <= limit or key in _WARNED:
+        return None
+    _WARNED.add(key)
+    return (f"model.concurrency={limit} caps {variant.model.route} at {limit} calls in flight while "
+            f"workload.concurrency={concurrency} runs {in_flight} episodes at once: raise model.concurrency to {in_flight} "
+            "if the provider allows that many, or lower workload.concurrency")
+
+
 async def evaluate_variant_async(
     variant: HarnessVariant,
     workload: Workload,
@@ -84,6 +103,9 @@ async def evaluate_variant_async(
     if not chosen:
         raise ValueError(f"workload.split={split!r}: no tasks; use train, dev or holdout")
     client = ModelClient(variant.model, variant.route, cache=cache)
+    capped = route_cap_warning(variant, concurrency, min(concurrency, len(chosen) * samples))
+    if capped:
+        log.warning(capped)
     gate = asyncio.Semaphore(max(1, concurrency))
     fatal: list[ConfigError] = []  # a setup error found mid-run (a tool-output replay miss): it stops the evaluation
 

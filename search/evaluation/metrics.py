@@ -53,6 +53,8 @@ class EpisodeResult:
     attempts: int = 0  # provider attempts of the episode's model calls (retries included; 0 = all cached)
     infra_s: float = 0.0  # time lost to failed attempts and backoff: reported, never in latency_s
     failures: tuple[Mapping[str, Any], ...] = ()  # the scorer's structured failure records (Failure.to_dict)
+    billed_cost_usd: float | None = None  # what this run paid (cache replays are free); None: recorded before it was kept
+    billed_tokens: int | None = None
 
     @property
     def scored(self) -> bool:
@@ -73,6 +75,8 @@ class EpisodeResult:
             "tool_errors": sum(1 for c in trajectory.tool_calls if c.error is not None),
             "attempts": trajectory.attempts,
             "infra_s": trajectory.infra_s,
+            "billed_cost_usd": trajectory.billed_cost_usd,
+            "billed_tokens": trajectory.billed_tokens,
         }
         if score is None or trajectory.status == "infra_error":
             reason = trajectory.infra_error or next(
@@ -280,7 +284,8 @@ def aggregate(
     Always present: episodes, scored, skipped, skipped_rate, undelivered (scored episodes that
     failed the contract gate), and over every episode, skipped ones included: safety_violations
     (a forbidden write happened even if the episode later failed), cost_total (the money
-    was spent), attempts (provider attempts, retries included) and infra_seconds (time lost to failed
+    the run costs uncached), billed_cost and billed_tokens (what this run paid: replies the response
+    cache answered are free), attempts (provider attempts, retries included) and infra_seconds (time lost to failed
     attempts and backoff; latency metrics count successful attempts only), and samples_skipped
     (repeat samples not run because the measured repeats were identical; see evaluate).
 
@@ -307,6 +312,11 @@ def aggregate(
         undelivered=float(sum(1 for e in scored if not e.delivered)),
         safety_violations=float(sum(e.safety_violations for e in episodes)),
         cost_total=float(sum(e.cost_usd for e in episodes)),
+        # what this run paid: a call the response cache answered costs nothing again (cost_total is
+        # what the run would have cost uncached, the figure the objectives and claims compare)
+        billed_cost=float(sum(e.cost_usd if e.billed_cost_usd is None else e.billed_cost_usd for e in episodes)),
+        billed_tokens=float(sum(e.prompt_tokens + e.completion_tokens if e.billed_tokens is None else e.billed_tokens
+                                for e in episodes)),
         attempts=float(sum(e.attempts for e in episodes)),
         infra_seconds=float(sum(e.infra_s for e in episodes)),
         samples_skipped=float(len(stand_ins)),

@@ -16,7 +16,10 @@ def spend_row(*, eval_key: str, label: str, split: str, variant_hash: str, metri
               model_calls: int) -> dict[str, Any]:
     return versioned("spend", {
         "eval_key": eval_key, "label": label, "split": split, "variant_hash": variant_hash,
-        "cost_usd": float(metrics.get("cost_total", 0.0)), "episodes": int(metrics.get("episodes", 0)),
+        # cost_usd is what the evaluation costs uncached: the cap counts it, so a replay a kill paid for
+        # earlier is never taken as free; billed_usd is what this run itself paid
+        "cost_usd": float(metrics.get("cost_total", 0.0)), "billed_usd": float(metrics.get("billed_cost", metrics.get("cost_total", 0.0))),
+        "episodes": int(metrics.get("episodes", 0)),
         "skipped": int(metrics.get("skipped", 0)), "model_calls": model_calls,
         "attempts": int(metrics.get("attempts", model_calls)), "at": datetime.now(UTC).isoformat(),
     })

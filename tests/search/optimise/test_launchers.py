@@ -24,8 +24,8 @@ import optuna
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-ARGS = ["search.train_limit=4", "workload.options.categories=[multi_turn_base]", "search.samples=1",
-        "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000", "search.rounds=2",
+ARGS = ["search.train_limit=4", "workload.options.categories=[multi_turn_base]", "+workload.options.limit_per_split=12", "search.samples=1",
+        "search.population_size=4", "search.max_front_dev=2", "search.resamples=2000", "search.rounds=2",
         "search.trials_per_round=4", "mutators.enabled=[{name: workflow_step_append}]", "search.models=[sim_small,sim_large]"]
 
 

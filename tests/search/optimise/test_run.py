@@ -163,3 +163,42 @@ def test_the_configured_sampler_proposes_the_rounds_trials(settings: RunSettings
     r0 = optuna.load_study(study_name="bfcl_sim/r0", storage=f"sqlite:///{settings.runs_dir / 'bfcl_sim' / 'study.db'}")
     sampled = [t for t in r0.trials if t.user_attrs.get("origin", "sampler") == "sampler" and t.state.name == "COMPLETE"]
     assert sampled  # the sampler, not only the seeding queue, proposed part of round 0
+
+
+def test_only_the_orchestrator_stores_and_a_stored_or_repeated_evaluation_launches_no_job(settings: RunSettings) -> None:
+    from search.genome import BASELINE
+    from search.optimise.mutation import first_pools
+
+    launcher = Launcher()
+    run = SearchRun(settings, launch=launcher, echo=lambda _: None)
+    run.pools = first_pools(settings)
+    other = Genome.from_dict({**BASELINE.to_dict(), "tool_format": "bash"})
+    batch = [run.spec(BASELINE, "train", "a"), run.spec(other, "train", "b"), run.spec(BASELINE, "train", "c")]
+    first = run.run_jobs(batch)
+    assert [j.label for j in launcher.jobs] == ["a", "b"]  # the repeat in the batch is evaluated once
+    assert [r.label for r in first] == ["a", "b", "c"] and [r.reused for r in first] == [False, False, True]  # type: ignore[union-attr]
+    assert len(list(run.paths.evals.glob("*.json"))) == 2
+    again = run.run_jobs(batch)
+    assert [j.label for j in launcher.jobs] == ["a", "b"], "a stored evaluation was launched again"
+    assert all(r.reused for r in again)  # type: ignore[union-attr]
+
+
+def test_a_job_that_compiled_another_variant_is_refused(settings: RunSettings) -> None:
+    from compiler.errors import ConfigError
+    from search.genome import BASELINE
+    from search.optimise.mutation import first_pools
+
+    launcher = Launcher()
+    launcher.compile = lambda spec: TrialSpec.variant(replace_agent(spec))  # type: ignore[assignment]
+    run = SearchRun(settings, launch=launcher, echo=lambda _: None)
+    run.pools = first_pools(settings)
+    with pytest.raises(ConfigError, match="install the same evoharness revision on every machine"):
+        run.run_jobs([run.spec(BASELINE, "train", "a")])
+    assert not run.paths.evals.exists() or not list(run.paths.evals.iterdir())
+
+
+def replace_agent(spec: TrialSpec) -> TrialSpec:
+    """The spec as a worker with another agent template would compile it."""
+    from dataclasses import replace
+
+    return replace(spec, agent={**spec.agent, "max_turns": int(spec.agent.get("max_turns", 12)) + 1})

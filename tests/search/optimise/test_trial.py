@@ -10,7 +10,7 @@ import pytest
 from compiler.errors import ConfigError
 from compiler.variant import compile_agent
 from search.evaluation.metrics import EpisodeResult, aggregate
-from search.optimise.trial import FailedEpisode, TrialResult, stored_result
+from search.optimise.trial import FailedEpisode, TrialResult, TrialSpec, stored_result
 from tests.compiler.fixtures import configs
 
 
@@ -61,3 +61,45 @@ def test_a_stored_result_that_is_not_json_is_one_line(tmp_path: Path) -> None:
     path.write_text("{truncated", encoding="utf-8")
     with pytest.raises(ConfigError, match="is not a stored evaluation"):
         stored_result(path, result().variant)
+
+
+def spec(tmp_path: Path) -> TrialSpec:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from compiler.schema import register_configs
+    from conf import CONF_DIR
+    from search.genome import BASELINE
+    from search.optimise.mutation import first_pools
+    from search.optimise.run import SearchRun
+    from search.optimise.settings import RunSettings
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path}", "workload.options.categories=[multi_turn_base]"])
+    GlobalHydra.instance().clear()
+    run = SearchRun(RunSettings.from_config(cfg, conf_dirs=[CONF_DIR]), launch=lambda specs: [])
+    run.pools = first_pools(run.settings)
+    return run.spec(BASELINE, "train", "r0-t1")
+
+
+def test_a_spec_travels_as_one_override_safe_token_and_compiles_to_the_same_variant(tmp_path: Path) -> None:
+    s = spec(tmp_path)
+    token = s.encode()
+    assert set(token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=")  # no quote, space or brace
+    back = TrialSpec.decode(token)
+    assert back == s and back.variant().content_hash == s.variant().content_hash
+
+
+@pytest.mark.parametrize("token", ["", "not base64!", "aGVsbG8=", "eJzLSM3JyVcozy_KSQEAGgQEXQ=="])
+def test_a_token_that_is_not_a_spec_is_one_line(token: str) -> None:
+    with pytest.raises(ConfigError, match=r"^trial: is not a search job's spec"):
+        TrialSpec.decode(token)
+
+
+def test_a_config_error_survives_the_pickle_a_launcher_sends_it_back_in() -> None:
+    import pickle
+
+    err = pickle.loads(pickle.dumps(ConfigError("search.study", "is taken", "pick another")))
+    assert isinstance(err, ConfigError) and err.path == "search.study" and str(err) == "search.study: is taken. Fix: pick another"

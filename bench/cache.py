@@ -1,0 +1,74 @@
+"""A warm run is nearly free: `evoharness evaluate` through the CLI (a new process each time, as a
+user runs it), cold against an empty response cache, then warm against the cache it filled.
+Interleaved: each repeat runs a cold evaluate in a fresh folder and then a warm one on the same
+cache. The warm run's eval.json must report 0 billed tokens and $0 billed, with the uncached
+cost beside it, and the same metrics as the cold run.
+
+Targets: cold / warm wall time >= 20x; warm billed tokens = 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 20.0
+
+
+def evaluate(runs: Path, cache: Path, *extra: str) -> tuple[float, dict[str, Any]]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", "from search.cli.main import entry; entry()", "evaluate", f"runs_dir={runs}", f"cache_dir={cache}", *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"evaluate failed: {proc.stderr[-2000:]}")
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("eval: "))
+    return wall, json.loads(Path(line.removeprefix("eval: ")).read_text(encoding="utf-8"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--limit", type=int, default=80, help="dev tasks per evaluate")
+    args = parser.parse_args(argv)
+    extra = ("model=sim_small", f"workload.limit={args.limit}")
+    cold, warm, billed, same = [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="evoharness-bench-cache-") as tmp:
+        for r in range(args.repeats):
+            runs, cache = Path(tmp) / f"r{r}", Path(tmp) / f"cache{r}"
+            c_s, c_eval = evaluate(runs, cache, *extra)
+            w_s, w_eval = evaluate(runs, cache, *extra)
+            cold.append(c_s)
+            warm.append(w_s)
+            billed.append(w_eval["billing"])
+            keep = ("pass_rate", "cost_per_task", "latency_p95", "tokens_per_task")
+            same.append(all(c_eval["metrics"][k] == w_eval["metrics"][k] for k in keep))
+            print(f"# repeat {r}: cold {c_s:.2f} s, warm {w_s:.2f} s, warm billing {w_eval['billing']}", flush=True)
+    ratios = [c / w for c, w in zip(cold, warm)]
+    ratio = statistics.median(ratios)
+    tokens = max(b["billed_tokens"] for b in billed)
+    print(json.dumps({"figure": "cold_over_warm_evaluate", "value": round(ratio, 2), "target": TARGET, "met": ratio >= TARGET,
+                      "range": [round(min(ratios), 2), round(max(ratios), 2)], "cold_s": round(statistics.median(cold), 2),
+                      "warm_s": round(statistics.median(warm), 2), "repeats": args.repeats, "tasks": args.limit}))
+    print(json.dumps({"figure": "warm_billed_tokens", "value": tokens, "target": 0, "met": tokens == 0,
+                      "warm_billed_cost": max(b["billed_cost"] for b in billed),
+                      "warm_cost_if_uncached": billed[0]["cost_if_uncached"]}))
+    print(json.dumps({"figure": "warm_metrics_equal_cold", "value": all(same), "target": True, "met": all(same)}))
+    print(f"summary: cold {statistics.median(cold):.2f} s, warm {statistics.median(warm):.2f} s: {ratio:.1f}x "
+          f"[{min(ratios):.1f}-{max(ratios):.1f}] (target >= {TARGET:g}); warm billed {tokens:g} tokens, "
+          f"${max(b['billed_cost'] for b in billed):.4f} of ${billed[0]['cost_if_uncached']:.4f} uncached")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
