@@ -60,13 +60,17 @@ def provider_cache_tag(route: str) -> str | None:
 
 
 def check_route(route: str, params: Mapping[str, Any]) -> None:
-    """Raise ValueError if neither litellm nor a registered provider can serve ``route`` with ``params``."""
-    lm = ensure_providers(route)
+    """Raise ValueError if neither litellm nor a registered provider can serve ``route`` with ``params``.
+    A registered provider's route is its own check's to judge: importing litellm (seconds) to look it
+    up would only find what registering it puts there, and a warm run answered from the cache never
+    needs litellm at all."""
     provider = route.partition("/")[0]
-    try:
-        lm.get_llm_provider(route)
-    except Exception:
-        raise ValueError(f"litellm has no provider {provider!r} (route {route!r})") from None
+    if provider not in MODEL_PROVIDERS:
+        lm = ensure_providers(route)
+        try:
+            lm.get_llm_provider(route)
+        except Exception:
+            raise ValueError(f"litellm has no provider {provider!r} (route {route!r})") from None
     check = getattr(MODEL_PROVIDERS.get(provider), "check", None) if provider in MODEL_PROVIDERS else None
     if check is not None:
         try:

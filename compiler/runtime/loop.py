@@ -32,8 +32,8 @@ class _Episode:
     def __init__(self, variant: HarnessVariant, task: Task, env: Environment, client: ModelClient, sample: int, seed: int) -> None:
         self.v, self.task, self.env, self.client = variant, task, env, client
         self.sample, self.seed = sample, seed
-        self.offered: list[str] = [n for n in task.tool_names if any(t.name == n for t in variant.tools)]
         self.specs = {t.name: t.spec for t in variant.tools}
+        self.offered: list[str] = [n for n in task.tool_names if n in self.specs]
         self.messages: list[dict[str, Any]] = []
         self.model_calls: list[ModelCallRecord] = []
         self.tool_calls: list[ToolCallRecord] = []

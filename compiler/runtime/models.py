@@ -119,8 +119,7 @@ class ModelClient:
         # what besides the request decides the answer, read once and only when there is a cache to key:
         # the provider's own tag (the simulator's source), litellm's version, the route's revision
         self._key_extra: dict[str, Any] = {}
-        if cache is not None:
-            ensure_providers(model.route)  # the tag belongs to a registered provider
+        if cache is not None:  # the tag is read off the provider's registrar: litellm is imported only on a miss
             self._key_extra = {"provider_cache_tag": provider_cache_tag(model.route), "litellm": _litellm_version(),
                                "revision": route.revision}
         self._warned_price = False

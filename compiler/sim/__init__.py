@@ -15,7 +15,7 @@ from compiler.sim.gold import GoldSource, StaticGoldSource, WorkloadGoldSource
 from compiler.sim.tiers import TIERS, Tier, tier_for
 
 if TYPE_CHECKING:
-    from compiler.sim.provider import SimLLM
+    from compiler.sim.handler import SimLLM
 
 __all__ = [
     "TIERS", "CallContext", "CallErrorRates", "GoldSource", "HarnessFeatures", "SimConfig",

@@ -22,9 +22,9 @@ from compiler.errors import ConfigError
 from compiler.provenance import git_revision
 from compiler.runtime.workload import Workload, workload_factory
 from compiler.variant import HarnessVariant, content_hash
-from search.evaluation.claim import scorer_hash
 from search.evaluation.coverage import coverage_warning
 from search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
+from search.evaluation.scorer import scorer_hash
 from search.genome import BASELINE, Genome, Pools, authors, canonical, param_space, params_to_genome, with_new_entry
 from search.optimise.budget import SpendWatch
 from search.optimise.finish import FinishAborted, Frozen, SearchTrials, finish

@@ -13,7 +13,7 @@ from compiler.atomic import write_json_atomic
 from compiler.names import checked_name
 from compiler.runtime.workload import Task, Workload
 from compiler.variant import content_hash
-from search.evaluation.claim import scorer_hash
+from search.evaluation.scorer import scorer_hash
 from search.records.provenance import tasks_hash
 from search.records.versions import versioned
 

@@ -14,7 +14,8 @@ from compiler.plugins import NamedRegistry
 from compiler.runtime import llm
 from compiler.runtime.llm import ensure_providers, litellm_module, register_model_provider
 from compiler.sim.faults import configure_sim, reset_sim
-from compiler.sim.provider import SimLLM, register_sim_provider
+from compiler.sim.handler import SimLLM
+from compiler.sim.provider import register_sim_provider
 from tests.compiler.sim.sim_selfplay import openai_tools
 from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, start
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from search.evaluation.claim import scorer_hash
+from search.evaluation.scorer import scorer_hash
 from search.records.provenance import provenance
 
 
