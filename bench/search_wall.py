@@ -1,0 +1,104 @@
+"""The default main job's wall time against what its work needs, and whether it is reproducible.
+
+1. ``evoharness search`` at every default, cold (fresh runs dir and response cache). Its paid work
+   is read back from the study: every evaluation's episodes (runs/<study>/evals) and their
+   per-call latencies as the provider reported them.
+2. ideal = max(CPU floor, latency floor). CPU floor = episodes x the CPU one episode costs (measured
+   in process here, simulated latency off) / cores. Latency floor = the sum over evaluations of
+   max(the longest episode, the evaluation's total model latency / its episode concurrency): the
+   basic launcher runs one evaluation at a time.
+3. The same command again with the same seed on a new study folder and the warm cache: it must pick
+   the identical champion (variant hash), front and claim.
+
+Targets: actual / ideal <= 1.5; warm champion identical.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, TOOL, base_agent, model_config  # noqa: E402
+
+TARGET = 1.5
+CONCURRENCY = 16  # conf/workload/bfcl.yaml
+
+
+def search(runs: Path, cache: Path, *extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={runs}", f"cache_dir={cache}", *extra], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    return time.perf_counter() - start, proc
+
+
+def outcome(runs: Path) -> dict[str, Any]:
+    summary = json.loads(next(runs.glob("*/summary.json")).read_text(encoding="utf-8"))
+    claim = summary["claim"] or {}
+    return {"champion": summary["champion"]["variant_hash"], "front": sorted(m["variant_hash"] for m in summary["front"]),
+            "claim": {k: claim.get(k) for k in ("verdict", "mean_diff", "low", "high", "n")}}
+
+
+def cpu_per_episode() -> float:
+    from compiler.runtime.llm import ensure_providers
+    from compiler.sim import configure_sim
+    from compiler.variant import compile_agent
+    from compiler.workloads.bfcl.workload import BfclWorkload
+    from search.evaluation.evaluate import evaluate_variant_async
+
+    ensure_providers()
+    configure_sim(None, time_scale=0.0)
+    workload = BfclWorkload(categories=("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param"))
+    tasks = list(workload.tasks("train"))[:60]
+    variant = compile_agent(base_agent(), tool=TOOL, model=model_config("sim_large"))
+    asyncio.run(evaluate_variant_async(variant, workload, "train", samples=1, seed=0, tasks=tasks[:10]))  # warm-up
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    asyncio.run(evaluate_variant_async(variant, workload, "train", samples=1, seed=0, tasks=tasks, concurrency=CONCURRENCY))
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / len(tasks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    with tempfile.TemporaryDirectory(prefix="evoharness-bench-wall-") as tmp:
+        cache = Path(tmp) / "cache"
+        cold_s, cold = search(Path(tmp) / "cold", cache)
+        if cold.returncode != 0:
+            raise SystemExit(f"search failed: {cold.stderr[-2000:]}")
+        episodes, floor = 0, 0.0
+        for path in (Path(tmp) / "cold").glob("*/evals/*.json"):
+            eps = json.loads(path.read_text(encoding="utf-8"))["report"]["episodes"]
+            lat = [float(e["latency_s"]) for e in eps]
+            episodes += len(eps)
+            floor += max(max(lat, default=0.0), sum(lat) / CONCURRENCY)
+        per = cpu_per_episode()
+        ideal = max(episodes * per / cores, floor)
+        warm_s, warm = search(Path(tmp) / "warm", cache)
+        same = warm.returncode == 0 and outcome(Path(tmp) / "warm") == outcome(Path(tmp) / "cold")
+    ratio = cold_s / ideal
+    print(json.dumps({"figure": "main_job_actual_over_ideal", "value": round(ratio, 2), "target": TARGET, "met": ratio <= TARGET,
+                      "actual_s": round(cold_s, 1), "ideal_s": round(ideal, 1), "cpu_floor_s": round(episodes * per / cores, 1),
+                      "latency_floor_s": round(floor, 1), "episodes": episodes, "cpu_ms_per_episode": round(per * 1000, 1),
+                      "cores": cores}))
+    print(json.dumps({"figure": "warm_rerun_identical_champion", "value": same, "target": True, "met": same,
+                      "warm_s": round(warm_s, 1)}))
+    print(f"summary: main job {cold_s:.0f} s cold against an ideal of {ideal:.0f} s ({episodes} episodes x {per * 1000:.0f} ms CPU "
+          f"/ {cores} cores, latency floor {floor:.0f} s): {ratio:.2f}x (target <= {TARGET}); warm rerun {warm_s:.0f} s, "
+          f"same champion: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
