@@ -398,7 +398,7 @@ def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], Non
         runtime = HydraConfig.get()
         if runtime.output_subdir is not None:
             scrub_files(Path(runtime.runtime.output_dir) / str(runtime.output_subdir))
-        if runtime.mode == RunMode.MULTIRUN:  # the sweep's own record of its overrides
+        if runtime.mode == RunMode.MULTIRUN and runtime.output_subdir is not None:  # the sweep's own record of its overrides
             _scrub_file(Path(str(runtime.sweep.dir)) / "multirun.yaml")
         try:
             return task(cfg)

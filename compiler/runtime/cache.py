@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from compiler.atomic import write_json_atomic
 from compiler.variant import content_hash
 
 log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
 
 
 def _is_reply(record: Any) -> bool:
@@ -43,7 +46,7 @@ class ResponseCache:
         path = self._path(key)
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # not cached (or no cache folder there): a plain miss
             return None
         except (OSError, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
             log.warning("response cache entry %s is unreadable (%s): asking the model again", path, exc)
@@ -62,4 +65,8 @@ class ResponseCache:
             write_json_atomic(self._path(key), value, indent=None, fsync=False)  # a torn entry reads as a miss
         except OSError as exc:
             self.writable = False
+            with _WARNED_LOCK:  # writes run in threads, and every evaluation opens the cache anew: one line per folder
+                if str(self.root) in _WARNED:
+                    return
+                _WARNED.add(str(self.root))
             log.warning("response cache %s cannot be written (%s): this run's replies are not cached", self.root, exc)

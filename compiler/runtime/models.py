@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -216,7 +217,7 @@ class ModelClient:
                                       "unparseable": reason if response is None else "the reply has no choices"}
         else:
             record = _record_from_response(response, latency)
-            reported = provider_latency(response)
+            reported = provider_latency(response, measured=latency)
             if reported is not None:  # the provider's own clock: the same on a loaded machine and on a replay
                 record["latency_s"], record["latency_source"] = reported, "provider"
             record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
@@ -236,24 +237,25 @@ def _litellm_version() -> str:
         return "unknown"
 
 
+_DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script
 PROCESSING_HEADERS = ("openai-processing-ms", "llm_provider-openai-processing-ms")
 
 
-def provider_latency(response: Any) -> float | None:
+def provider_latency(response: Any, *, measured: float) -> float | None:
     """Seconds the provider says it spent on the request, from the response headers litellm keeps
     (OpenAI's ``openai-processing-ms``; litellm prefixes a provider's headers with ``llm_provider-``),
-    or None when the provider did not say."""
-    headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers") or {}
+    or None when it did not say, or said something that cannot be its time: not a plain decimal
+    number of milliseconds, or more than the ``measured`` round trip it is part of."""
+    headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
+    if not isinstance(headers, Mapping):
+        return None
     for name in PROCESSING_HEADERS:
         value = headers.get(name)
-        if value is None:
+        if not isinstance(value, str) or not _DECIMAL.fullmatch(value.strip()):
             continue
-        try:
-            ms = float(value)
-        except (TypeError, ValueError):
-            continue
-        if ms >= 0 and ms == ms and ms != float("inf"):
-            return ms / 1000.0
+        seconds = float(value) / 1000.0
+        if seconds <= measured:
+            return seconds
     return None
 
 

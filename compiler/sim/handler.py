@@ -22,10 +22,9 @@ from compiler.sim.conversation import SimRequestError  # noqa: E402
 from compiler.sim.engine import SimRequest, SimResult  # noqa: E402
 from compiler.sim.faults import FaultKind  # noqa: E402
 from compiler.sim.gold import GoldSource, WorkloadGoldSource  # noqa: E402
-from compiler.sim.provider import PROVIDER  # noqa: E402
 from compiler.sim.render import Rendered  # noqa: E402
 from compiler.sim.service import PROCESSING_HEADER, SimOutcome, run_request  # noqa: E402
-from compiler.sim.tiers import TIERS  # noqa: E402
+from compiler.sim.tiers import PROVIDER, TIERS  # noqa: E402
 
 
 def _user(optional_params: Mapping[str, Any], litellm_params: Mapping[str, Any] | None,

@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compiler.sim.gold import GoldSource
-from compiler.sim.tiers import TIERS
+from compiler.sim.tiers import PROVIDER, TIERS
 
 if TYPE_CHECKING:
     from compiler.sim.handler import SimLLM
 
-PROVIDER = "sim"
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # whoever imports litellm next: no price-map download
 
 

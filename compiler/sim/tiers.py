@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+PROVIDER = "sim"  # the litellm custom provider's name: routes sim/<tier>
+
 
 @dataclass(frozen=True)
 class Tier:

@@ -136,7 +136,12 @@ def search_task(cfg: DictConfig) -> Any:
     if "trial" not in cfg:
         raise ConfigError("hydra/sweeper", "the search runs as a multirun under the nsga2 sweeper",
                           "run `evoharness search` (it adds -m and hydra/sweeper=nsga2)")
-    return run_trial(TrialSpec.decode(str(cfg.trial)))
+    from search.optimise.trial import JobInputError
+
+    try:
+        return run_trial(TrialSpec.decode(str(cfg.trial)))
+    except ConfigError as exc:  # back to the orchestrator as this job's failure, not as the job process's exit
+        raise JobInputError(exc) from None
 
 
 def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
@@ -145,6 +150,8 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     from search.optimise.settings import RunSettings
     from search.optimise.study import check_storage
 
+    if "trial" in cfg:  # the sweeper sets it on its own jobs only
+        raise ConfigError("trial", "is the search's own per-job setting", "remove +trial=... from the command")
     variant = evaluate_validate(cfg, overrides)
     workload = make_workload(cfg)
     empty = [split for split in SPLITS if not workload.tasks(split)]

@@ -71,14 +71,19 @@ def storage_lock(url: str, study: str) -> Iterator[None]:
         yield
         return
     me = f"evoharness search {study} pid {os.getpid()} on {socket.gethostname()}"[:63]
-    connect_args: dict[str, Any] = {"application_name": me} if backend == "postgresql" else {}
+    # keepalives: a holder whose machine vanished stops holding the lock within a minute or two,
+    # not after the kernel's default of hours
+    connect_args: dict[str, Any] = ({"application_name": me, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                                     "keepalives_count": 3} if backend == "postgresql" else {})
     engine = create_engine(url, poolclass=_null_pool(), connect_args=connect_args)
     conn = engine.connect()
     try:
         if backend == "postgresql":
             got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": _lock_key(study)}).scalar()
         else:
-            got = conn.execute(text("SELECT GET_LOCK(:k, 0)"), {"k": f"evoharness:{study}"[:64]}).scalar()
+            # lock names are server-wide: the database is part of the name, hashed to MySQL's 64 characters
+            name = hashlib.sha256(f"{make_url(url).database}/{study}".encode()).hexdigest()[:48]
+            got = conn.execute(text("SELECT GET_LOCK(:k, 0)"), {"k": f"evoharness:{name}"}).scalar()
         conn.commit()  # the lock is the session's, not the transaction's: nothing is left open
         if not got:
             raise ConfigError("search.study", f"study {study!r} is being searched by {_db_holder(conn, backend, study)} right now "
@@ -105,7 +110,9 @@ def _db_holder(conn: Any, backend: str, study: str) -> str:
     try:
         row = conn.execute(text(
             "SELECT a.application_name, a.client_addr FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-            "WHERE l.locktype = 'advisory' AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = :k"),
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND ((l.classid::bigint << 32) | l.objid::bigint) = :k"),
             {"k": _lock_key(study)}).first()
     except Exception:
         return "another orchestrator"

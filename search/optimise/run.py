@@ -48,7 +48,7 @@ from search.optimise.study import (
     records,
     round_study,
 )
-from search.optimise.trial import TrialResult, TrialSpec, stored_result
+from search.optimise.trial import JobInputError, TrialResult, TrialSpec, stored_result
 from search.records import doctor
 from search.records.provenance import split_strata, tasks_hash
 from search.records.spend import append_spend, mutator_spend_row, spend_row
@@ -176,23 +176,19 @@ class SearchRun:
         results = self.launch([specs[i] for i in todo]) if todo else []
         if len(results) != len(todo):
             raise RuntimeError(f"launcher returned {len(results)} results for {len(todo)} jobs")
-        # bad input a job found stops the search with its one line; the batch's trials stay RUNNING,
-        # and a resume closes and re-runs them
-        bad = next((r for r in results if isinstance(r, ConfigError)), None)
-        if bad is not None:
-            raise bad
+        for i, res in zip(todo, results):  # before anything is stored: a batch from another build is refused whole
+            if isinstance(res, TrialResult) and res.variant_hash != expected[i][0].content_hash:
+                raise ConfigError("hydra/launcher", f"a job compiled variant {res.variant_hash[:12]} where this process compiled "
+                                  f"{expected[i][0].content_hash[:12]} from the same genome: the machine that ran it has another "
+                                  "evoharness, agent template or tool catalog", "install the same evoharness revision on every machine")
         by_path: dict[Path, TrialResult | BaseException] = {}
         for i, res in zip(todo, results):
-            variant, path = expected[i]
-            if isinstance(res, TrialResult) and res.variant_hash != variant.content_hash:
-                raise ConfigError("hydra/launcher", f"a job compiled variant {res.variant_hash[:12]} where this process compiled "
-                                  f"{variant.content_hash[:12]} from the same genome: the machine that ran it has another "
-                                  "evoharness, agent template or tool catalog", "install the same evoharness revision on every machine")
+            path = expected[i][1]
             if isinstance(res, TrialResult) and not res.report.metrics.get("skipped"):
                 # an evaluation with skipped episodes is not final: a resume retries them (the response
                 # cache replays every finished model call, so only the failed ones are paid again)
                 write_json_atomic(path, res.to_dict())
-            by_path[path] = res
+            by_path[path] = res.error if isinstance(res, JobInputError) else res
         for i, (_, path) in expected.items():
             res = by_path[path]
             out[i] = res if first[path] == i or not isinstance(res, TrialResult) else replace(res, label=specs[i].label, reused=True)
@@ -200,6 +196,11 @@ class SearchRun:
             spend_row(eval_key=spec.eval_key(r.variant_hash), label=spec.label, split=spec.split, variant_hash=r.variant_hash,
                       metrics=r.report.metrics, model_calls=sum(e.model_calls for e in r.report.episodes))
             for spec, r in zip(specs, out) if isinstance(r, TrialResult) and not r.reused])
+        # bad input a job found stops the search with its one line, once every finished result of the
+        # batch is stored and journaled; the failed trials stay RUNNING, and a resume re-runs them
+        bad = next((r for r in out if isinstance(r, ConfigError)), None)
+        if bad is not None:
+            raise bad
         return [r for r in out if r is not None]
 
     def evaluate(self, jobs: Sequence[tuple[Genome, str, str]]) -> list[TrialResult | BaseException]:

@@ -67,10 +67,9 @@ class NSGA2SweeperImpl:
     def launch(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
         assert self.launcher is not None
         # The spec rides in the job's override and the result in its return value: a job needs no
-        # file of the orchestrator's, and writes none (no .hydra/ copy, no log file; its output dir
-        # is the worker's temp dir, which exists wherever it runs).
-        job_side = ["hydra.output_subdir=null", "hydra/job_logging=stdout",
-                    "hydra.sweep.dir=${oc.env:TMPDIR,/tmp}", "hydra.sweep.subdir=."]
+        # file of the orchestrator's, and writes none (no .hydra/ copy, no log file, and its output
+        # dir is the folder it runs in, which exists wherever that is: nothing is created there).
+        job_side = ["hydra.output_subdir=null", "hydra/job_logging=stdout", "hydra.sweep.dir=.", "hydra.sweep.subdir=."]
         overrides = [[*self.arguments, *job_side, f"+trial='{spec.encode()}'"] for spec in specs]
         try:
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,17 +81,23 @@ class TrialSpec:
     def encode(self) -> str:
         """The spec as one override-safe token (scrubbed JSON, compressed, URL-safe base64): it
         travels inside the job's override, so no job needs a file the orchestrator wrote."""
-        text = scrub(json.dumps(self.to_dict(), separators=(",", ":")))  # key order is prompt order: never sorted
+        text = scrub(json.dumps(self.to_dict(), separators=(",", ":"), default=str))  # key order is prompt order: never sorted
         return base64.urlsafe_b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
 
     @classmethod
     def decode(cls, token: str) -> TrialSpec:
         try:
-            data = json.loads(zlib.decompress(base64.urlsafe_b64decode(token.encode("ascii"))).decode("utf-8"))
-        except (ValueError, zlib.error, UnicodeError) as exc:
+            data = json.loads(zlib.decompress(base64.b64decode(token.encode("ascii"), altchars=b"-_", validate=True)).decode("utf-8"))
+            spec = cls.from_dict(data)
+        except (ValueError, zlib.error, UnicodeError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError("trial", f"is not a search job's spec ({type(exc).__name__})",
                               "let `evoharness search` launch its jobs; a trial is not set by hand") from None
-        return cls.from_dict(data)
+        missing = sorted(set(re.findall(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}", json.dumps(spec.to_dict()))))
+        if missing:  # a marker this machine cannot fill: the run would send the marker itself as the value
+            raise ConfigError("trial", f"the job's config reads environment variable(s) {', '.join(missing)}, "
+                              "which are not set where this job runs",
+                              "export them on every machine that runs jobs (a launcher does not carry the orchestrator's environment)")
+        return spec
 
     def variant(self) -> HarnessVariant:
         agent, tool, model = genome_to_config(self.genome, self.pools, agent=self.agent, tool=self.tool, models=self.models)
@@ -99,6 +106,19 @@ class TrialSpec:
     def eval_key(self, variant_hash: str) -> str:
         return content_hash([variant_hash, self.split, self.samples, self.seed, list(self.task_ids),
                              dict(self.workload.options)])
+
+
+class JobInputError(RuntimeError):
+    """A job's ConfigError, carried back to the orchestrator as the job's failure (a ConfigError in a
+    task would end the job's process with exit 2, and a launcher would then return nothing of the
+    batch): the orchestrator stores the batch's finished results, then stops with its one line."""
+
+    def __init__(self, error: ConfigError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+    def __reduce__(self) -> tuple[type[JobInputError], tuple[ConfigError]]:
+        return (type(self), (self.error,))
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,7 @@ def test_a_job_that_compiled_another_variant_is_refused(settings: RunSettings) -
     with pytest.raises(ConfigError, match="install the same evoharness revision on every machine"):
         run.run_jobs([run.spec(BASELINE, "train", "a")])
     assert not run.paths.evals.exists() or not list(run.paths.evals.iterdir())
+    assert not run.paths.spend.exists()
 
 
 def replace_agent(spec: TrialSpec) -> TrialSpec:
@@ -202,3 +203,24 @@ def replace_agent(spec: TrialSpec) -> TrialSpec:
     from dataclasses import replace
 
     return replace(spec, agent={**spec.agent, "max_turns": int(spec.agent.get("max_turns", 12)) + 1})
+
+
+def test_a_jobs_bad_input_stops_the_search_after_the_batchs_finished_results_are_kept(settings: RunSettings) -> None:
+    from compiler.errors import ConfigError
+    from search.genome import BASELINE
+    from search.optimise.mutation import first_pools
+    from search.optimise.trial import JobInputError
+    from search.records.spend import read_spend
+
+    good = Launcher()
+
+    def launch(specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
+        return [*good(specs[:1]), JobInputError(ConfigError("tool", "the snapshot has no reply for this call", "record again"))]
+
+    run = SearchRun(settings, launch=launch, echo=lambda _: None)
+    run.pools = first_pools(settings)
+    other = Genome.from_dict({**BASELINE.to_dict(), "tool_format": "bash"})
+    with pytest.raises(ConfigError, match="^tool: the snapshot has no reply"):
+        run.run_jobs([run.spec(BASELINE, "train", "a"), run.spec(other, "train", "b")])
+    assert len(list(run.paths.evals.glob("*.json"))) == 1
+    assert [r["label"] for r in read_spend(run.paths.spend)] == ["a"]  # the finished one is stored and journaled

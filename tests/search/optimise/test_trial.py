@@ -92,7 +92,8 @@ def test_a_spec_travels_as_one_override_safe_token_and_compiles_to_the_same_vari
     assert back == s and back.variant().content_hash == s.variant().content_hash
 
 
-@pytest.mark.parametrize("token", ["", "not base64!", "aGVsbG8=", "eJzLSM3JyVcozy_KSQEAGgQEXQ=="])
+@pytest.mark.parametrize("token", ["", "not base64!", "aGVsbG8=", "eJzLSM3JyVcozy_KSQEAGgQEXQ==", "eJyrrgUAAXUA-Q==",
+                                   "eJyrrgUAAXUA+Q=="])
 def test_a_token_that_is_not_a_spec_is_one_line(token: str) -> None:
     with pytest.raises(ConfigError, match=r"^trial: is not a search job's spec"):
         TrialSpec.decode(token)
@@ -103,3 +104,21 @@ def test_a_config_error_survives_the_pickle_a_launcher_sends_it_back_in() -> Non
 
     err = pickle.loads(pickle.dumps(ConfigError("search.study", "is taken", "pick another")))
     assert isinstance(err, ConfigError) and err.path == "search.study" and str(err) == "search.study: is taken. Fix: pick another"
+
+
+def test_a_spec_whose_variable_is_not_set_where_the_job_runs_is_one_line(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    s = spec(tmp_path)
+    token = replace(s, agent={**s.agent, "description": "${oc.env:EVO_NOT_SET_ANYWHERE}"}).encode()
+    with pytest.raises(ConfigError, match=r"environment variable\(s\) EVO_NOT_SET_ANYWHERE, which are not set where this job runs"):
+        TrialSpec.decode(token)
+
+
+def test_a_jobs_config_error_comes_back_whole_through_a_pickle() -> None:
+    import pickle
+
+    from search.optimise.trial import JobInputError
+
+    back = pickle.loads(pickle.dumps(JobInputError(ConfigError("tool", "replay missed", "record again"))))
+    assert isinstance(back, JobInputError) and back.error.one_line() == "tool: replay missed. Fix: record again"
