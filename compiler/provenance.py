@@ -9,15 +9,17 @@ from pathlib import Path
 PACKAGES = ("evoharness", "hydra-core", "omegaconf", "optuna", "litellm", "numpy", "jinja2", "networkx")
 
 
+def package_version(name: str) -> str:
+    """The installed version of distribution ``name``, or "absent"."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
 def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
     """Versions of the packages every run uses, then ``extra`` (a workload's declared ``packages``)."""
-    out = {}
-    for name in dict.fromkeys([*PACKAGES, *extra]):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
+    return {name: package_version(name) for name in dict.fromkeys([*PACKAGES, *extra])}
 
 
 def git_revision(root: Path | None = None) -> str | None:

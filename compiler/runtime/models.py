@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.provenance import package_version
 from compiler.runtime.cache import ResponseCache, request_key
 from compiler.runtime.llm import ProviderCheckError, check_route, ensure_providers, litellm_module, provider_cache_tag
 from compiler.secrets import remember_env
@@ -121,7 +122,7 @@ class ModelClient:
         # the provider's own tag (the simulator's source), litellm's version, the route's revision
         self._key_extra: dict[str, Any] = {}
         if cache is not None:  # the tag is read off the provider's registrar: litellm is imported only on a miss
-            self._key_extra = {"provider_cache_tag": provider_cache_tag(model.route), "litellm": _litellm_version(),
+            self._key_extra = {"provider_cache_tag": provider_cache_tag(model.route), "litellm": package_version("litellm"),
                                "revision": route.revision}
         self._warned_price = False
 
@@ -226,15 +227,6 @@ class ModelClient:
         if self.cache is not None:
             await asyncio.to_thread(self.cache.put, key, record)  # a file write: never on the event loop
         return _reply_from_record(record, cached=False)
-
-
-def _litellm_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("litellm")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 _DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script
