@@ -13,7 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from compiler.atomic import unwritable, write_text_atomic
 from compiler.configpath import ConfigPath, as_url
@@ -289,21 +290,27 @@ def _writable_dir(key: str, value: object) -> None:
                       f"point {key} at a folder you can write, e.g. {key}={'runs/cache' if key == 'cache_dir' else 'runs'}")
 
 
-def _compose(overrides: list[str], cp: ConfigPath, *, with_hydra: bool = False, keep: bool = False) -> DictConfig:
+def _compose(overrides: list[str], cp: ConfigPath, *, with_hydra: bool = False, keep: bool = False,
+             for_run: bool = False) -> DictConfig:
     """The config composed on search path ``cp`` with ``overrides``, outside any run, exactly as
     ``hydra.main`` will (``--config-dir`` first, the searchpath entries after the package's conf/);
     a composition error is one UsageError line. With ``keep`` the composition stays initialized
-    (the caller clears it), so validation can look further names up on the same search path."""
+    (the caller clears it), so validation can look further names up on the same search path.
+    ``for_run`` composes what Hydra's own run would (its config and logging settings included), for
+    ``run_composed`` to run without composing again."""
     from hydra import compose
     from hydra._internal.hydra import Hydra
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
 
     GlobalHydra.instance().clear()
     searchpath = cp.searchpath_override()
+    full = [*overrides, *([searchpath] if searchpath else [])]
     try:
-        Hydra.create_main_hydra2(task_name="evoharness", config_search_path=cp.hydra_search_path())
-        return compose(config_name=cp.primary, overrides=[*overrides, *([searchpath] if searchpath else [])],
-                       return_hydra_config=with_hydra)
+        hydra = Hydra.create_main_hydra2(task_name="evoharness", config_search_path=cp.hydra_search_path())
+        if for_run:
+            return hydra.compose_config(config_name=cp.primary, overrides=full, run_mode=RunMode.RUN)
+        return compose(config_name=cp.primary, overrides=full, return_hydra_config=with_hydra)
     except ConfigError:
         keep = False
         raise
@@ -315,15 +322,23 @@ def _compose(overrides: list[str], cp: ConfigPath, *, with_hydra: bool = False, 
             GlobalHydra.instance().clear()
 
 
-def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | None = None) -> None:
+def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | None = None, *,
+              for_run: bool = False) -> DictConfig | None:
+    """Compose and validate every combination of ``argv``'s overrides. With ``for_run`` (a single
+    run, no sweep) the one composition is Hydra's own run config, returned for ``run_composed``;
+    Hydra is left initialized on it. Otherwise None."""
     from hydra.core.global_hydra import GlobalHydra
 
     cp = cp or ConfigPath()
     overrides, multirun = _split_overrides(argv)
     _refuse_secrets(overrides)
     _refuse_no_ops(overrides)
-    for combo in _combinations(overrides, multirun):
-        cfg = _compose(combo, cp, keep=True)
+    combos = _combinations(overrides, multirun)
+    for_run = for_run and not multirun and len(combos) == 1
+    run_cfg: DictConfig | None = None
+    for combo in combos:
+        # a run's composition carries Hydra's own config, so the command's overrides of hydra.* go in it
+        cfg = _compose(overrides if for_run else combo, cp, keep=True, for_run=for_run)
         remember_config(cfg)
         try:
             if not str(cfg.get("runs_dir") or "").strip():
@@ -338,21 +353,29 @@ def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | 
                                   "check the spelling against the schema in compiler/schema.py, or drop the override")
             if validate is not None:
                 validate(cfg, combo)
+            if for_run:
+                _check_hydra_dirs(cfg)
+                run_cfg = cfg
         except (ConfigError, UsageError):
             raise
         except Exception as exc:  # an interpolation that cannot resolve, a deleted group, a value of the wrong type
             raise UsageError(_one_line_hydra_error(exc, combo, cp)) from None
         finally:
-            GlobalHydra.instance().clear()
+            if run_cfg is None:
+                GlobalHydra.instance().clear()
     hydra_overrides = [o for o in overrides if o.lstrip("+~").startswith("hydra")]
-    if hydra_overrides:
+    if hydra_overrides and run_cfg is None:
         _check_hydra_overrides(hydra_overrides, cp)
+    return run_cfg
 
 
 def _check_hydra_overrides(overrides: list[str], cp: ConfigPath) -> None:
     """Overrides of Hydra's own config (hydra.run.dir=..., hydra/launcher=...) composed once, so a
     typo or a missing plugin is a line here rather than Hydra's traceback after the run dir exists."""
-    cfg = _compose(overrides, cp, with_hydra=True)
+    _check_hydra_dirs(_compose(overrides, cp, with_hydra=True))
+
+
+def _check_hydra_dirs(cfg: DictConfig) -> None:
     for key in ("run.dir", "sweep.dir"):
         value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
         if isinstance(value, str) and "${" not in value:
@@ -415,6 +438,7 @@ _FLAGS = ("-m", "--multirun", "-h", "--help")  # besides --config-dir DIR
 def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], None], validate: Validator | None) -> int:
     """Preflight, then hand argv to Hydra (which owns multirun, launchers and output dirs)."""
     import hydra
+    from hydra.core.global_hydra import GlobalHydra
 
     from compiler.schema import register_configs
 
@@ -427,7 +451,10 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
         if unknown:
             raise UsageError(f"unknown flag {unknown[0]!r}: evoharness {command} takes Hydra overrides (key=value), -m and "
                              f"--config-dir DIR. Fix: drop it, or write it as an override")
-        preflight(argv, validate, cp)
+        plain = [*[a for a in argv if not a.startswith("-")], f"hydra.job.name={command}"]
+        # one run (no sweep, no help) is composed once: the composition validated here is the one that runs
+        single = not any(a in _FLAGS for a in argv)
+        composed = preflight([*plain, *[a for a in argv if a.startswith("-")]], validate, cp, for_run=single)
     except (ConfigError, UsageError) as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
@@ -437,10 +464,38 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
     flags = [a for a in argv if a.startswith("-")]
     searchpath = cp.searchpath_override()
     sys.argv = [f"evoharness {command}", *flags, *(["--config-dir", cp.first] if cp.first else []),
-                *(["--config-name", cp.primary] if cp.primary != "config" else []),
-                *[a for a in argv if not a.startswith("-")], *([searchpath] if searchpath else []), f"hydra.job.name={command}"]
+                *(["--config-name", cp.primary] if cp.primary != "config" else []), *plain, *([searchpath] if searchpath else [])]
     try:
-        hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_scrubbing(task))()
+        if composed is not None and composed.hydra.mode in (None, RunMode.RUN):
+            run_composed(composed, cp.primary, _scrubbing(task))
+        else:
+            GlobalHydra.instance().clear()  # hydra.main composes on its own Hydra
+            hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_scrubbing(task))()
     finally:
         sys.argv = saved
+        GlobalHydra.instance().clear()
     return 0
+
+
+def run_composed(cfg: DictConfig, config_name: str, task: Callable[[DictConfig], None]) -> None:
+    """Hydra's run of ``task`` on a config Hydra composed for it (what ``hydra.main`` does once it has
+    composed the same config twice more: callbacks, the run dir, logging, ``HydraConfig``); a task's
+    exception is reported the way ``hydra.main`` reports it."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra._internal.utils import run_and_report
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import run_job
+    from hydra.types import HydraContext
+
+    def run() -> None:
+        assert GlobalHydra.instance().is_initialized(), "run_composed needs the Hydra that composed cfg"
+        with open_dict(cfg):
+            cfg.hydra.mode = RunMode.RUN
+        callbacks = Callbacks(cfg)
+        callbacks.on_run_start(config=cfg, config_name=config_name)
+        context = HydraContext(config_loader=GlobalHydra.instance().config_loader(), callbacks=callbacks)
+        ret = run_job(hydra_context=context, task_function=task, config=cfg, job_dir_key="hydra.run.dir", job_subdir_key=None)
+        callbacks.on_run_end(config=cfg, config_name=config_name, job_return=ret)
+        _ = ret.return_value  # a failed job raises here
+
+    run_and_report(run)

@@ -79,3 +79,32 @@ def test_bad_value_in_one_sweep_combination_rejects_the_whole_sweep(tmp_path: Pa
     proc = run(tmp_path, "-m", "agent.tool_format=json,xml")
     assert proc.returncode == 2 and "'xml'" in proc.stderr
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_run_composes_its_config_once_and_hydra_runs_it_as_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The preflight's composition is the run's: Hydra's loader is asked once, and the run dir holds
+    what Hydra's own run writes (the saved config with the command's overrides and job name)."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from search.cli.main import main
+
+    calls: list[list[str]] = []
+    real = ConfigLoaderImpl.load_configuration
+
+    def counted(self: ConfigLoaderImpl, *args: object, **kwargs: object) -> object:
+        calls.append(list(kwargs.get("overrides") or args[1]))  # type: ignore[call-overload]
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counted)
+    monkeypatch.chdir(tmp_path)
+    assert main(["compile", f"runs_dir={tmp_path}", "agent.tool_format=bash", f"hydra.run.dir={tmp_path}/run"]) == 0
+    assert len(calls) == 1 and "agent.tool_format=bash" in calls[0]
+    saved = (tmp_path / "run" / ".hydra" / "overrides.yaml").read_text(encoding="utf-8")
+    assert "agent.tool_format=bash" in saved and "hydra.job.name" not in saved
+    assert "name: compile" in (tmp_path / "run" / ".hydra" / "hydra.yaml").read_text(encoding="utf-8")
+    digest = capsys.readouterr().out.split()[0]
+    assert [v.parent.name for v in (tmp_path / "run").glob("*/variant.json")] == [digest]
+    calls.clear()  # a sweep still goes through hydra.main: the preflight composes each combination first
+    assert main(["compile", "-m", f"runs_dir={tmp_path}", "agent.tool_format=bash,json", f"hydra.sweep.dir={tmp_path}/sweep"]) == 0
+    assert len(calls) >= 3 and len(list((tmp_path / "sweep").glob("*/*/variant.json"))) == 2
