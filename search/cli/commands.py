@@ -136,8 +136,9 @@ def search_task(cfg: DictConfig) -> Any:
     if "trial" not in cfg:
         raise ConfigError("hydra/sweeper", "the search runs as a multirun under the nsga2 sweeper",
                           "run `evoharness search` (it adds -m and hydra/sweeper=nsga2)")
-    from search.optimise.trial import JobInputError
+    from search.optimise.trial import JobInputError, job_signals
 
+    job_signals()
     try:
         return run_trial(TrialSpec.decode(str(cfg.trial)))
     except ConfigError as exc:  # back to the orchestrator as this job's failure, not as the job process's exit

@@ -49,6 +49,7 @@ class NSGA2SweeperImpl:
         self.launcher: Launcher | None = None
         self.job_idx = 0
         self.arguments: list[str] = []
+        self.stop: StopRequest | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
@@ -74,7 +75,11 @@ class NSGA2SweeperImpl:
         try:
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         except Exception as exc:  # the engine, not a job: nothing was told, and a resume re-runs the batch
-            from search.optimise.run import SearchAborted
+            from search.optimise.run import SearchAborted, SearchInterrupted
+
+            if self.stop is not None and self.stop.requested:
+                # a worker the same Ctrl-C reached before its first job (while it started) broke the pool
+                raise SearchInterrupted("stopped by request") from None
 
             name = type(self.launcher).__name__
             first = (str(exc).strip().splitlines() or [""])[0][:300]
@@ -100,9 +105,11 @@ class NSGA2SweeperImpl:
         from search.optimise.lock import storage_lock, study_lock
         from search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
         from search.optimise.settings import RunSettings, StudyPaths
+        from search.optimise.trial import mark_orchestrator
         from search.records.summary import print_summary
 
         assert self.config is not None
+        mark_orchestrator()
         self.arguments = list(arguments)
         # The search works on the user's config; the hydra node holds job-time interpolations.
         user = OmegaConf.masked_copy(self.config, [str(k) for k in self.config.keys() if k != "hydra"])
@@ -111,6 +118,7 @@ class NSGA2SweeperImpl:
             settings = RunSettings.from_config(cfg)
             paths = StudyPaths.of(settings)
             with StopRequest() as stop, study_lock(paths.dir, settings.search.study), storage_lock(paths.storage, settings.search.study):
+                self.stop = stop
                 summary = SearchRun(settings, launch=self.launch, should_stop=lambda: stop.requested).execute()
         except (SearchAborted, FinishAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial

@@ -13,7 +13,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import re
+import signal
+import threading
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -192,6 +195,25 @@ def _tool_errors(trajectories: list[Trajectory], failed: set[tuple[str, int]]) -
         if (t.task_id, t.sample) in failed:
             out[(t.task_id, t.sample)] = [f"{c.name}: {c.error}" for c in t.tool_calls if c.error][:5]
     return out
+
+
+_orchestrator_pid: int | None = None
+
+
+def mark_orchestrator() -> None:
+    """This process runs the search: jobs the basic launcher runs here keep its signal handling."""
+    global _orchestrator_pid
+    _orchestrator_pid = os.getpid()
+
+
+def job_signals() -> None:
+    """A job in a worker process (joblib's, Ray's, Submitit's) makes that process ignore SIGINT from
+    then on: a Ctrl-C in the terminal reaches the whole process group, and the orchestrator's answer
+    to the first one is to let the batch in flight finish, which a worker killed by the same
+    keystroke (running a job, or idle between batches) could not. A second Ctrl-C stops the
+    orchestrator, whose launcher then kills its workers."""
+    if os.getpid() != _orchestrator_pid and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_trial(spec: TrialSpec) -> TrialResult:

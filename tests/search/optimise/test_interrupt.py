@@ -1,5 +1,7 @@
-"""Ctrl-C (SIGINT) or SIGTERM during a search: one line, exit 130, the lock released; the same
-command then resumes and meets the budget exactly, with no trial left RUNNING."""
+"""Ctrl-C (SIGINT to the whole process group, as a terminal sends it: the launcher's worker
+processes get it too) or SIGTERM to the search during a search: one line, exit 130, the lock
+released, the batch in flight finished; the same command then resumes and meets the budget
+exactly, with no trial left RUNNING."""
 from __future__ import annotations
 
 import os
@@ -20,11 +22,11 @@ ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "
         "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_then_resume(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_interrupt_then_resume(tmp_path: Path, sig: signal.Signals, group: bool) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     cmd = [sys.executable, "-m", "search", f"runs_dir={tmp_path}", "search.study=cut", *ARGS]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     db = tmp_path / "cut" / "study.db"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -33,12 +35,15 @@ def test_interrupt_then_resume(tmp_path: Path, sig: signal.Signals) -> None:
         if spend.exists() and len(spend.read_text(encoding="utf-8").splitlines()) >= 2:  # a few trials in: mid-round
             break
     assert proc.poll() is None, "the search ended before it could be interrupted"
-    proc.send_signal(sig)
+    os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     lines = err.strip().splitlines()
     assert lines[-1] == "interrupted; resume with the same command" and "Traceback" not in err
     assert "stopping after the batch in flight" in err
+    spend = tmp_path / "cut" / "spend.jsonl"
+    paid = len(spend.read_text(encoding="utf-8").splitlines())
+    assert paid % 2 == 0, "a batch (population_size=2) was cut short"
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     study = optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}")
