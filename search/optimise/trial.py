@@ -16,7 +16,9 @@ import json
 import os
 import re
 import signal
+import socket
 import threading
+import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -154,6 +156,7 @@ class TrialResult:
     report: EvalReport
     evidence: tuple[FailedEpisode, ...] = ()
     reused: bool = False  # read from the study's store, not paid for again
+    worker: Mapping[str, Any] | None = None  # where and when the job ran: host, pid, started and ended (Unix seconds)
 
     @property
     def variant_hash(self) -> str:
@@ -162,7 +165,8 @@ class TrialResult:
     def to_dict(self) -> dict[str, Any]:
         """The stored form (runs/<study>/evals/<key>.json); the variant is rebuilt from the spec."""
         return versioned("trial_result", {"label": self.label, "variant_hash": self.variant_hash, "split": self.split,
-                                          "report": self.report.to_dict(), "evidence": [e.to_dict() for e in self.evidence]})
+                                          "report": self.report.to_dict(), "evidence": [e.to_dict() for e in self.evidence],
+                                          "worker": dict(self.worker) if self.worker else None})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], variant: HarnessVariant, *, source: str | Path, reused: bool = False) -> TrialResult:
@@ -172,7 +176,8 @@ class TrialResult:
                               f"not of {variant.content_hash[:12]} whose key names it",
                               "delete the file; the next run evaluates the variant again")
         return cls(label=str(d["label"]), split=str(d["split"]), variant=variant, report=EvalReport.from_dict(d["report"]),
-                   evidence=tuple(FailedEpisode.from_dict(e) for e in d.get("evidence", ())), reused=reused)
+                   evidence=tuple(FailedEpisode.from_dict(e) for e in d.get("evidence", ())), reused=reused,
+                   worker=d.get("worker"))
 
 
 def stored_result(path: Path, variant: HarnessVariant) -> TrialResult | None:
@@ -221,6 +226,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     orchestrator keeps the result); the response cache is the only thing on disk, and it is optional."""
     from search.evaluation.evaluate import evaluate_variant_async
 
+    started = time.time()
     variant = spec.variant()
     workload = workload_factory(spec.workload.name)(**dict(spec.workload.options))
     tasks = [workload.task(t) for t in spec.task_ids]
@@ -236,4 +242,5 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         label=spec.label, split=spec.split, variant=variant, report=report,
         evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])), e.failures)
                        for e in report.episodes if (e.task_id, e.sample) in failed),
+        worker={"host": socket.gethostname(), "pid": os.getpid(), "started": round(started, 3), "ended": round(time.time(), 3)},
     )

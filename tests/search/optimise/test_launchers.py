@@ -1,6 +1,7 @@
 """The search on real distributed engines: Hydra's Ray launcher against a Ray cluster this test starts
 on loopback, and Hydra's Submitit launcher (submitit_local, the code path a SLURM cluster runs).
-Each must find the same trials, front and champion as the basic launcher for the same seed.
+Each, and the default launcher (joblib, a worker process per core), must find the same trials,
+front and champion as the basic launcher (one job at a time, in process) for the same seed.
 
 The Ray cluster runs in its own mount namespace, where the orchestrator's folder is an empty
 read-only tmpfs and the workers' working directory holds a file named ``runs``: a job cannot see,
@@ -54,7 +55,7 @@ def outcome(runs: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def basic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     runs = tmp_path_factory.mktemp("basic") / "runs"
-    proc = search(runs)
+    proc = search(runs, "hydra/launcher=basic")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return outcome(runs)
 
@@ -124,3 +125,16 @@ def test_submitit_local_launcher_finds_the_basic_launchers_front(basic: dict[str
     proc = search(runs, "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=20", "hydra.launcher.cpus_per_task=1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert outcome(runs) == basic
+
+
+def test_the_default_launcher_runs_a_batch_in_parallel_and_finds_the_basic_launchers_front(basic: dict[str, Any],
+                                                                                           tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = search(runs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert outcome(runs) == basic
+    # the jobs ran in worker processes, and some of them at the same time
+    runs_of = [json.loads(p.read_text(encoding="utf-8"))["worker"] for p in (runs / "bfcl_sim" / "evals").glob("*.json")]
+    train = sorted((w["started"], w["ended"], w["pid"]) for w in runs_of)
+    assert len({pid for _, _, pid in train}) >= 2  # the basic launcher runs every job in the search's one process
+    assert any(b[0] < a[1] for a, b in zip(train, train[1:])), "no two jobs overlapped: the batch ran one job at a time"

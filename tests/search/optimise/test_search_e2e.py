@@ -121,13 +121,6 @@ def test_changed_config_refuses_to_resume(first_run: tuple[Path, subprocess.Comp
     assert "was started with a different config_hash" in proc.stderr.splitlines()[-1]
 
 
-def test_joblib_launcher(tmp_path: Path) -> None:
-    proc = search(tmp_path, "search.study=jl", "search.rounds=1", "search.trials_per_round=2", "mutators.enabled=[]",
-                  "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert evaluations(tmp_path, "jl", 0) == 2
-
-
 def test_promote_champion_then_compile_ships_it(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     tmp, proc = first_run
     assert proc.returncode == 0
