@@ -216,9 +216,26 @@ def job_signals() -> None:
     then on: a Ctrl-C in the terminal reaches the whole process group, and the orchestrator's answer
     to the first one is to let the batch in flight finish, which a worker killed by the same
     keystroke (running a job, or idle between batches) could not. A second Ctrl-C stops the
-    orchestrator, whose launcher then kills its workers."""
-    if os.getpid() != _orchestrator_pid and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    orchestrator, whose launcher then kills its workers. A worker also exits when its parent has gone
+    (a killed orchestrator)."""
+    global _watching
+    if os.getpid() == _orchestrator_pid or threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not _watching:  # a worker outlives a killed orchestrator otherwise (joblib's idle for minutes, paying for its job)
+        _watching = True
+        threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="evoharness-parent-watch", daemon=True).start()
+
+
+_watching = False
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit this worker process once the process that started it has gone (its parent changes):
+    nothing could take this job's result any more."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(70)
 
 
 def run_trial(spec: TrialSpec) -> TrialResult:

@@ -48,3 +48,23 @@ def test_interrupt_then_resume(tmp_path: Path, sig: signal.Signals, group: bool)
     assert again.returncode == 0, again.stderr[-3000:]
     study = optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}")
     assert distinct_evaluations(study) == 6 and not [t for t in study.trials if t.state.name == "RUNNING"]
+
+
+def test_a_killed_search_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """SIGKILL to the search alone (the OOM killer's choice, `kill -9 PID`): its worker processes
+    exit within seconds instead of idling for minutes, or finishing a job nothing can take."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cmd = [sys.executable, "-m", "search", f"runs_dir={tmp_path}", "search.study=cut", *ARGS]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    spend = tmp_path / "cut" / "spend.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not (spend.exists() and spend.read_text(encoding="utf-8").strip()):
+        time.sleep(0.3)
+    workers = subprocess.run(["pgrep", "-g", str(proc.pid), "-f", "loky"], capture_output=True, text=True).stdout.split()
+    assert proc.poll() is None and workers, "the search ended, or ran no worker, before it could be killed"
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        time.sleep(0.2)
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
