@@ -9,7 +9,7 @@ It answers "would I ship it for its edits, or is it the model swap?" without a h
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -48,15 +48,19 @@ def decompose(incumbent_q: float, measured: Sequence[tuple[str, float | None]]) 
     return rows
 
 
-def run_ablation(champion: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool], incumbent_q: float,
-                 champion_q: float, metric: str, evaluate: Callable[[Sequence[tuple[Genome, str, str]]], list[Any]]
-                 ) -> list[dict[str, Any]]:
-    """Evaluate the intermediate layers on dev (the last layer is the champion, already measured)."""
+def ablation_jobs(champion: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]
+                  ) -> tuple[list[Layer], list[tuple[Genome, str, str]]]:
+    """The layers, and the dev evaluations the intermediate ones need (the last layer is the champion,
+    already measured): asked for with the holdout's, in the same batch."""
     todo = layers(champion, pools, base_format=base_format, base_steps=base_steps)
-    inner = [(name, g) for name, g in todo[:-1]]
-    results = evaluate([(g, "dev", f"ablation-{name.replace(' ', '-')}-dev") for name, g in inner]) if inner else []
+    return todo, [(g, "dev", f"ablation-{name.replace(' ', '-')}-dev") for name, g in todo[:-1]]
+
+
+def ablation_rows(todo: Sequence[Layer], results: Sequence[Any], *, incumbent_q: float, champion_q: float,
+                  metric: str) -> list[dict[str, Any]]:
+    """The table from the intermediate layers' results (in ``ablation_jobs`` order) and the champion's quality."""
     measured: list[tuple[str, float | None]] = []
-    for (name, _), res in zip(inner, results):
+    for (name, _), res in zip(todo[:-1], results):
         metrics = getattr(getattr(res, "report", None), "metrics", None)
         measured.append((name, float(metrics[metric]) if metrics and metric in metrics else None))
     if todo:

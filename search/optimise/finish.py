@@ -17,7 +17,7 @@ from search.evaluation.criteria import evaluate_criteria, quality_objective, ran
 from search.evaluation.metrics import EvalReport, paired_scores
 from search.evaluation.stats import paired_test
 from search.genome import BASELINE, Genome, Pools, authors, describe, edits
-from search.optimise.ablation import run_ablation
+from search.optimise.ablation import ablation_jobs, ablation_rows
 from search.optimise.budget import spent
 from search.optimise.mutation import losses
 from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, distinct_front, ledger_decision
@@ -155,9 +155,15 @@ def finish(
         raise ConfigError("search.second_look", f"study {s.study!r} already looked at its holdout for champion {seen[0][:12]}; "
                           f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split",
                           "start a new search.study, or pass search.second_look=true (the claim and the report then say so)")
-    hold = evaluate([(BASELINE, "holdout", "baseline-holdout"),
-                     *([(Genome.from_dict(champion["genome"]), "holdout", "champion-holdout")] if candidate else []),
-                     *([(ref_genome, "holdout", "reference-holdout")] if ref_genome else [])])
+    hold_jobs = [(BASELINE, "holdout", "baseline-holdout"),
+                 *([(Genome.from_dict(champion["genome"]), "holdout", "champion-holdout")] if candidate else []),
+                 *([(ref_genome, "holdout", "reference-holdout")] if ref_genome else [])]
+    ablate = bool(candidate and champion.get("dev") and q in champion["dev"])
+    layers_todo, ablation_batch = (ablation_jobs(Genome.from_dict(champion["genome"]), pools, base_format=settings.base_format,
+                                                 base_steps=settings.base_steps) if ablate else ([], []))
+    # the ablation's dev runs need only the champion: they share the holdout's batch (one wave of jobs, not two)
+    both = evaluate([*hold_jobs, *ablation_batch])
+    hold, ablation_results = both[:len(hold_jobs)], both[len(hold_jobs):]
     baseline_hold = _report(hold[0], "baseline holdout")
     champion_hold = _report(hold[1], "champion holdout") if candidate else baseline_hold
     reference_hold = _report(hold[-1], "reference holdout") if ref_genome else baseline_hold
@@ -172,10 +178,9 @@ def finish(
                                           look=looks))
     write_json_atomic(paths.claim, claim)
     ablation: list[dict[str, Any]] = []
-    if candidate and champion.get("dev") and q in champion["dev"]:
-        ablation = run_ablation(Genome.from_dict(champion["genome"]), pools, base_format=settings.base_format,
-                                base_steps=settings.base_steps, incumbent_q=float(baseline_dev.metrics.get(q, 0.0)),
-                                champion_q=float(champion["dev"][q]), metric=q, evaluate=evaluate)
+    if ablate:
+        ablation = ablation_rows(layers_todo, ablation_results, incumbent_q=float(baseline_dev.metrics.get(q, 0.0)),
+                                 champion_q=float(champion["dev"][q]), metric=q)
 
     per_round = trials_of.per_round
     baseline_train = next((dict(r.train) for r in per_round[0] if r.origin == "baseline" and r.values), {}) if per_round else {}
