@@ -25,6 +25,22 @@ from conf import CONF_DIR
 
 MAX_PREFLIGHT_COMBINATIONS = 64
 
+
+def usable_workers(at_most: object) -> int:
+    """``${evoharness.workers:N}``: the cores this process may use, but no more than N (a launcher's
+    workers beyond the largest batch would only hold memory, about 400 MB each)."""
+    import os
+
+    try:
+        cap = int(str(at_most))
+    except ValueError:
+        raise ConfigError("hydra.launcher.n_jobs", f"${{evoharness.workers:{at_most}}} needs a whole number",
+                          "write ${evoharness.workers:6}, or a plain number of workers") from None
+    return max(1, min(len(os.sched_getaffinity(0)), cap))  # a batch size below 1 is the search's own error to report
+
+
+OmegaConf.register_new_resolver("evoharness.workers", usable_workers, replace=True)
+
 Validator = Callable[[DictConfig, Sequence[str]], object]  # (composed config, its overrides)
 
 
@@ -376,6 +392,15 @@ def _check_hydra_overrides(overrides: list[str], cp: ConfigPath) -> None:
 
 
 def _check_hydra_dirs(cfg: DictConfig) -> None:
+    try:
+        OmegaConf.select(cfg.hydra, "launcher.n_jobs")  # resolves ${evoharness.workers:...}
+    except Exception as exc:
+        inner: BaseException | None = exc
+        while inner is not None and not isinstance(inner, ConfigError):  # OmegaConf wraps what a resolver raises
+            inner = inner.__cause__ or inner.__context__
+        if inner is not None:
+            raise inner from None
+        raise UsageError(f"hydra.launcher.n_jobs: {str(exc).splitlines()[0]}. Fix: give a number of workers") from None
     for key in ("run.dir", "sweep.dir"):
         value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
         if isinstance(value, str) and "${" not in value:

@@ -108,3 +108,13 @@ def test_a_run_composes_its_config_once_and_hydra_runs_it_as_its_own(tmp_path: P
     calls.clear()  # a sweep still goes through hydra.main: the preflight composes each combination first
     assert main(["compile", "-m", f"runs_dir={tmp_path}", "agent.tool_format=bash,json", f"hydra.sweep.dir={tmp_path}/sweep"]) == 0
     assert len(calls) >= 3 and len(list((tmp_path / "sweep").glob("*/*/variant.json"))) == 2
+
+
+def test_the_default_launcher_has_a_worker_per_usable_core_and_no_more_than_a_batch() -> None:
+    import os
+
+    from compiler.hydra_app import usable_workers
+
+    cores = len(os.sched_getaffinity(0))
+    assert usable_workers(64) == min(cores, 64) and usable_workers(1) == 1 and usable_workers(0) == 1
+    assert usable_workers("3") == min(cores, 3)
