@@ -95,8 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps({"figure": "main_job_actual_over_ideal", "value": round(ratio, 2), "target": TARGET, "met": ratio <= TARGET,
                       "actual_s": round(cold_s, 1), "ideal_s": round(ideal, 1), "cpu_floor_s": round(episodes * per / cores, 1),
                       "latency_floor_s": round(floor, 1), "one_at_a_time_latency_floor_s": round(sequential, 1),
-                      "actual_over_one_at_a_time_floor": round(cold_s / max(sequential, episodes * per / cores), 2), "episodes": episodes, "cpu_ms_per_episode": round(per * 1000, 1),
-                      "cores": cores}))
+                      "actual_over_one_at_a_time_floor": round(cold_s / max(sequential, episodes * per / cores), 2),
+                      "episodes": episodes, "cpu_ms_per_episode": round(per * 1000, 1), "cores": cores}))
     print(json.dumps({"figure": "warm_rerun_identical_champion", "value": same, "target": True, "met": same,
                       "warm_s": round(warm_s, 1)}))
     print(f"summary: main job {cold_s:.0f} s cold against an ideal of {ideal:.0f} s ({episodes} episodes x {per * 1000:.0f} ms CPU "

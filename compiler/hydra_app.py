@@ -24,6 +24,7 @@ from compiler.secrets import install_log_scrubber, remember_config, remember_cre
 from conf import CONF_DIR
 
 MAX_PREFLIGHT_COMBINATIONS = 64
+VERSION_BASE = "1.3"  # Hydra's defaults for this version: no chdir into the run dir, _self_ last
 
 
 def usable_workers(at_most: object) -> int:
@@ -325,7 +326,7 @@ def _compose(overrides: list[str], cp: ConfigPath, *, with_hydra: bool = False, 
     try:
         hydra = Hydra.create_main_hydra2(task_name="evoharness", config_search_path=cp.hydra_search_path())
         if for_run:
-            return hydra.compose_config(config_name=cp.primary, overrides=full, run_mode=RunMode.RUN)
+            return hydra.compose_config(config_name=cp.primary, overrides=full, run_mode=RunMode.RUN, with_log_configuration=True)
         return compose(config_name=cp.primary, overrides=full, return_hydra_config=with_hydra)
     except ConfigError:
         keep = False
@@ -370,7 +371,7 @@ def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | 
             if validate is not None:
                 validate(cfg, combo)
             if for_run:
-                _check_hydra_dirs(cfg)
+                _check_hydra_dirs(cfg, launcher=False)  # a single run launches nothing
                 run_cfg = cfg
         except (ConfigError, UsageError):
             raise
@@ -391,9 +392,19 @@ def _check_hydra_overrides(overrides: list[str], cp: ConfigPath) -> None:
     _check_hydra_dirs(_compose(overrides, cp, with_hydra=True))
 
 
-def _check_hydra_dirs(cfg: DictConfig) -> None:
+def _check_hydra_dirs(cfg: DictConfig, *, launcher: bool = True) -> None:
+    if launcher:
+        _check_workers(cfg)
+    for key in ("run.dir", "sweep.dir"):
+        value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
+        if isinstance(value, str) and "${" not in value:
+            _writable_dir(f"hydra.{key}", value)
+
+
+def _check_workers(cfg: DictConfig) -> None:
+    """A launcher's worker count, resolved (``${evoharness.workers:...}``) and in range, before the sweep dir exists."""
     try:
-        OmegaConf.select(cfg.hydra, "launcher.n_jobs")  # resolves ${evoharness.workers:...}
+        n_jobs = OmegaConf.select(cfg.hydra, "launcher.n_jobs")
     except Exception as exc:
         inner: BaseException | None = exc
         while inner is not None and not isinstance(inner, ConfigError):  # OmegaConf wraps what a resolver raises
@@ -401,10 +412,9 @@ def _check_hydra_dirs(cfg: DictConfig) -> None:
         if inner is not None:
             raise inner from None
         raise UsageError(f"hydra.launcher.n_jobs: {str(exc).splitlines()[0]}. Fix: give a number of workers") from None
-    for key in ("run.dir", "sweep.dir"):
-        value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
-        if isinstance(value, str) and "${" not in value:
-            _writable_dir(f"hydra.{key}", value)
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
+        raise ConfigError("hydra.launcher.n_jobs", f"{n_jobs!r} is not a number of workers",
+                          "give a positive count, or -1 for one per core (joblib's meaning)")
 
 
 def scrub_files(directory: str | Path) -> None:
@@ -463,10 +473,12 @@ _FLAGS = ("-m", "--multirun", "-h", "--help")  # besides --config-dir DIR
 def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], None], validate: Validator | None) -> int:
     """Preflight, then hand argv to Hydra (which owns multirun, launchers and output dirs)."""
     import hydra
+    from hydra import version
     from hydra.core.global_hydra import GlobalHydra
 
     from compiler.schema import register_configs
 
+    version.setbase(VERSION_BASE)  # what hydra.main sets: the pre-run checks and a composed run follow the same rules
     register_configs()
     remember_credential_env()  # before anything can fail and print a value
     watch_env_resolver()
@@ -495,7 +507,7 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
             run_composed(composed, cp.primary, _scrubbing(task))
         else:
             GlobalHydra.instance().clear()  # hydra.main composes on its own Hydra
-            hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(_scrubbing(task))()
+            hydra.main(config_path=CONF_DIR, config_name="config", version_base=VERSION_BASE)(_scrubbing(task))()
     finally:
         sys.argv = saved
         GlobalHydra.instance().clear()

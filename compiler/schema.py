@@ -80,7 +80,7 @@ class ModelConfig:
     timeout_s: float = 60.0  # per-call timeout
     retries: int = 3  # retries of infrastructure failures, with exponential backoff
     backoff_s: float = 0.5  # first backoff delay
-    concurrency: int = 8  # most calls in flight on this route
+    concurrency: int = 8  # most calls in flight on this route from one evaluation (one launcher worker)
     send_episode_id: bool = False  # episode id as the request's `user` field (the simulator needs it; real providers do not)
     input_cost_per_token: float | None = None  # price override, USD per prompt token
     output_cost_per_token: float | None = None  # price override, USD per completion token

@@ -78,7 +78,11 @@ class NSGA2SweeperImpl:
             from search.optimise.run import SearchAborted, SearchInterrupted
 
             if self.stop is not None and self.stop.requested:
-                # a worker the same Ctrl-C reached before its first job (while it started) broke the pool
+                # a worker the same Ctrl-C reached before its first job (while it started) broke the pool;
+                # the user asked to stop, but says what broke, so a real failure is not hidden as the stop
+                first = (str(exc).strip().splitlines() or [""])[0][:200]
+                print(f"the batch in flight was lost after the stop request ({type(exc).__name__}: {first}); "
+                      "its trials run again on resume", file=sys.stderr)
                 raise SearchInterrupted("stopped by request") from None
 
             name = type(self.launcher).__name__

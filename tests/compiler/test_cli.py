@@ -118,3 +118,24 @@ def test_the_default_launcher_has_a_worker_per_usable_core_and_no_more_than_a_ba
     cores = len(os.sched_getaffinity(0))
     assert usable_workers(64) == min(cores, 64) and usable_workers(1) == 1 and usable_workers(0) == 1
     assert usable_workers("3") == min(cores, 3)
+
+
+def test_a_run_on_a_primary_config_of_ones_own_stays_in_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Hydra 1.3's rules hold for a composed run too: a config that does not set hydra.job.chdir is
+    run where the command was given (Hydra's 1.1 rules would change into the run dir)."""
+    from search.cli.main import main
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "myapp.yaml").write_text("defaults:\n  - evoharness_schema\n  - agent: bfcl_agent\n  - tool: bfcl\n  - model: sim_small\n"
+                                     "  - workload: bfcl\n  - _self_\nruns_dir: runs\n", encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["compile", "--config-dir", str(conf), "--config-name", "myapp"]) == 0
+    digest = capsys.readouterr().out.split()[0]
+    assert (work / "runs" / "compiled" / digest / "variant.json").is_file()
+    assert not list((work / "outputs").rglob("runs"))  # Hydra's own run dir (outputs/<day>/<time>), never the cwd
+    [saved] = list((work / "outputs").glob("*/*/.hydra/hydra.yaml"))
+    assert "version_base: '1.3'" in saved.read_text(encoding="utf-8")

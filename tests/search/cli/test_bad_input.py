@@ -138,6 +138,8 @@ CASES: list[tuple[list[str], str]] = [
      "hydra.launcher.n_jobs: ${evoharness.workers:abc} needs a whole number"),
     (["compile", "-m", "agent.tool_format=json,bash", "hydra.launcher.n_jobs='${nope:3}'"],
      "hydra.launcher.n_jobs: Unsupported interpolation type nope"),
+    (["compile", "-m", "agent.tool_format=json,bash", "hydra.launcher.n_jobs=0"], "hydra.launcher.n_jobs: 0 is not a number of workers"),
+    (["search", "hydra.launcher.n_jobs=0"], "hydra.launcher.n_jobs: 0 is not a number of workers"),
     (["compile", "hydra.run.dir=/proc/evoharness"], "hydra.run.dir: '/proc/evoharness' cannot be written"),
     (["compile", "~agent"], "agent: Missing mandatory value"),
     (["compile", "+agent.prompt_sections.x='${oc.env:EVOHARNESS_UNSET_VAR}'"], "Environment variable 'EVOHARNESS_UNSET_VAR' not found"),

@@ -41,9 +41,6 @@ def test_interrupt_then_resume(tmp_path: Path, sig: signal.Signals, group: bool)
     lines = err.strip().splitlines()
     assert lines[-1] == "interrupted; resume with the same command" and "Traceback" not in err
     assert "stopping after the batch in flight" in err
-    spend = tmp_path / "cut" / "spend.jsonl"
-    paid = len(spend.read_text(encoding="utf-8").splitlines())
-    assert paid % 2 == 0, "a batch (population_size=2) was cut short"
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     study = optuna.load_study(study_name="cut/r0", storage=f"sqlite:///{db}")
