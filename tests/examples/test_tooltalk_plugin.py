@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.runs import ONE_AT_A_TIME
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tooltalk"
 
@@ -53,7 +55,7 @@ def test_the_installed_plugin_passes_the_doctor_and_evaluates(site: Path, tmp_pa
 
 
 def test_a_small_search_on_the_installed_plugin(site: Path, tmp_path: Path) -> None:
-    proc = cli(site, tmp_path, "search", "model=sim_large", "search.models=[sim_small]", "search.rounds=2",
+    proc = cli(site, tmp_path, "search", ONE_AT_A_TIME, "model=sim_large", "search.models=[sim_small]", "search.rounds=2",
                "search.trials_per_round=4", "search.population_size=2", "search.samples=1", "search.train_limit=38",
                "search.max_front_dev=2", "search.resamples=2000", "search.teacher=null", "search.study=tt",
                "mutators.enabled=[{name: rule_miner}, {name: workflow_step_append}]")

@@ -16,6 +16,7 @@ import pytest
 
 from compiler.runtime.trajectory import ToolCallRecord, Trajectory
 from compiler.workloads.tasks.workload import TasksFileWorkload, _hashed_split
+from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "refunds"
@@ -133,9 +134,9 @@ def test_the_example_evaluates_passes_the_doctor_and_searches(tmp_path: Path) ->
     passed = {e["task_id"] for e in report["episodes"] if e["passed"]}
     assert report["metrics"]["pass_rate"] >= 0.5
     assert any(t.startswith("tasks/status_") for t in passed)  # scored on the final answer: the reference text came through
-    proc = cli(tmp_path, "search", "model=sim_large", "search.models=[sim_small]", "search.rounds=2", "search.trials_per_round=4",
-               "search.population_size=2", "search.samples=1", "search.train_limit=19", "search.max_front_dev=2",
-               "search.resamples=2000", "search.teacher=null", "mutators.enabled=[{name: rule_miner}]")
+    proc = cli(tmp_path, "search", ONE_AT_A_TIME, "model=sim_large", "search.models=[sim_small]", "search.rounds=2",
+               "search.trials_per_round=4", "search.population_size=2", "search.samples=1", "search.train_limit=19",
+               "search.max_front_dev=2", "search.resamples=2000", "search.teacher=null", "mutators.enabled=[{name: rule_miner}]")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rounds = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((tmp_path / "bfcl_sim" / "pools").glob("r*.json"))]
     mined = [e for rp in rounds for kind in ("sections", "tools") for slot in rp["pools"][kind].values() for e in slot

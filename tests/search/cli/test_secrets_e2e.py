@@ -10,11 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.runs import ONE_AT_A_TIME
+
 SHAPED = "sk-proj-abcdefghijklmnopqrstuvwx0123456789"
 PLAIN = "Zq8rT5vW2xY7bN4mK9pL3sD6fG1hJ0aQwErTyUiO"
 LITERAL = "Hk3mPq9vXz2Lw8Rt5Ny7Bc4Df6Gh1Jk0MnQsVuYa"  # a credential-named variable's value typed on the command line
 ROLE = "agent.prompt_sections.role='You are the file agent of team ${oc.env:TEAM_TOKEN_PLAIN}.'"
-TINY = ["search.study=sec", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=6",
+TINY = [ONE_AT_A_TIME, "search.study=sec", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]", "model=sim_small", "criteria.decision=best_quality",
         "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
 

@@ -21,6 +21,7 @@ import pytest
 import compiler.sim.server as sim_server
 from compiler.catalog import build_catalog
 from compiler.workloads.bfcl.workload import BfclWorkload
+from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
 TRAIN = 10
@@ -68,7 +69,8 @@ def test_no_task_value_reaches_a_proposal_or_a_request(tmp_path: Path, endpoint:
     mutators = ("[{name: rule_miner, params: {top_k: 25, max_tools: 3}}, {name: tool_description_append}, {name: tool_rule_add}, "
                 f"{{name: llm_prompt_rewriter, params: {llm}}}, {{name: teacher_gap_rewriter, params: {llm}}}, "
                 f"{{name: llm_workflow_editor, params: {llm}}}]")
-    args = ["search.study=leak", "search.rounds=2", "search.trials_per_round=6", "search.population_size=3", f"search.train_limit={TRAIN}",
+    args = [ONE_AT_A_TIME, "search.study=leak", "search.rounds=2", "search.trials_per_round=6", "search.population_size=3",
+            f"search.train_limit={TRAIN}",
             "workload.options.categories=[multi_turn_base]", "search.samples=1", "search.max_front_dev=1", "search.resamples=200",
             "search.models=[]", "search.teacher=sim_large", "model.route=openai/sim/small", f"model.api_base={api_base}",
             "model.api_key_env=SIM_HTTP_KEY", "model.send_episode_id=true", f"mutators.enabled={mutators}",

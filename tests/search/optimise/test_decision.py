@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.runs import ONE_AT_A_TIME
+
 ROOT = Path(__file__).resolve().parents[3]
-ARGS = ["search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
+ARGS = [ONE_AT_A_TIME, "search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]",
         "search.samples=1", "search.population_size=2", "search.max_front_dev=4", "search.resamples=2000",
         "model=sim_large", "search.models=[sim_small,sim_medium]", "criteria.decision=cheapest_noninferior", "criteria.margin=0.1"]

@@ -16,9 +16,10 @@ import optuna
 import pytest
 
 from search.optimise.study import distinct_evaluations
+from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
-ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
+ARGS = [ONE_AT_A_TIME, "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]", "search.samples=1",
         "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000", "search.models=[]",
         "model.backoff_s=0.001", "model.retries=2"]

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 from search.records.looks import read_looks
+from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
-TINY = ["search.study=look", "search.trials_per_round=3", "mutators.enabled=[]", "search.train_limit=6",
+TINY = [ONE_AT_A_TIME, "search.study=look", "search.trials_per_round=3", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]", "+workload.options.limit_per_split=12", "search.samples=1",
         "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000", "search.models=[sim_large]",
         "model=sim_small", "criteria.decision=best_quality"]  # sim_large beats the incumbent: a candidate to look at

@@ -14,9 +14,10 @@ import pytest
 from compiler.errors import ConfigError
 from search.optimise.lock import OWNER_FILE, study_lock
 from search.optimise.study import distinct_evaluations
+from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
-ARGS = ["search.study=both", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=6",
+ARGS = [ONE_AT_A_TIME, "search.study=both", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]",
         "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
 
