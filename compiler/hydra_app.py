@@ -318,7 +318,6 @@ def _compose(overrides: list[str], cp: ConfigPath, *, with_hydra: bool = False, 
     from hydra import compose
     from hydra._internal.hydra import Hydra
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.types import RunMode
 
     GlobalHydra.instance().clear()
     searchpath = cp.searchpath_override()
