@@ -99,10 +99,14 @@ def ray_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     finally:
         os.killpg(head.pid, signal.SIGTERM)  # --block: the head takes its raylet, GCS and workers with it
         try:
-            head.wait(timeout=60)
+            head.wait(timeout=5)  # it rarely exits on SIGTERM alone: the whole group is killed after 5 s
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
+        deadline = time.time() + 10
+        while time.time() < deadline and subprocess.run(["pgrep", "-g", str(head.pid)], capture_output=True).returncode == 0:
+            time.sleep(0.2)
+        assert subprocess.run(["pgrep", "-g", str(head.pid)], capture_output=True).returncode == 1, "a Ray process outlived the test"
 
 
 def test_ray_launcher_without_a_shared_filesystem_finds_the_basic_launchers_front(
