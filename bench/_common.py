@@ -13,6 +13,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything
 
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+
+def figure(name: str, value: object, target: object, met: object, **extra: object) -> None:
+    """One bench figure: a JSON line with ``figure``, ``value``, ``target`` and ``met`` first."""
+    import json
+
+    print(json.dumps({"figure": name, "value": value, "target": target, "met": met, **extra}), flush=True)
+
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 TOOL: dict[str, Any] = {"source": "bfcl"}

@@ -20,7 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, figure  # noqa: E402
+
 TARGET = 20.0
 
 
@@ -58,13 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratios = [c / w for c, w in zip(cold, warm)]
     ratio = statistics.median(ratios)
     tokens = max(b["billed_tokens"] for b in billed)
-    print(json.dumps({"figure": "cold_over_warm_evaluate", "value": round(ratio, 2), "target": TARGET, "met": ratio >= TARGET,
-                      "range": [round(min(ratios), 2), round(max(ratios), 2)], "cold_s": round(statistics.median(cold), 2),
-                      "warm_s": round(statistics.median(warm), 2), "repeats": args.repeats, "overrides": list(extra)}))
-    print(json.dumps({"figure": "warm_billed_tokens", "value": tokens, "target": 0, "met": tokens == 0,
-                      "warm_billed_cost": max(b["billed_cost"] for b in billed),
-                      "warm_cost_if_uncached": billed[0]["cost_if_uncached"]}))
-    print(json.dumps({"figure": "warm_metrics_equal_cold", "value": all(same), "target": True, "met": all(same)}))
+    figure("cold_over_warm_evaluate", round(ratio, 2), TARGET, ratio >= TARGET, range=[round(min(ratios), 2), round(max(ratios), 2)],
+           cold_s=round(statistics.median(cold), 2), warm_s=round(statistics.median(warm), 2), repeats=args.repeats,
+           overrides=list(extra))
+    figure("warm_billed_tokens", tokens, 0, tokens == 0, warm_billed_cost=max(b["billed_cost"] for b in billed),
+           warm_cost_if_uncached=billed[0]["cost_if_uncached"])
+    figure("warm_metrics_equal_cold", all(same), True, all(same))
     print(f"summary: cold {statistics.median(cold):.2f} s, warm {statistics.median(warm):.2f} s: {ratio:.1f}x "
           f"[{min(ratios):.1f}-{max(ratios):.1f}] (target >= {TARGET:g}); warm billed {tokens:g} tokens, "
           f"${max(b['billed_cost'] for b in billed):.4f} of ${billed[0]['cost_if_uncached']:.4f} uncached")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
-import json
 import resource
 import statistics
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import TOOL, base_agent, model_config  # noqa: E402
+from _common import TOOL, base_agent, figure, model_config  # noqa: E402
 
 TARGET = 0.85
 
@@ -98,16 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"CPU {row['cpu_ms_per_call']:.2f} ms/call", flush=True)
     for row in out:
         gated = row["latency_target_s"] == 0.5 and row["c"] in (32, 64)
-        print(json.dumps({"figure": f"efficiency_at_{row['latency_target_s']}s_c{row['c']}", "value": round(row["efficiency"], 3),
-                          "target": TARGET if gated else None, "met": (row["efficiency"] >= TARGET) if gated else None,
-                          "packing_bound_efficiency": round(row["packing_efficiency"], 3),
-                          "mean_call_s": round(row["mean_call_s"], 3), "episodes": row["episodes"], "calls": row["calls"]}))
+        figure(f"efficiency_at_{row['latency_target_s']}s_c{row['c']}", round(row["efficiency"], 3), TARGET if gated else None,
+               (row["efficiency"] >= TARGET) if gated else None, packing_bound_efficiency=round(row["packing_efficiency"], 3),
+               mean_call_s=round(row["mean_call_s"], 3), episodes=row["episodes"], calls=row["calls"])
     fast = [r for r in out if r["latency_target_s"] == 0.1]
     cpu = statistics.median(r["cpu_ms_per_call"] for r in out)
     saturated = next((r["c"] for r in fast if r["efficiency"] < TARGET), None)
-    print(json.dumps({"figure": "cpu_ms_per_model_call", "value": round(cpu, 3), "target": None, "met": None}))
-    print(json.dumps({"figure": "saturates_at_0.1s_first_c_below_target", "value": saturated, "target": None, "met": None,
-                      "one_core_bound_c": round(fast[0]["mean_call_s"] / (cpu / 1000), 1)}))
+    figure("cpu_ms_per_model_call", round(cpu, 3), None, None)
+    figure("saturates_at_0.1s_first_c_below_target", saturated, None, None,
+           one_core_bound_c=round(fast[0]["mean_call_s"] / (cpu / 1000), 1))
     slow = {r["c"]: r["efficiency"] for r in out if r["latency_target_s"] == 0.5}
     at_slow = ", ".join(f"c={c} {e:.2f}" for c, e in slow.items())
     at_fast = ", ".join(f"c={r['c']} {r['efficiency']:.2f}" for r in fast)

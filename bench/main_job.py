@@ -19,13 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT
+from _common import ROOT, figure
 
 TARGET_S = 360.0
-
-
-def figure(name: str, value: object, target: object, met: object, **extra: object) -> None:
-    print(json.dumps({"figure": name, "value": value, "target": target, "met": met, **extra}), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

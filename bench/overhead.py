@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import json
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import TOOL, base_agent, model_config  # noqa: E402
+from _common import TOOL, base_agent, figure, model_config  # noqa: E402
 
 TARGET = 1.10
 
@@ -81,12 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     calls = len(recorded)
     ratio = statistics.median(ratios)
     per_call = {k: statistics.median(v) / calls * 1000 for k, v in times.items()}
-    print(json.dumps({"figure": "overhead_ratio_project_over_minimal_litellm", "value": round(ratio, 3), "target": TARGET,
-                      "met": ratio <= TARGET, "range": [round(min(ratios), 3), round(max(ratios), 3)], "repeats": args.repeats,
-                      "model_calls": calls, "episodes": len(tasks)}))
-    print(json.dumps({"figure": "ms_per_model_call_project", "value": round(per_call["project"], 3), "target": None, "met": None}))
-    print(json.dumps({"figure": "ms_per_model_call_minimal_litellm", "value": round(per_call["minimal"], 3), "target": None,
-                      "met": None}))
+    figure("overhead_ratio_project_over_minimal_litellm", round(ratio, 3), TARGET, ratio <= TARGET,
+           range=[round(min(ratios), 3), round(max(ratios), 3)], repeats=args.repeats, model_calls=calls, episodes=len(tasks))
+    figure("ms_per_model_call_project", round(per_call["project"], 3), None, None)
+    figure("ms_per_model_call_minimal_litellm", round(per_call["minimal"], 3), None, None)
     print(f"summary: project path {per_call['project']:.2f} ms per model call, minimal litellm loop {per_call['minimal']:.2f} ms: "
           f"{ratio:.2f}x [{min(ratios):.2f}-{max(ratios):.2f}] over {calls} calls, {args.repeats} interleaved repeats "
           f"(target <= {TARGET})")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import resource
 import statistics
 import sys
@@ -19,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import TOOL, base_agent, model_config  # noqa: E402
+from _common import TOOL, base_agent, figure, model_config  # noqa: E402
 
 TARGET = 1.3
 SIZES = (50, 100, 200, 400)
@@ -64,12 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratio = max(medians.values()) / min(medians.values())
     growth = (rss[max(SIZES)] - rss[min(SIZES)]) / (max(SIZES) - min(SIZES))
     for n in SIZES:
-        print(json.dumps({"figure": f"ms_per_episode_at_{n}", "value": round(medians[n] * 1000, 2), "target": None, "met": None,
-                          "range_ms": [round(min(per[n]) * 1000, 2), round(max(per[n]) * 1000, 2)]}))
-    print(json.dumps({"figure": "time_per_episode_max_over_min", "value": round(ratio, 3), "target": TARGET, "met": ratio <= TARGET,
-                      "sizes": list(SIZES), "repeats": args.repeats}))
-    print(json.dumps({"figure": "rss_growth_kib_per_episode", "value": round(growth, 2), "target": None, "met": None,
-                      "rss_kib": {str(n): rss[n] for n in SIZES}}))
+        figure(f"ms_per_episode_at_{n}", round(medians[n] * 1000, 2), None, None,
+               range_ms=[round(min(per[n]) * 1000, 2), round(max(per[n]) * 1000, 2)])
+    figure("time_per_episode_max_over_min", round(ratio, 3), TARGET, ratio <= TARGET, sizes=list(SIZES), repeats=args.repeats)
+    figure("rss_growth_kib_per_episode", round(growth, 2), None, None, rss_kib={str(n): rss[n] for n in SIZES})
     print(f"summary: {', '.join(f'{n}: {medians[n] * 1000:.1f} ms' for n in SIZES)} per episode; max/min {ratio:.2f} "
           f"(target <= {TARGET}); RSS +{growth:.1f} KiB per episode (first pass of each size)")
     return 0

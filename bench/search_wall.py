@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, TOOL, base_agent, model_config  # noqa: E402
+from _common import ROOT, TOOL, base_agent, figure, model_config  # noqa: E402
 
 TARGET = 1.5
 CONCURRENCY = 16  # conf/workload/bfcl.yaml
@@ -92,13 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_s, warm = search(Path(tmp) / "warm", cache)
         same = warm.returncode == 0 and outcome(Path(tmp) / "warm") == outcome(Path(tmp) / "cold")
     ratio = cold_s / ideal
-    print(json.dumps({"figure": "main_job_actual_over_ideal", "value": round(ratio, 2), "target": TARGET, "met": ratio <= TARGET,
-                      "actual_s": round(cold_s, 1), "ideal_s": round(ideal, 1), "cpu_floor_s": round(episodes * per / cores, 1),
-                      "latency_floor_s": round(floor, 1), "one_at_a_time_latency_floor_s": round(sequential, 1),
-                      "actual_over_one_at_a_time_floor": round(cold_s / max(sequential, episodes * per / cores), 2),
-                      "episodes": episodes, "cpu_ms_per_episode": round(per * 1000, 1), "cores": cores}))
-    print(json.dumps({"figure": "warm_rerun_identical_champion", "value": same, "target": True, "met": same,
-                      "warm_s": round(warm_s, 1)}))
+    figure("main_job_actual_over_ideal", round(ratio, 2), TARGET, ratio <= TARGET, actual_s=round(cold_s, 1), ideal_s=round(ideal, 1),
+           cpu_floor_s=round(episodes * per / cores, 1), latency_floor_s=round(floor, 1),
+           one_at_a_time_latency_floor_s=round(sequential, 1),
+           actual_over_one_at_a_time_floor=round(cold_s / max(sequential, episodes * per / cores), 2), episodes=episodes,
+           cpu_ms_per_episode=round(per * 1000, 1), cores=cores)
+    figure("warm_rerun_identical_champion", same, True, same, warm_s=round(warm_s, 1))
     print(f"summary: main job {cold_s:.0f} s cold against an ideal of {ideal:.0f} s ({episodes} episodes x {per * 1000:.0f} ms CPU "
           f"/ {cores} cores, latency floor {floor:.0f} s): {ratio:.2f}x (target <= {TARGET}); warm rerun {warm_s:.0f} s, "
           f"same champion: {same}")
