@@ -77,17 +77,15 @@ class NSGA2SweeperImpl:
         except Exception as exc:  # the engine, not a job: nothing was told, and a resume re-runs the batch
             from search.optimise.run import SearchAborted, SearchInterrupted
 
+            what = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
             if self.stop is not None and self.stop.requested:
                 # a worker the same Ctrl-C reached before its first job (while it started) broke the pool;
                 # the user asked to stop, but says what broke, so a real failure is not hidden as the stop
-                first = (str(exc).strip().splitlines() or [""])[0][:200]
-                print(f"the batch in flight was lost after the stop request ({type(exc).__name__}: {first}); "
-                      "its trials run again on resume", file=sys.stderr)
+                print(f"the batch in flight was lost after the stop request ({what}); its trials run again on resume",
+                      file=sys.stderr)
                 raise SearchInterrupted("stopped by request") from None
-
             name = type(self.launcher).__name__
-            first = (str(exc).strip().splitlines() or [""])[0][:300]
-            raise SearchAborted(f"the launcher ({name}) could not run a batch of {len(specs)} jobs ({type(exc).__name__}: {first}); "
+            raise SearchAborted(f"the launcher ({name}) could not run a batch of {len(specs)} jobs ({what}); "
                                 "every finished trial is kept: fix the launcher's settings (hydra.launcher.*) and run the "
                                 "same command again") from None
         self.job_idx += len(returns)
