@@ -122,3 +122,26 @@ def test_a_jobs_config_error_comes_back_whole_through_a_pickle() -> None:
 
     back = pickle.loads(pickle.dumps(JobInputError(ConfigError("tool", "replay missed", "record again"))))
     assert isinstance(back, JobInputError) and back.error.one_line() == "tool: replay missed. Fix: record again"
+
+
+def test_a_launcher_that_fails_is_one_line_and_after_a_stop_request_an_interrupt(tmp_path: Path,
+                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from search.optimise.run import SearchAborted, SearchInterrupted
+    from search.optimise.sweeper import NSGA2SweeperImpl, StopRequest
+
+    class Broken:
+        def launch(self, overrides: object, initial_job_idx: int) -> object:
+            raise RuntimeError("A task has failed to un-serialize\nthe rest of a traceback")
+
+    impl = NSGA2SweeperImpl()
+    impl.launcher = Broken()  # type: ignore[assignment]
+    with pytest.raises(SearchAborted, match=r"the launcher \(Broken\) could not run a batch of 1 jobs \(RuntimeError: A task has "
+                                            r"failed to un-serialize\); every finished trial is kept"):
+        impl.launch([spec(tmp_path)])
+    impl.stop = StopRequest()
+    impl.stop.requested = True
+    with pytest.raises(SearchInterrupted):
+        impl.launch([spec(tmp_path)])
+    err = capsys.readouterr().err
+    assert "the batch in flight was lost after the stop request (RuntimeError: A task has failed to un-serialize)" in err
+    assert "the rest of a traceback" not in err
