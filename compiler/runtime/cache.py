@@ -1,6 +1,7 @@
 """On-disk response cache keyed by the full request, so a finished run replays offline for free."""
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.atomic import write_json_atomic
-from compiler.variant import content_hash
+from compiler.variant import canonical_json, content_hash
 
 log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
@@ -30,6 +31,31 @@ def _is_reply(record: Any) -> bool:
 def request_key(request: Mapping[str, Any]) -> str:
     """sha256 of the canonical request (credentials are never part of it)."""
     return content_hash(dict(request))
+
+
+class RequestKeyer:
+    """``request_key`` for the calls of one route, with each ``tools`` list encoded once.
+
+    A variant sends the same tools list on every call (``HarnessVariant.native_tools_for`` hands
+    out one list per selection, never changed), and it is three quarters of a request's canonical
+    text, so re-encoding it made the key the warm path's largest cost. The key is the same string's
+    hash as ``request_key``'s: a canonical object is its sorted members joined, so a memoised member
+    splices in unchanged, and a cache filled by one is read by the other."""
+
+    def __init__(self) -> None:
+        self._tools: dict[int, tuple[object, str]] = {}  # id -> (the list itself, kept so the id stays its own; its text)
+
+    def _tools_json(self, tools: object) -> str:
+        held = self._tools.get(id(tools))
+        if held is None or held[0] is not tools:
+            held = (tools, canonical_json(tools))
+            self._tools[id(tools)] = held
+        return held[1]
+
+    def __call__(self, request: Mapping[str, Any]) -> str:
+        members = ",".join(f"{canonical_json(k)}:{self._tools_json(v) if k == 'tools' else canonical_json(v)}"
+                           for k, v in sorted(request.items()))
+        return hashlib.sha256(f"{{{members}}}".encode()).hexdigest()
 
 
 class ResponseCache:

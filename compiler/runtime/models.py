@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.provenance import package_version
-from compiler.runtime.cache import ResponseCache, request_key
+from compiler.runtime.cache import RequestKeyer, ResponseCache
 from compiler.runtime.llm import ProviderCheckError, check_route, ensure_providers, litellm_module, provider_cache_tag
 from compiler.secrets import remember_env
 from compiler.variant import ModelParams, RouteSettings
@@ -121,6 +121,7 @@ class ModelClient:
         # what besides the request decides the answer, read once and only when there is a cache to key:
         # the provider's own tag (the simulator's source), litellm's version, the route's revision
         self._key_extra: dict[str, Any] = {}
+        self._key = RequestKeyer()
         if cache is not None:  # the tag is read off the provider's registrar: litellm is imported only on a miss
             self._key_extra = {"provider_cache_tag": provider_cache_tag(model.route), "litellm": package_version("litellm"),
                                "revision": route.revision}
@@ -169,7 +170,7 @@ class ModelClient:
         req = self.request(messages, tools, user)
         key = ""
         if self.cache is not None:  # hashing the whole conversation is worth it only when something is looked up
-            key = request_key({**req, "route_revision": self._key_extra})
+            key = self._key({**req, "route_revision": self._key_extra})
             if (hit := self.cache.get(key)) is not None:
                 return _reply_from_record(hit, cached=True)
         lm = ensure_providers()

@@ -1,5 +1,6 @@
 """After the rounds: the front re-evaluated on dev, the champion chosen by the criteria, the
-holdout touched once (champion against baseline), and every record written."""
+holdout touched once (champion against baseline; the baseline's run beside the dev selection,
+which never reads it), and every record written."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -119,9 +120,14 @@ def finish(
                                                     settings.search.max_front_dev, qualifies=qualifies)]
 
     ref_genome = _reference_genome(settings, pools)
-    dev_results = evaluate([(BASELINE, "dev", "baseline-dev"),
+    # the incumbent's holdout run (and a named reference's) is the claim's whatever the champion, and
+    # no selection reads it: it shares the dev batch, first, as its longest jobs, so that no worker
+    # idles through the batch's last wave and the champion's holdout is then a wave of its own
+    fixed_hold = [(BASELINE, "holdout", "baseline-holdout"), *([(ref_genome, "holdout", "reference-holdout")] if ref_genome else [])]
+    first_batch = evaluate([*fixed_hold, (BASELINE, "dev", "baseline-dev"),
                             *[(Genome.from_dict(m["genome"]), "dev", f"front-{m['trial']}-dev") for m in dev_members],
                             *([(ref_genome, "dev", "reference-dev")] if ref_genome else [])])
+    fixed_results, dev_results = first_batch[:len(fixed_hold)], first_batch[len(fixed_hold):]
     baseline_dev = _report(dev_results[0], "baseline dev evaluation")
     reference_dev = _report(dev_results[-1], "reference dev evaluation") if ref_genome else baseline_dev
     ranked: list[tuple[tuple[float, ...], dict[str, Any]]] = []
@@ -155,18 +161,16 @@ def finish(
         raise ConfigError("search.second_look", f"study {s.study!r} already looked at its holdout for champion {seen[0][:12]}; "
                           f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split",
                           "start a new search.study, or pass search.second_look=true (the claim and the report then say so)")
-    hold_jobs = [(BASELINE, "holdout", "baseline-holdout"),
-                 *([(Genome.from_dict(champion["genome"]), "holdout", "champion-holdout")] if candidate else []),
-                 *([(ref_genome, "holdout", "reference-holdout")] if ref_genome else [])]
+    hold_jobs = [(Genome.from_dict(champion["genome"]), "holdout", "champion-holdout")] if candidate else []
     ablate = bool(candidate and champion.get("dev") and q in champion["dev"])
     layers_todo, ablation_batch = (ablation_jobs(Genome.from_dict(champion["genome"]), pools, base_format=settings.base_format,
                                                  base_steps=settings.base_steps) if ablate else ([], []))
-    # the ablation's dev runs need only the champion: they share the holdout's batch (one wave of jobs, not two)
-    both = evaluate([*hold_jobs, *ablation_batch])
+    # the ablation's dev runs need only the champion: they share the champion's holdout batch
+    both = evaluate([*hold_jobs, *ablation_batch]) if hold_jobs or ablation_batch else []
     hold, ablation_results = both[:len(hold_jobs)], both[len(hold_jobs):]
-    baseline_hold = _report(hold[0], "baseline holdout")
-    champion_hold = _report(hold[1], "champion holdout") if candidate else baseline_hold
-    reference_hold = _report(hold[-1], "reference holdout") if ref_genome else baseline_hold
+    baseline_hold = _report(fixed_results[0], "baseline holdout")
+    champion_hold = _report(hold[0], "champion holdout") if candidate else baseline_hold
+    reference_hold = _report(fixed_results[-1], "reference holdout") if ref_genome else baseline_hold
     claim = versioned("claim", make_claim(reference_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
                                           min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes(),
                                           metric=quality_objective(settings.objectives), decision=settings.decision,

@@ -297,16 +297,8 @@ class SearchRun:
                 self.echo(f"search.budget_usd={self.s.budget_usd:g} reached in round {k}: ${self.watch.spent():.4f} spent, "
                           "no new trial starts; the search finishes with what it measured (the finish was reserved)")
                 break
-            trials = [study.ask(dists) for _ in range(size)]
+            trials, specs = self._ask_batch(k, study, dists, paid=size, asks=asks_left, known={*earlier, *eval_keys(study)})
             asks_left -= len(trials)
-            for t in trials:
-                # enqueued trials have every param fixed, and Optuna then never consults the sampler,
-                # so NSGA-II would not count them in a generation (nor use them as parents)
-                _ = t.relative_params
-            specs = []
-            for t in trials:
-                seed = self.settings.seed + CONTROL_SEED_STRIDE * (k + 1) if t.user_attrs.get("control") else None
-                specs.append(self.spec(params_to_genome(t.params), "train", f"r{k}-t{t.number}", seed=seed))
             for t, spec, res in zip(trials, specs, self.run_jobs(specs)):
                 self.tell(study, t, spec, res)
             self.watch.note(best_records(study, k), records(study, k), self.quality)
@@ -321,6 +313,28 @@ class SearchRun:
                 raise SearchAborted(f"{failed} of {len(done)} trials failed in round {k} "
                                     f"(search.max_failure_rate={self.s.max_failure_rate}); "
                                     f"first error: {first}")
+
+    def _ask_batch(self, k: int, study: optuna.Study, dists: Any, *, paid: int, asks: int, known: Collection[str]
+                   ) -> tuple[list[optuna.Trial], list[TrialSpec]]:
+        """Trials asked until ``paid`` of them are new evaluations (or ``asks`` run out), all before
+        any is told. A repeat of a known genome is answered from the store, so counting it against
+        the batch would leave workers idle: a batch of six asks is often two evaluations."""
+        trials: list[optuna.Trial] = []
+        specs: list[TrialSpec] = []
+        new: set[str] = set()
+        while len(new) < paid and len(trials) < asks:
+            t = study.ask(dists)
+            # enqueued trials have every param fixed, and Optuna then never consults the sampler,
+            # so NSGA-II would not count them in a generation (nor use them as parents)
+            _ = t.relative_params
+            seed = self.settings.seed + CONTROL_SEED_STRIDE * (k + 1) if t.user_attrs.get("control") else None
+            spec = self.spec(params_to_genome(t.params), "train", f"r{k}-t{t.number}", seed=seed)
+            key = spec.eval_key(self.variant_of(spec.genome).content_hash)
+            if key not in known:
+                new.add(key)
+            trials.append(t)
+            specs.append(spec)
+        return trials, specs
 
     def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, res: TrialResult | BaseException) -> None:
         trial.set_user_attr("genome", spec.genome.to_dict())

@@ -39,3 +39,23 @@ def test_a_cache_entry_that_is_not_a_reply_is_a_miss(tmp_path: Any, stored: str)
     assert cache.get("ab" * 32) == good
     (tmp_path / "ab" / f"{'ab' * 32}.json").write_text(stored, encoding="latin-1")
     assert cache.get("ab" * 32) is None
+
+
+def test_the_memoised_request_key_is_the_plain_one_and_sees_every_change() -> None:
+    from compiler.runtime.cache import RequestKeyer, request_key
+
+    agent, tool, model = configs()
+    v = compile_agent(agent, tool=tool, model={**model, "route": "sim/small"})
+    client = ModelClient(v.model, v.route)
+    tools = v.native_tools_for(None)
+    keyer = RequestKeyer()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "é ünïcode \u2028"}, {"role": "user", "content": "hi"}]
+    first = client.request(messages, tools, "u")
+    assert keyer(first) == request_key(first)
+    messages.append({"role": "assistant", "content": "ok", "tool_calls": []})
+    second = client.request(messages, tools, "u")
+    assert keyer(second) == request_key(second) != request_key(first)  # the memoised tools and new messages both count
+    fewer = v.native_tools_for([tools[0]["function"]["name"]])
+    third = client.request(messages, fewer, "u")
+    assert keyer(third) == request_key(third) != keyer(second)
+    assert keyer({**second, "route_revision": {"revision": "2"}}) == request_key({**second, "route_revision": {"revision": "2"}})
