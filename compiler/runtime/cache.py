@@ -5,7 +5,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,27 +34,31 @@ def request_key(request: Mapping[str, Any]) -> str:
 
 
 class RequestKeyer:
-    """``request_key`` for the calls of one route, with each ``tools`` list encoded once.
+    """``request_key`` for the calls of one route, with each tools list encoded once.
 
     A variant sends the same tools list on every call (``HarnessVariant.native_tools_for`` hands
     out one list per selection, never changed), and it is three quarters of a request's canonical
-    text, so re-encoding it made the key the warm path's largest cost. The key is the same string's
+    text. The request carries a copy (litellm may adapt what it is given), so the caller names the
+    variant's own list as ``tools``: its text is memoised by identity. The key is the same string's
     hash as ``request_key``'s: a canonical object is its sorted members joined, so a memoised member
     splices in unchanged, and a cache filled by one is read by the other."""
 
     def __init__(self) -> None:
         self._tools: dict[int, tuple[object, str]] = {}  # id -> (the list itself, kept so the id stays its own; its text)
 
-    def _tools_json(self, tools: object) -> str:
+    def _tools_json(self, tools: Sequence[Any]) -> str:
         held = self._tools.get(id(tools))
         if held is None or held[0] is not tools:
             held = (tools, canonical_json(tools))
             self._tools[id(tools)] = held
         return held[1]
 
-    def __call__(self, request: Mapping[str, Any]) -> str:
-        members = ",".join(f"{canonical_json(k)}:{self._tools_json(v) if k == 'tools' else canonical_json(v)}"
-                           for k, v in sorted(request.items()))
+    def __call__(self, request: Mapping[str, Any], *, tools: Sequence[Any] | None = None) -> str:
+        """The key of ``request``; ``tools`` is the list ``request["tools"]`` was copied from."""
+        def member(k: str, v: Any) -> str:
+            return self._tools_json(tools) if k == "tools" and tools is not None else canonical_json(v)
+
+        members = ",".join(f"{canonical_json(k)}:{member(k, v)}" for k, v in sorted(request.items()))
         return hashlib.sha256(f"{{{members}}}".encode()).hexdigest()
 
 

@@ -170,7 +170,7 @@ class ModelClient:
         req = self.request(messages, tools, user)
         key = ""
         if self.cache is not None:  # hashing the whole conversation is worth it only when something is looked up
-            key = self._key({**req, "route_revision": self._key_extra})
+            key = self._key({**req, "route_revision": self._key_extra}, tools=tools if "tools" in req else None)
             if (hit := self.cache.get(key)) is not None:
                 return _reply_from_record(hit, cached=True)
         lm = ensure_providers()

@@ -1,9 +1,10 @@
 """Config-driven commands of the search side (Hydra tasks): evaluate."""
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,37 @@ from compiler.variant import HarnessVariant
 SPLITS = ("train", "dev", "holdout")
 
 
+_MADE: dict[tuple[object, str], Workload] | None = None  # (factory, options) -> workload, while a command shares them
+
+
+@contextlib.contextmanager
+def sharing_workloads() -> Iterator[None]:
+    """For one command: its pre-run checks and its run (and a basic launcher's jobs, in the same
+    process) read one workload instance per configuration, so a dataset is loaded and parsed once.
+    Never longer: the next command sees an edited tasks file."""
+    global _MADE
+    _MADE = {}
+    try:
+        yield
+    finally:
+        _MADE = None
+
+
 def make_workload(cfg: DictConfig) -> Workload:
     factory = WORKLOADS.lookup(str(cfg.workload.name), path="workload.name")
+    options = to_plain(cfg.workload.options) or {}
+    key = (factory, json.dumps(options, sort_keys=True, default=repr))
+    if _MADE is not None and key in _MADE:
+        return _MADE[key]
     try:
-        return factory(**(to_plain(cfg.workload.options) or {}))
+        workload = factory(**options)
     except ConfigError:
         raise
     except (TypeError, ValueError) as exc:
         raise ConfigError("workload.options", str(exc).splitlines()[0], "check the option names and values of this workload") from None
+    if _MADE is not None:
+        _MADE[key] = workload
+    return workload
 
 
 def chosen_tasks(cfg: DictConfig, workload: Workload) -> list[Task]:
@@ -83,8 +107,10 @@ def evaluate_task(cfg: DictConfig) -> None:
     gap = coverage_warning([t.name for t in variant.tools], tasks, where=str(cfg.workload.split))
     if gap:
         print(gap, file=sys.stderr)
-    digest = doctor.workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
-                                  max_turns=variant.max_turns)
+    def digest() -> str:
+        return doctor.workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
+                                    max_turns=variant.max_turns)
+
     unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name, digest), workload.name)
     if unchecked:
         print(unchecked, file=sys.stderr)

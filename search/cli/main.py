@@ -114,7 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "evaluate" and any(a in ("-m", "--multirun") for a in rest):
             # a sweep ends with one table across its jobs (Hydra's multirun-end callback)
             rest = [*rest, "+hydra.callbacks.sweep_summary._target_=search.records.sweep.SweepSummary"]
-        return run_hydra(command, rest, task, validate)
+        from search.cli.commands import sharing_workloads
+
+        with sharing_workloads():
+            return run_hydra(command, rest, task, validate)
     print(f"error: unknown command {command!r}. "
           f"Fix: use one of {sorted([*commands, 'promote', 'versions', 'rollback', 'report', 'serve-sim'])}", file=sys.stderr)
     return 2

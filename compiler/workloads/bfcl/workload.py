@@ -142,14 +142,29 @@ def category_tasks(category: str) -> tuple[Task, ...]:
 
 @cache
 def _category_tasks(category: str) -> tuple[Task, ...]:
+    return tuple(_category_task(category, i) for i in range(len(_category_entries(category))))
+
+
+@cache
+def _category_entries(category: str) -> dict[int, tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """Scenario index -> (prompt entry, possible answer), read once per category."""
     file_name = f"{VERSION_PREFIX}_{category}.json"
     entries = _read_jsonl(str(PROMPT_PATH / file_name))
     answers = {a["id"]: a for a in _read_jsonl(str(POSSIBLE_ANSWER_PATH / file_name))}
     missing = [e["id"] for e in entries if e["id"] not in answers]
     if missing:
         raise ValueError(f"BFCL {category}: no possible answer for {missing[:5]}")
-    tasks = (_build_task(category, entry, answers[entry["id"]]) for entry in entries)
-    return tuple(sorted(tasks, key=lambda task: int(task.data["index"])))
+    by_index = {int(e["id"].rsplit("_", 1)[1]): (e, answers[e["id"]]) for e in entries}
+    if sorted(by_index) != list(range(len(entries))):
+        raise ValueError(f"BFCL {category}: scenario indices are not 0..{len(entries) - 1}; the bfcl-eval data files are damaged")
+    return by_index
+
+
+@cache
+def _category_task(category: str, index: int) -> Task:
+    """One scenario's task, built on first use: a split or a lookup parses only the gold it needs."""
+    entry, answer = _category_entries(category)[index]
+    return _build_task(category, entry, answer)
 
 
 class BfclWorkload:
@@ -186,8 +201,7 @@ class BfclWorkload:
             raise ValueError(f"unknown split {split!r}; use one of {list(SPLIT_NAMES)}")
         indices = [i for i, s in scenario_splits().items() if s == split]
         order = stratified_order(indices, scenario_classes())[: self.limit_per_split]
-        by_category = {c: category_tasks(c) for c in self.categories}
-        return tuple(by_category[c][i] for i in order for c in self.categories)
+        return tuple(_category_task(c, i) for i in order for c in self.categories)
 
     def task(self, task_id: str) -> Task:
         """Any category's task, whether or not it is among the configured categories."""
@@ -197,11 +211,11 @@ class BfclWorkload:
                 f"unknown BFCL task id {task_id!r}; expected 'bfcl/<category>_<n>' with category "
                 f"in {list(CATEGORIES)}, e.g. 'bfcl/multi_turn_base_0'"
             )
-        tasks = category_tasks(match["category"])
-        index = int(match["index"])
-        if index >= len(tasks) or int(tasks[index].data["index"]) != index:
-            raise UnknownTaskError(f"unknown BFCL task id {task_id!r}; indices run 0..{len(tasks) - 1}")
-        return tasks[index]
+        category, index = normalize_category(match["category"]), int(match["index"])
+        known = _category_entries(category)
+        if index not in known:
+            raise UnknownTaskError(f"unknown BFCL task id {task_id!r}; indices run 0..{len(known) - 1}")
+        return _category_task(category, index)
 
     def make_environment(self, task: Task, *, seed: int) -> Environment:
         return BfclEnvironment(task, seed=seed)

@@ -51,11 +51,13 @@ def test_the_memoised_request_key_is_the_plain_one_and_sees_every_change() -> No
     keyer = RequestKeyer()
     messages: list[dict[str, Any]] = [{"role": "system", "content": "é ünïcode \u2028"}, {"role": "user", "content": "hi"}]
     first = client.request(messages, tools, "u")
-    assert keyer(first) == request_key(first)
+    assert first["tools"] is not tools and keyer(first, tools=tools) == request_key(first)
     messages.append({"role": "assistant", "content": "ok", "tool_calls": []})
     second = client.request(messages, tools, "u")
-    assert keyer(second) == request_key(second) != request_key(first)  # the memoised tools and new messages both count
+    assert keyer(second, tools=tools) == request_key(second) != request_key(first)  # the memoised tools and new messages both count
+    assert len(keyer._tools) == 1  # one text per list of the variant, not one per request
     fewer = v.native_tools_for([tools[0]["function"]["name"]])
     third = client.request(messages, fewer, "u")
-    assert keyer(third) == request_key(third) != keyer(second)
-    assert keyer({**second, "route_revision": {"revision": "2"}}) == request_key({**second, "route_revision": {"revision": "2"}})
+    assert keyer(third, tools=fewer) == request_key(third) != keyer(second, tools=tools)
+    revised = {**second, "route_revision": {"revision": "2"}}
+    assert keyer(revised, tools=tools) == request_key(revised) and keyer(first) == request_key(first)
