@@ -6,9 +6,9 @@
 2. ideal = max(CPU floor, latency floor). CPU floor = episodes x the CPU one episode costs (measured
    in process here, simulated latency off) / cores. An evaluation's own latency floor is max(its
    longest episode, its total model latency / its episode concurrency); the default launcher runs
-   one evaluation per core at a time, so the latency floor is max(the largest evaluation floor, the
-   sum of evaluation floors / cores). The sum itself (one evaluation at a time, the basic
-   launcher's floor) is reported beside it.
+   up to W evaluations at a time (two per core, at most a batch: ``usable_workers``), so the
+   latency floor is max(the largest evaluation floor, the sum of evaluation floors / W). The sum
+   itself (one evaluation at a time, the basic launcher's floor) is reported beside it.
 3. The same command again with the same seed on a new study folder and the warm cache: it must pick
    the identical champion (variant hash), front and claim.
 
@@ -31,6 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, TOOL, base_agent, figure, model_config  # noqa: E402
+
+from compiler.hydra_app import usable_workers  # noqa: E402
 
 TARGET = 1.5
 CONCURRENCY = 16  # conf/workload/bfcl.yaml
@@ -86,7 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             episodes += len(eps)
             floors.append(max(max(lat, default=0.0), sum(lat) / CONCURRENCY))
         sequential = sum(floors)
-        floor = max(max(floors, default=0.0), sequential / cores)
+        frozen = json.loads(next((Path(tmp) / "cold").glob("*/freeze.json")).read_text(encoding="utf-8"))
+        workers = usable_workers(frozen["resolved_config"]["search"]["population_size"])
+        floor = max(max(floors, default=0.0), sequential / workers)
         per = cpu_per_episode()
         ideal = max(episodes * per / cores, floor)
         warm_s, warm = search(Path(tmp) / "warm", cache)
@@ -96,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            cpu_floor_s=round(episodes * per / cores, 1), latency_floor_s=round(floor, 1),
            one_at_a_time_latency_floor_s=round(sequential, 1),
            actual_over_one_at_a_time_floor=round(cold_s / max(sequential, episodes * per / cores), 2), episodes=episodes,
-           cpu_ms_per_episode=round(per * 1000, 1), cores=cores)
+           cpu_ms_per_episode=round(per * 1000, 1), cores=cores, workers=workers)
     figure("warm_rerun_identical_champion", same, True, same, warm_s=round(warm_s, 1))
     print(f"summary: main job {cold_s:.0f} s cold against an ideal of {ideal:.0f} s ({episodes} episodes x {per * 1000:.0f} ms CPU "
           f"/ {cores} cores, latency floor {floor:.0f} s): {ratio:.2f}x (target <= {TARGET}); warm rerun {warm_s:.0f} s, "

@@ -27,9 +27,14 @@ MAX_PREFLIGHT_COMBINATIONS = 64
 VERSION_BASE = "1.3"  # Hydra's defaults for this version: no chdir into the run dir, _self_ last
 
 
+WORKERS_PER_CORE = 2  # an evaluation waits on its model part of the time: two per core keep the cores busy
+
+
 def usable_workers(at_most: object) -> int:
-    """``${evoharness.workers:N}``: the cores this process may use, but no more than N (a launcher's
-    workers beyond the largest batch would only hold memory, about 400 MB each)."""
+    """``${evoharness.workers:N}``: two workers per core this process may use, but no more than N (a
+    launcher's workers beyond the largest batch would only hold memory, about 400 MB each). On 2
+    cores the default main job took 159 s with 4 workers, 167 s with 3, 210 s with 2 and 176 s
+    with 6 (one run each; bench/search_wall.py)."""
     import os
 
     try:
@@ -37,7 +42,7 @@ def usable_workers(at_most: object) -> int:
     except ValueError:
         raise ConfigError("hydra.launcher.n_jobs", f"${{evoharness.workers:{at_most}}} needs a whole number",
                           "write ${evoharness.workers:6}, or a plain number of workers") from None
-    return max(1, min(len(os.sched_getaffinity(0)), cap))  # a batch size below 1 is the search's own error to report
+    return max(1, min(WORKERS_PER_CORE * len(os.sched_getaffinity(0)), cap))  # a batch size below 1 is the search's own error to report
 
 
 OmegaConf.register_new_resolver("evoharness.workers", usable_workers, replace=True)

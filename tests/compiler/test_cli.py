@@ -110,14 +110,14 @@ def test_a_run_composes_its_config_once_and_hydra_runs_it_as_its_own(tmp_path: P
     assert len(calls) >= 3 and len(list((tmp_path / "sweep").glob("*/*/variant.json"))) == 2
 
 
-def test_the_default_launcher_has_a_worker_per_usable_core_and_no_more_than_a_batch() -> None:
+def test_the_default_launcher_has_two_workers_per_usable_core_and_no_more_than_a_batch() -> None:
     import os
 
     from compiler.hydra_app import usable_workers
 
     cores = len(os.sched_getaffinity(0))
-    assert usable_workers(64) == min(cores, 64) and usable_workers(1) == 1 and usable_workers(0) == 1
-    assert usable_workers("3") == min(cores, 3)
+    assert usable_workers(256) == min(2 * cores, 256) and usable_workers(1) == 1 and usable_workers(0) == 1
+    assert usable_workers("3") == min(2 * cores, 3)
 
 
 def test_a_run_on_a_primary_config_of_ones_own_stays_in_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
