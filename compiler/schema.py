@@ -175,7 +175,7 @@ class EvoConfig:
     runs_dir: str = "runs"  # output root
     registry_dir: str = "${runs_dir}/registry"  # registry root
     release_slot: str | None = "default"  # promoted slot merged into the base config (e.g. fast); null = base config only
-    cache_dir: str | None = "${runs_dir}/cache"  # model response cache; None disables it
+    cache_dir: str | None = "${runs_dir}/cache"  # model response cache: a folder or redis://host:port/db; None disables it
     plugins: list[str] = field(default_factory=list)  # modules imported before composition (see compiler/plugins.py)
     unseal_holdout: bool = False  # `evaluate workload.split=holdout` only with this set; each such look is journaled
 

@@ -1,15 +1,19 @@
-"""On-disk response cache keyed by the full request, so a finished run replays offline for free."""
+"""The response cache keyed by the full request, so a finished run replays offline for free: in a
+folder, or in a Redis server that machines sharing no folder all read and fill."""
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from compiler.atomic import write_json_atomic
+from compiler.errors import ConfigError
 from compiler.variant import canonical_json, content_hash
 
 log = logging.getLogger(__name__)
@@ -17,7 +21,7 @@ _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
 
 
-def _is_reply(record: Any) -> bool:
+def is_reply(record: Any) -> bool:
     if not isinstance(record, dict) or not isinstance(record.get("tool_calls", []), list):
         return False
     if not isinstance(record.get("content"), str | None):
@@ -62,7 +66,28 @@ class RequestKeyer:
         return hashlib.sha256(f"{{{members}}}".encode()).hexdigest()
 
 
+class ReplyCache(Protocol):
+    """Where replies are kept: ``get`` a stored reply or None (a damaged entry is a miss), ``put``
+    one (a failure is one warning, never the run's end); ``remote`` when a call is a network round trip."""
+
+    remote: bool
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None: ...
+
+
+def open_cache(location: str | Path) -> ReplyCache:
+    """The response cache at ``location``: a folder, or a Redis server (``redis://host:6379/0``)
+    that machines sharing no folder can all read and fill."""
+    if is_redis_url(str(location)):
+        return RedisResponseCache(str(location))
+    return ResponseCache(location)
+
+
 class ResponseCache:
+    remote = False  # a local file: read on the event loop
+
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.writable = True  # until a write fails: then the run goes on uncached (a job on a machine without the folder)
@@ -81,7 +106,7 @@ class ResponseCache:
         except (OSError, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
             log.warning("response cache entry %s is unreadable (%s): asking the model again", path, exc)
             return None
-        if not _is_reply(record):
+        if not is_reply(record):
             log.warning("response cache entry %s is not a model reply: asking the model again", path)
             return None
         return record
@@ -100,3 +125,105 @@ class ResponseCache:
                     return
                 _WARNED.add(str(self.root))
             log.warning("response cache %s cannot be written (%s): this run's replies are not cached", self.root, exc)
+
+
+# -- the same cache in a Redis server, for machines that share no folder -------------------
+# An entry is one key (``evoharness:reply:<request key>``) holding the reply's JSON, written with
+# one SET: a reader sees a whole entry or none. The password never appears in the location (which
+# every record keeps): it is read from ``REDIS_PASSWORD`` in each process's environment, as a
+# model's key is.
+PREFIX = "evoharness:reply:"
+SCHEMES = ("redis", "rediss")
+PASSWORD_ENV = "REDIS_PASSWORD"
+TIMEOUT_S = 5.0
+
+
+def is_redis_url(location: str) -> bool:
+    return urlsplit(location).scheme in SCHEMES
+
+
+def check_location(location: str, *, key: str = "cache_dir") -> None:
+    """A Redis location that can be used: well formed, no password in it, the client installed,
+    the server answering. Called before any paid work; each failure is one ConfigError."""
+    parts = urlsplit(location)
+    try:
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError:
+        raise ConfigError(key, f"{location!r} has a port that is not a number", "write redis://HOST:6379/0") from None
+    if parts.password is not None:
+        raise ConfigError(key, "the Redis URL carries a password, and the cache location is kept in every record",
+                          f"drop it from the URL and export {PASSWORD_ENV} instead")
+    if not parts.hostname:
+        raise ConfigError(key, f"{location!r} names no host", "write redis://HOST:6379/0")
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise ConfigError(key, f"{location!r}: the database {db!r} is not a number", "write redis://HOST:6379/0 (databases are numbered)")
+    try:
+        import redis
+    except ImportError:
+        raise ConfigError(key, "a Redis cache needs the redis client", "pip install -e '.[redis]'") from None
+    try:
+        client(location).ping()
+    except redis.RedisError as exc:
+        raise ConfigError(key, f"the Redis server at {location} does not answer ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
+                          "start it (redis-server), fix the address, or point cache_dir at a folder") from None
+
+
+def client(location: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(location, password=os.environ.get(PASSWORD_ENV) or None, socket_timeout=TIMEOUT_S,
+                                socket_connect_timeout=TIMEOUT_S)
+
+
+class RedisResponseCache:
+    """``ResponseCache``'s contract on a Redis server. A server that stops answering mid-run is an
+    optimisation lost, not an evaluation lost: one warning, then the run goes on uncached (asking
+    again after each timeout would stall every call)."""
+
+    remote = True  # a network round trip: the model client calls it off the event loop
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self._client = client(location)
+        self._down = False
+        self._lock = threading.Lock()
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        with self._lock:
+            if self._down:
+                return
+            self._down = True
+        log.warning("response cache %s could not %s (%s: %s): this run's replies are not cached", self.location, what,
+                    type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self._down:
+            return None
+        import redis
+
+        try:
+            raw = self._client.get(PREFIX + key)
+        except redis.RedisError as exc:
+            self._failed("be read", exc)
+            return None
+        if raw is None:
+            return None
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if not is_reply(record):
+            log.warning("response cache entry %s%s in %s is not a model reply: asking the model again", PREFIX, key, self.location)
+            return None
+        return record  # type: ignore[no-any-return]
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None:
+        if self._down:
+            return
+        import redis
+
+        try:
+            self._client.set(PREFIX + key, json.dumps(value, separators=(",", ":")))
+        except redis.RedisError as exc:
+            self._failed("be written", exc)

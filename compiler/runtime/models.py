@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.provenance import package_version
-from compiler.runtime.cache import RequestKeyer, ResponseCache
+from compiler.runtime.cache import ReplyCache, RequestKeyer
 from compiler.runtime.llm import ProviderCheckError, check_route, ensure_providers, litellm_module, provider_cache_tag
 from compiler.secrets import remember_env
 from compiler.variant import ModelParams, RouteSettings
@@ -113,7 +113,7 @@ def classify(exc: BaseException) -> str:
 class ModelClient:
     """One route. Shared by all episodes of an evaluation so the concurrency limit holds."""
 
-    def __init__(self, model: ModelParams, route: RouteSettings, *, cache: ResponseCache | None = None) -> None:
+    def __init__(self, model: ModelParams, route: RouteSettings, *, cache: ReplyCache | None = None) -> None:
         self.model = model
         self.route = route
         self.cache = cache
@@ -171,7 +171,8 @@ class ModelClient:
         key = ""
         if self.cache is not None:  # hashing the whole conversation is worth it only when something is looked up
             key = self._key({**req, "route_revision": self._key_extra}, tools=tools if "tools" in req else None)
-            if (hit := self.cache.get(key)) is not None:
+            hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
+            if hit is not None:
                 return _reply_from_record(hit, cached=True)
         lm = ensure_providers()
         api_key = self._api_key()

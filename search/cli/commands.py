@@ -91,7 +91,7 @@ def evaluate_task(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from compiler.cli import released
-    from compiler.runtime.cache import ResponseCache
+    from compiler.runtime.cache import open_cache
     from compiler.secrets import public_url
     from search.evaluation.coverage import coverage_warning
     from search.evaluation.evaluate import evaluate_variant
@@ -123,7 +123,7 @@ def evaluate_task(cfg: DictConfig) -> None:
         concurrency=int(cfg.workload.concurrency),
         seed=int(cfg.seed),
         tasks=tasks,
-        cache=ResponseCache(cfg.cache_dir) if cfg.cache_dir else None,
+        cache=open_cache(cfg.cache_dir) if cfg.cache_dir else None,
         progress=len(tasks) * samples >= 20,
     )
     out = Path(HydraConfig.get().runtime.output_dir) / "eval.json"

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from compiler.errors import ConfigError
-from compiler.runtime.cache import ResponseCache
+from compiler.runtime.cache import ReplyCache
 from compiler.runtime.llm import drain_litellm_logging
 from compiler.runtime.loop import run_episode
 from compiler.runtime.models import ModelClient
@@ -92,7 +92,7 @@ async def evaluate_variant_async(
     concurrency: int = 16,
     seed: int = 0,
     tasks: Sequence[Task] | None = None,
-    cache: ResponseCache | None = None,
+    cache: ReplyCache | None = None,
     progress: bool = False,
     keep_trajectories: bool = False,
     probe: int = REPEAT_PROBE,
@@ -163,7 +163,7 @@ def evaluate_variant(
     concurrency: int = 16,
     seed: int = 0,
     tasks: Sequence[Task] | None = None,
-    cache: ResponseCache | None = None,
+    cache: ReplyCache | None = None,
     progress: bool = False,
     probe: int = REPEAT_PROBE,
 ) -> EvalReport:

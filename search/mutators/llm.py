@@ -34,7 +34,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from compiler.errors import ConfigError
-from compiler.runtime.cache import ResponseCache
+from compiler.runtime.cache import open_cache
 from compiler.runtime.llm import drain_litellm_logging
 from compiler.runtime.models import ModelClient
 from compiler.schema import STEP_TRIGGERS
@@ -63,7 +63,7 @@ def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: Rou
     user = f"task_id=mutator/{task};sample=0;seed={rng.randrange(2**31)}"
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
     client = ModelClient(ModelParams(route=route, temperature=0.0), settings or RouteSettings(),
-                         cache=ResponseCache(cache_dir) if cache_dir else None)
+                         cache=open_cache(cache_dir) if cache_dir else None)
     async def once() -> str:
         reply = await client.complete(messages, tools=[], user=user)
         await drain_litellm_logging()

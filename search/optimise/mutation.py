@@ -15,7 +15,7 @@ from typing import Any
 
 from compiler.atomic import write_json_atomic
 from compiler.catalog import build_catalog, select_tools
-from compiler.runtime.cache import ResponseCache
+from compiler.runtime.cache import open_cache
 from compiler.runtime.workload import Failure, Workload
 from compiler.variant import compile_agent, content_hash
 from search.evaluation.criteria import quality_objective
@@ -93,7 +93,7 @@ def teacher_runner(settings: RunSettings, workload: Workload,
 
         variant = compile_agent(settings.agent, tool=settings.tool, model=teacher)
         tasks = [workload.task(t) for t in task_ids]
-        cache = ResponseCache(settings.cache_dir) if settings.cache_dir else None  # a resumed round does not pay twice
+        cache = open_cache(settings.cache_dir) if settings.cache_dir else None  # a resumed round does not pay twice
         _, trajectories = asyncio.run(evaluate_variant_async(variant, workload, "train", tasks=tasks, seed=settings.seed, cache=cache,
                                                              keep_trajectories=True))
         if on_cost is not None:  # cached calls were paid for once, in an earlier run

@@ -209,7 +209,7 @@ class RunSettings:
             seed=int(cfg.seed),
             runs_dir=Path(str(cfg.runs_dir)).resolve(),
             registry_dir=str(cfg.registry_dir),
-            cache_dir=str(Path(str(cfg.cache_dir)).resolve()) if cfg.cache_dir else None,
+            cache_dir=_cache_location(cfg.cache_dir),
             resolved=resolved,
         )
 
@@ -314,3 +314,12 @@ def _margin(value: float) -> float:
     if not 0.0 <= value < 1.0:
         raise ConfigError("criteria.margin", f"must be in [0, 1), got {value}", "use e.g. 0.05 (five points of quality)")
     return value
+
+
+def _cache_location(value: object) -> str | None:
+    """A folder made absolute (the jobs may run elsewhere); a Redis URL as it is."""
+    from compiler.runtime.cache import is_redis_url
+
+    if not value:
+        return None
+    return str(value) if is_redis_url(str(value)) else str(Path(str(value)).resolve())

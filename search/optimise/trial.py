@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.errors import ConfigError
-from compiler.runtime.cache import ResponseCache
+from compiler.runtime.cache import open_cache
 from compiler.runtime.trajectory import Trajectory
 from compiler.runtime.workload import workload_factory
 from compiler.secrets import restore, scrub
@@ -250,7 +250,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     report, trajectories = asyncio.run(
         evaluate_variant_async(
             variant, workload, spec.split, samples=spec.samples, concurrency=spec.workload.concurrency,
-            seed=spec.seed, tasks=tasks, cache=ResponseCache(spec.cache_dir) if spec.cache_dir else None, keep_trajectories=True,
+            seed=spec.seed, tasks=tasks, cache=open_cache(spec.cache_dir) if spec.cache_dir else None, keep_trajectories=True,
         )
     )
     failed = {(e.task_id, e.sample) for e in report.episodes if e.scored and not e.passed}

@@ -36,6 +36,9 @@ CASES: list[tuple[list[str], str]] = [
     (["compile", "agent.prompt_sections.role='{{ cycler.__init__.__globals__ }}'"], "template reaches outside its variables"),
     (["compile", "agent.prompt_sections.role='{{ 1/0 }}'"], "template failed to render (ZeroDivisionError"),
     (["evaluate", "model.api_base=ftp://x"], "model.api_base: 'ftp://x' is not an http(s) URL"),
+    (["evaluate", "cache_dir=redis://:Pw-3c9d@127.0.0.1:6379/0"], "cache_dir: the Redis URL carries a password"),
+    (["evaluate", "cache_dir=redis://127.0.0.1:6379/x"], "the database 'x' is not a number"),
+    (["search", "cache_dir=redis://127.0.0.1:1/0"], "cache_dir: the Redis server at redis://127.0.0.1:1/0 does not answer"),
     # search settings, all before anything is paid for
     (["search", "search.study=../../etc"], "search.study: '../../etc' is not a plain name"),
     (["search", "search.study=''"], "search.study: '' is not a plain name"),
