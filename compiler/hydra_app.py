@@ -12,7 +12,9 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -475,6 +477,23 @@ def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], Non
     return run
 
 
+_SWEEP_DIRS: list[Path] = []  # the sweep dir of each multirun this process started
+
+
+class NoteSweepDir(Callback):
+    """Notes the sweep dir when a multirun starts, so that the sweep's multirun.yaml is scrubbed
+    where the sweep ran once it returns or fails: a job scrubs it too, but a job on another machine
+    (Ray, SLURM) writes nothing on this one."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _SWEEP_DIRS.append(Path(str(config.hydra.sweep.dir)))
+
+
+def _scrub_sweep_records() -> None:
+    while _SWEEP_DIRS:
+        _scrub_file(_SWEEP_DIRS.pop() / "multirun.yaml")
+
+
 _FLAGS = ("-m", "--multirun", "-h", "--help")  # besides --config-dir DIR
 
 
@@ -497,6 +516,8 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
             raise UsageError(f"unknown flag {unknown[0]!r}: evoharness {command} takes Hydra overrides (key=value), -m and "
                              f"--config-dir DIR. Fix: drop it, or write it as an override")
         plain = [*[a for a in argv if not a.startswith("-")], f"hydra.job.name={command}"]
+        if any(a in ("-m", "--multirun") for a in argv):
+            plain.append("++hydra.callbacks.note_sweep_dir._target_=compiler.hydra_app.NoteSweepDir")
         # one run (no sweep, no help) is composed once: the composition validated here is the one that runs
         single = not any(a in _FLAGS for a in argv)
         composed = preflight([*plain, *[a for a in argv if a.startswith("-")]], validate, cp, for_run=single)
@@ -515,7 +536,10 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
             run_composed(composed, cp.primary, _scrubbing(task))
         else:
             GlobalHydra.instance().clear()  # hydra.main composes on its own Hydra
-            hydra.main(config_path=CONF_DIR, config_name="config", version_base=VERSION_BASE)(_scrubbing(task))()
+            try:
+                hydra.main(config_path=CONF_DIR, config_name="config", version_base=VERSION_BASE)(_scrubbing(task))()
+            finally:
+                _scrub_sweep_records()
     finally:
         sys.argv = saved
         GlobalHydra.instance().clear()

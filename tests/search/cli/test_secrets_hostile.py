@@ -50,6 +50,17 @@ def test_the_sweep_record_is_scrubbed(tmp_path: Path) -> None:
     assert list((tmp_path / "runs").rglob("multirun.yaml")) and grep(tmp_path, TOKEN) == []
 
 
+def test_the_sweep_record_is_scrubbed_where_the_sweep_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs on another machine (Ray, SLURM) never touch this one's multirun.yaml: the sweep scrubs it itself."""
+    import compiler.hydra_app as app
+
+    monkeypatch.setattr(app, "_scrubbing", lambda task: task)  # the jobs scrub nothing here, as remote ones would not
+    assert main(["evaluate", "-m", "workload.limit=1", f"+agent.vars.x={TOKEN}", "model=sim_small,sim_medium", "runs_dir=runs",
+                 "hydra/launcher=basic"]) == 0
+    records = list((tmp_path / "runs").rglob("multirun.yaml"))
+    assert records and not [r for r in records if TOKEN in r.read_text(encoding="utf-8")]
+
+
 def _promote_forged(tmp_path: Path, *, section: str, model: dict[str, object]) -> None:
     definition = {"agent": {"name": "bfcl_agent", "prompt_sections": {"role": section}}, "tool_overrides": {}, "model": model}
     registry = Registry(tmp_path / "runs" / "registry")
