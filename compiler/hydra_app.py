@@ -367,10 +367,10 @@ def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | 
             if not str(cfg.get("runs_dir") or "").strip():
                 raise ConfigError("runs_dir", "is empty: outputs would land in the working folder and Hydra's under /",
                                   "set runs_dir=runs (or any folder)")
-            from compiler.runtime.cache import check_location, is_redis_url
+            from compiler.runtime.cache import check_location, is_url
 
             for key in ("runs_dir", "cache_dir"):
-                if key == "cache_dir" and cfg.get(key) and is_redis_url(str(cfg.get(key))):
+                if key == "cache_dir" and cfg.get(key) and is_url(str(cfg.get(key))):
                     check_location(str(cfg.get(key)))  # the server answers, before anything is paid for
                 elif cfg.get(key):
                     _writable_dir(key, cfg.get(key))

@@ -142,31 +142,57 @@ def is_redis_url(location: str) -> bool:
     return urlsplit(location).scheme in SCHEMES
 
 
+def is_url(location: str) -> bool:
+    """A location written as a URL (``scheme://...``): never a folder, whether or not it is a Redis one."""
+    return "://" in location
+
+
 def check_location(location: str, *, key: str = "cache_dir") -> None:
-    """A Redis location that can be used: well formed, no password in it, the client installed,
-    the server answering. Called before any paid work; each failure is one ConfigError."""
+    """A Redis location that can be used: ``redis[s]://HOST[:PORT][/DB]`` and nothing else (no
+    password, no options: the location is kept in every record), the client installed, the server
+    answering. Called before any paid work; each failure is one ConfigError."""
+    example = "write redis://HOST:6379/0 (or rediss:// for TLS)"
     parts = urlsplit(location)
-    try:
-        parts.port  # noqa: B018  # a port that is not a number raises here
-    except ValueError:
-        raise ConfigError(key, f"{location!r} has a port that is not a number", "write redis://HOST:6379/0") from None
+    if parts.scheme not in SCHEMES or not location.startswith(f"{parts.scheme}://"):
+        raise ConfigError(key, f"{location.split('://')[0]!r}:// is not a cache location this project reads (a folder, or "
+                          "redis:// / rediss://)", example)
+    if parts.query or parts.fragment:  # redis-py would read ?password= from it, and every record keeps the location
+        raise ConfigError(key, "the Redis URL carries options (?... or #...), which the cache does not take, and a "
+                          "?password= there would be kept in every record", f"drop them; put the password in {PASSWORD_ENV}")
     if parts.password is not None:
         raise ConfigError(key, "the Redis URL carries a password, and the cache location is kept in every record",
                           f"drop it from the URL and export {PASSWORD_ENV} instead")
+    try:
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError:
+        raise ConfigError(key, f"{location!r} has a port that is not a number", example) from None
     if not parts.hostname:
-        raise ConfigError(key, f"{location!r} names no host", "write redis://HOST:6379/0")
+        raise ConfigError(key, f"{location!r} names no host", example)
     db = parts.path.strip("/")
-    if db and not db.isdigit():
-        raise ConfigError(key, f"{location!r}: the database {db!r} is not a number", "write redis://HOST:6379/0 (databases are numbered)")
+    if db and not (db.isascii() and db.isdigit()):
+        raise ConfigError(key, f"{location!r}: the database {db!r} is not a number", f"{example}; databases are numbered")
     try:
         import redis
     except ImportError:
         raise ConfigError(key, "a Redis cache needs the redis client", "pip install -e '.[redis]'") from None
     try:
         client(location).ping()
-    except redis.RedisError as exc:
-        raise ConfigError(key, f"the Redis server at {location} does not answer ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
+    except redis.AuthenticationError as exc:
+        raise ConfigError(key, f"the Redis server at {location} refused the password ({_first_line(exc)})",
+                          f"export {PASSWORD_ENV} with the server's password") from None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        if "auth" in str(exc).lower():  # a server with a password, asked without one
+            raise ConfigError(key, f"the Redis server at {location} wants a password ({_first_line(exc)})",
+                              f"export {PASSWORD_ENV} with the server's password") from None
+        raise ConfigError(key, f"the Redis server at {location} does not answer ({_first_line(exc)})",
                           "start it (redis-server), fix the address, or point cache_dir at a folder") from None
+    except redis.RedisError as exc:  # it answered, and refused: a database past its count, an ACL
+        raise ConfigError(key, f"the Redis server at {location} refused the connection ({_first_line(exc)})",
+                          "check the database number and the user against the server's config") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
 def client(location: str) -> Any:

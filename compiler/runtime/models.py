@@ -170,7 +170,9 @@ class ModelClient:
         req = self.request(messages, tools, user)
         key = ""
         if self.cache is not None:  # hashing the whole conversation is worth it only when something is looked up
-            key = self._key({**req, "route_revision": self._key_extra}, tools=tools if "tools" in req else None)
+            # the memoised text stands for req["tools"] only when that is the copy of ``tools`` (model.extra may replace it)
+            memo = tools if "tools" in req and "tools" not in self.model.extra else None
+            key = self._key({**req, "route_revision": self._key_extra}, tools=memo)
             hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
             if hit is not None:
                 return _reply_from_record(hit, cached=True)

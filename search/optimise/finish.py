@@ -128,6 +128,9 @@ def finish(
                             *[(Genome.from_dict(m["genome"]), "dev", f"front-{m['trial']}-dev") for m in dev_members],
                             *([(ref_genome, "dev", "reference-dev")] if ref_genome else [])])
     fixed_results, dev_results = first_batch[:len(fixed_hold)], first_batch[len(fixed_hold):]
+    # a failed incumbent (or reference) holdout stops the finish here, before the champion's is paid for
+    baseline_hold = _report(fixed_results[0], "baseline holdout")
+    reference_hold = _report(fixed_results[-1], "reference holdout") if ref_genome else baseline_hold
     baseline_dev = _report(dev_results[0], "baseline dev evaluation")
     reference_dev = _report(dev_results[-1], "reference dev evaluation") if ref_genome else baseline_dev
     ranked: list[tuple[tuple[float, ...], dict[str, Any]]] = []
@@ -168,9 +171,7 @@ def finish(
     # the ablation's dev runs need only the champion: they share the champion's holdout batch
     both = evaluate([*hold_jobs, *ablation_batch]) if hold_jobs or ablation_batch else []
     hold, ablation_results = both[:len(hold_jobs)], both[len(hold_jobs):]
-    baseline_hold = _report(fixed_results[0], "baseline holdout")
     champion_hold = _report(hold[0], "champion holdout") if candidate else baseline_hold
-    reference_hold = _report(fixed_results[-1], "reference holdout") if ref_genome else baseline_hold
     claim = versioned("claim", make_claim(reference_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
                                           min_effect=s.min_effect, seed=settings.seed, hashes=frozen.hashes(),
                                           metric=quality_objective(settings.objectives), decision=settings.decision,

@@ -318,8 +318,8 @@ def _margin(value: float) -> float:
 
 def _cache_location(value: object) -> str | None:
     """A folder made absolute (the jobs may run elsewhere); a Redis URL as it is."""
-    from compiler.runtime.cache import is_redis_url
+    from compiler.runtime.cache import is_url
 
     if not value:
         return None
-    return str(value) if is_redis_url(str(value)) else str(Path(str(value)).resolve())
+    return str(value) if is_url(str(value)) else str(Path(str(value)).resolve())

@@ -61,3 +61,31 @@ def test_the_memoised_request_key_is_the_plain_one_and_sees_every_change() -> No
     assert keyer(third, tools=fewer) == request_key(third) != keyer(second, tools=tools)
     revised = {**second, "route_revision": {"revision": "2"}}
     assert keyer(revised, tools=tools) == request_key(revised) and keyer(first) == request_key(first)
+
+
+def test_tools_that_model_extra_sends_are_keyed_as_sent() -> None:
+    """model.extra may replace the request's tools: the key is then of what is sent, not of the variant's list."""
+    import asyncio
+
+    from compiler.runtime.cache import request_key
+
+    agent, tool, model = configs()
+    keys: list[str] = []
+
+    class Recording:
+        remote = False
+
+        def get(self, key: str) -> None:
+            keys.append(key)
+            raise StopAsyncIteration  # stop before any model call
+
+        def put(self, key: str, value: Any) -> None: ...
+
+    for sent in ("X", "Y"):
+        v = compile_agent(agent, tool=tool, model={**model, "route": "sim/small", "extra": {"tools": [{"type": "function", "name": sent}]}})
+        client = ModelClient(v.model, v.route, cache=Recording())
+        with pytest.raises(StopAsyncIteration):
+            asyncio.run(client.complete([{"role": "user", "content": "hi"}], tools=v.native_tools_for(None), user="u"))
+        req = client.request([{"role": "user", "content": "hi"}], v.native_tools_for(None), "u")
+        assert req["tools"][0]["name"] == sent and keys[-1] == request_key({**req, "route_revision": client._key_extra})
+    assert keys[0] != keys[1]

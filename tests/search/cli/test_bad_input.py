@@ -38,6 +38,10 @@ CASES: list[tuple[list[str], str]] = [
     (["evaluate", "model.api_base=ftp://x"], "model.api_base: 'ftp://x' is not an http(s) URL"),
     (["evaluate", "cache_dir=redis://:Pw-3c9d@127.0.0.1:6379/0"], "cache_dir: the Redis URL carries a password"),
     (["evaluate", "cache_dir=redis://127.0.0.1:6379/x"], "the database 'x' is not a number"),
+    (["evaluate", "cache_dir='redis://127.0.0.1:6379/0?password=Pw-3c9d'"], "the Redis URL carries options"),
+    (["evaluate", "cache_dir=REDIS://127.0.0.1:6379/0"], "'REDIS':// is not a cache location"),
+    (["evaluate", "cache_dir=unix:///tmp/redis.sock"], "'unix':// is not a cache location"),
+    (["evaluate", "cache_dir='redis://127.0.0.1:6379/²'"], "the database '²' is not a number"),
     (["search", "cache_dir=redis://127.0.0.1:1/0"], "cache_dir: the Redis server at redis://127.0.0.1:1/0 does not answer"),
     # search settings, all before anything is paid for
     (["search", "search.study=../../etc"], "search.study: '../../etc' is not a plain name"),

@@ -19,7 +19,7 @@ import pytest
 
 from search.cli.main import main
 
-PASSWORD = "rd-Secret-4b81e0aa"  # no provider key shape: the password must stay out of files by design, not by a scrub
+PASSWORD = "rd-Secret-4b81e0aa"  # read from REDIS_PASSWORD only: never in the URL, so never in the config a record keeps
 ARGS = ["model=sim_small", "workload.limit=2", "workload.samples=1", "workload.options.categories=[multi_turn_base]"]
 
 

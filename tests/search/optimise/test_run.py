@@ -16,6 +16,7 @@ from conf import CONF_DIR
 from search.evaluation.metrics import EpisodeResult, aggregate
 from search.genome import Genome
 from search.optimise import trial as trial_module
+from search.optimise.finish import FinishAborted
 from search.optimise.run import CONTROL_SEED_STRIDE, SearchRun
 from search.optimise.settings import RunSettings
 from search.optimise.trial import TrialResult, TrialSpec
@@ -224,3 +225,18 @@ def test_a_jobs_bad_input_stops_the_search_after_the_batchs_finished_results_are
         run.run_jobs([run.spec(BASELINE, "train", "a"), run.spec(other, "train", "b")])
     assert len(list(run.paths.evals.glob("*.json"))) == 1
     assert [r["label"] for r in read_spend(run.paths.spend)] == ["a"]  # the finished one is stored and journaled
+
+
+def test_a_failed_incumbent_holdout_stops_the_finish_before_the_champions_is_paid(settings: RunSettings) -> None:
+    """The incumbent's holdout run shares the dev batch; when it fails, nothing more is launched."""
+    class Failing(Launcher):
+        def __call__(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
+            out = super().__call__(specs)
+            return [RuntimeError("node lost") if s.label == "baseline-holdout" else r for s, r in zip(specs, out)]
+
+    launcher = Failing()
+    with pytest.raises(FinishAborted, match="baseline holdout failed: RuntimeError: node lost"):
+        SearchRun(settings, launch=launcher, echo=lambda _: None).execute()
+    labels = [j.label for j in launcher.jobs]
+    assert "baseline-holdout" in labels and "baseline-dev" in labels
+    assert not [x for x in labels if x == "champion-holdout" or x.startswith("ablation-")]
