@@ -34,9 +34,8 @@ WORKERS_PER_CORE = 2  # an evaluation waits on its model part of the time: two p
 
 def usable_workers(at_most: object) -> int:
     """``${evoharness.workers:N}``: two workers per core this process may use, but no more than N (a
-    launcher's workers beyond the largest batch would only hold memory, about 400 MB each). On 2
-    cores the default main job took 159 s with 4 workers, 167 s with 3, 210 s with 2 and 176 s
-    with 6 (one run each; bench/search_wall.py)."""
+    launcher's workers beyond the largest batch would only hold memory, about 400 MB each). The
+    worker counts tried on the main job are in bench/README.md."""
     import os
 
     try:
@@ -369,11 +368,11 @@ def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | 
                                   "set runs_dir=runs (or any folder)")
             from compiler.runtime.cache import check_location, is_url
 
-            for key in ("runs_dir", "cache_dir"):
-                if key == "cache_dir" and cfg.get(key) and is_url(str(cfg.get(key))):
-                    check_location(str(cfg.get(key)))  # the server answers, before anything is paid for
-                elif cfg.get(key):
-                    _writable_dir(key, cfg.get(key))
+            _writable_dir("runs_dir", cfg.runs_dir)
+            if cfg.get("cache_dir") and is_url(str(cfg.cache_dir)):
+                check_location(str(cfg.cache_dir))  # the server answers, before anything is paid for
+            elif cfg.get("cache_dir"):
+                _writable_dir("cache_dir", cfg.cache_dir)
             extra = unknown_keys(cfg)
             if extra:
                 raise ConfigError(extra[0], "is not a setting of this config group, so nothing would read it",

@@ -220,8 +220,7 @@ class RedisResponseCache:
             if self._down:
                 return
             self._down = True
-        log.warning("response cache %s could not %s (%s: %s): this run's replies are not cached", self.location, what,
-                    type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+        log.warning("response cache %s could not %s (%s): this run's replies are not cached", self.location, what, _first_line(exc))
 
     def get(self, key: str) -> dict[str, Any] | None:
         if self._down:
