@@ -366,10 +366,12 @@ def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | 
             if not str(cfg.get("runs_dir") or "").strip():
                 raise ConfigError("runs_dir", "is empty: outputs would land in the working folder and Hydra's under /",
                                   "set runs_dir=runs (or any folder)")
-            from compiler.runtime.cache import check_location, is_url
+            from compiler.runtime.cache import is_url
 
             _writable_dir("runs_dir", cfg.runs_dir)
             if cfg.get("cache_dir") and is_url(str(cfg.cache_dir)):
+                from compiler.runtime.redis_cache import check_location
+
                 check_location(str(cfg.cache_dir))  # the server answers, before anything is paid for
             elif cfg.get("cache_dir"):
                 _writable_dir("cache_dir", cfg.cache_dir)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
+import queue
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from compiler.atomic import write_json_atomic
-from compiler.errors import ConfigError
 from compiler.variant import canonical_json, content_hash
 
 log = logging.getLogger(__name__)
@@ -38,17 +38,23 @@ def request_key(request: Mapping[str, Any]) -> str:
 
 
 class RequestKeyer:
-    """``request_key`` for the calls of one route, with each tools list encoded once.
+    """``request_key`` for the calls of one route, with each tools list and message encoded once.
 
     A variant sends the same tools list on every call (``HarnessVariant.native_tools_for`` hands
     out one list per selection, never changed), and it is three quarters of a request's canonical
     text. The request carries a copy (litellm may adapt what it is given), so the caller names the
-    variant's own list as ``tools``: its text is memoised by identity. The key is the same string's
-    hash as ``request_key``'s: a canonical object is its sorted members joined, so a memoised member
+    variant's own list as ``tools``: its text is memoised by identity. An episode's messages are
+    sent again on each of its later calls: each message's text is memoised by identity too, and
+    used only while the message holds the very same values (a value replaced or added since makes
+    it encoded afresh; the runtime never edits a message it sent). The key is the same string's hash
+    as ``request_key``'s: a canonical object is its sorted members joined, so a memoised member
     splices in unchanged, and a cache filled by one is read by the other."""
+
+    MESSAGES_HELD = 4096  # an evaluation's episodes in flight send a few hundred messages between them
 
     def __init__(self) -> None:
         self._tools: dict[int, tuple[object, str]] = {}  # id -> (the list itself, kept so the id stays its own; its text)
+        self._messages: OrderedDict[int, tuple[dict[str, Any], tuple[tuple[str, Any], ...], str]] = OrderedDict()
 
     def _tools_json(self, tools: Sequence[Any]) -> str:
         held = self._tools.get(id(tools))
@@ -57,13 +63,34 @@ class RequestKeyer:
             self._tools[id(tools)] = held
         return held[1]
 
+    def _message_json(self, message: Any) -> str:
+        if type(message) is not dict:
+            return canonical_json(message)
+        held = self._messages.get(id(message))
+        if (held is not None and held[0] is message and len(held[1]) == len(message)
+                and all(message.get(k, _ABSENT) is v for k, v in held[1])):
+            self._messages.move_to_end(id(message))
+            return held[2]
+        text = canonical_json(message)
+        self._messages[id(message)] = (message, tuple(message.items()), text)  # the values held too: no id is reused
+        if len(self._messages) > self.MESSAGES_HELD:
+            self._messages.popitem(last=False)
+        return text
+
     def __call__(self, request: Mapping[str, Any], *, tools: Sequence[Any] | None = None) -> str:
         """The key of ``request``; ``tools`` is the list ``request["tools"]`` was copied from."""
         def member(k: str, v: Any) -> str:
-            return self._tools_json(tools) if k == "tools" and tools is not None else canonical_json(v)
+            if k == "tools" and tools is not None:
+                return self._tools_json(tools)
+            if k == "messages" and type(v) is list:
+                return f"[{','.join(self._message_json(m) for m in v)}]"
+            return canonical_json(v)
 
         members = ",".join(f"{canonical_json(k)}:{member(k, v)}" for k, v in sorted(request.items()))
         return hashlib.sha256(f"{{{members}}}".encode()).hexdigest()
+
+
+_ABSENT = object()
 
 
 class ReplyCache(Protocol):
@@ -77,10 +104,90 @@ class ReplyCache(Protocol):
     def put(self, key: str, value: Mapping[str, Any]) -> None: ...
 
 
+SCHEMES = ("redis", "rediss")
+
+
+def is_redis_url(location: str) -> bool:
+    return urlsplit(location).scheme in SCHEMES
+
+
+def is_url(location: str) -> bool:
+    """A location written as a URL (``scheme://...``): never a folder, whether or not it is a Redis one."""
+    return "://" in location
+
+
+class WriteBehind:
+    """A cache's writes made in order by one thread of their own: an episode hands its reply over
+    and goes on, without waiting for the disk or the network and without a thread hop per entry
+    (``asyncio.to_thread`` for each of an evaluation's thousands of writes cost more CPU than the
+    writes). Until an entry is written, ``pending`` has it: a call that asks the same again right
+    away is answered from it, as it would have been from the cache. The thread ends once the queue
+    is empty and it is told to (``flush``), or has idled ``IDLE_S``; it is not a daemon, so the
+    interpreter waits for it at exit and only a killed process loses what was still queued:
+    replies a later run pays for again."""
+
+    IDLE_S = 0.5
+
+    def __init__(self, cache: ReplyCache) -> None:
+        self.cache = cache
+        self._queue: queue.Queue[tuple[str, Mapping[str, Any]] | None] = queue.Queue()
+        self._lock = threading.Lock()  # an entry is never queued behind a thread that has decided to end
+        self._thread: threading.Thread | None = None
+        self._pending: dict[str, Mapping[str, Any]] = {}
+
+    def pending(self, key: str) -> dict[str, Any] | None:
+        """The reply handed over under ``key`` and not yet written, or None."""
+        value = self._pending.get(key)
+        return dict(value) if value is not None else None
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._pending[key] = value
+            self._queue.put((key, value))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._drain, name="evoharness-cache-writer")
+                self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=self.IDLE_S)
+            except queue.Empty:
+                item = None
+            else:
+                if item is not None:
+                    key, value = item
+                    try:
+                        self.cache.put(key, value)
+                    except Exception as exc:  # a backend's own failure costs an entry, never the run
+                        log.warning("response cache entry %s was not written (%s: %s)", key, type(exc).__name__, exc)
+                    finally:
+                        with self._lock:
+                            if self._pending.get(key) is value:  # a later reply under the key waits its own turn
+                                del self._pending[key]
+                        self._queue.task_done()
+                    continue
+                self._queue.task_done()
+            with self._lock:
+                if self._queue.empty():
+                    self._thread = None
+                    return
+
+    def flush(self) -> None:
+        """Return once every entry handed over so far is written, and let the thread end."""
+        with self._lock:
+            if self._thread is None:
+                return
+            self._queue.put(None)
+        self._queue.join()
+
+
 def open_cache(location: str | Path) -> ReplyCache:
-    """The response cache at ``location``: a folder, or a Redis server (``redis://host:6379/0``)
-    that machines sharing no folder can all read and fill."""
+    """The response cache at ``location``: a folder, or a Redis server (``redis://host:6379/0``,
+    compiler/runtime/redis_cache.py) that machines sharing no folder can all read and fill."""
     if is_redis_url(str(location)):
+        from compiler.runtime.redis_cache import RedisResponseCache
+
         return RedisResponseCache(str(location))
     return ResponseCache(location)
 
@@ -125,130 +232,3 @@ class ResponseCache:
                     return
                 _WARNED.add(str(self.root))
             log.warning("response cache %s cannot be written (%s): this run's replies are not cached", self.root, exc)
-
-
-# -- the same cache in a Redis server, for machines that share no folder -------------------
-# An entry is one key (``evoharness:reply:<request key>``) holding the reply's JSON, written with
-# one SET: a reader sees a whole entry or none. The password never appears in the location (which
-# every record keeps): it is read from ``REDIS_PASSWORD`` in each process's environment, as a
-# model's key is.
-PREFIX = "evoharness:reply:"
-SCHEMES = ("redis", "rediss")
-PASSWORD_ENV = "REDIS_PASSWORD"
-TIMEOUT_S = 5.0
-
-
-def is_redis_url(location: str) -> bool:
-    return urlsplit(location).scheme in SCHEMES
-
-
-def is_url(location: str) -> bool:
-    """A location written as a URL (``scheme://...``): never a folder, whether or not it is a Redis one."""
-    return "://" in location
-
-
-def check_location(location: str, *, key: str = "cache_dir") -> None:
-    """A Redis location that can be used: ``redis[s]://HOST[:PORT][/DB]`` and nothing else (no
-    password, no options: the location is kept in every record), the client installed, the server
-    answering. Called before any paid work; each failure is one ConfigError."""
-    example = "write redis://HOST:6379/0 (or rediss:// for TLS)"
-    parts = urlsplit(location)
-    if parts.scheme not in SCHEMES or not location.startswith(f"{parts.scheme}://"):
-        raise ConfigError(key, f"{location.split('://')[0]!r}:// is not a cache location this project reads (a folder, or "
-                          "redis:// / rediss://)", example)
-    if parts.query or parts.fragment:  # redis-py would read ?password= from it, and every record keeps the location
-        raise ConfigError(key, "the Redis URL carries options (?... or #...), which the cache does not take, and a "
-                          "?password= there would be kept in every record", f"drop them; put the password in {PASSWORD_ENV}")
-    if parts.password is not None:
-        raise ConfigError(key, "the Redis URL carries a password, and the cache location is kept in every record",
-                          f"drop it from the URL and export {PASSWORD_ENV} instead")
-    try:
-        parts.port  # noqa: B018  # a port that is not a number raises here
-    except ValueError:
-        raise ConfigError(key, f"{location!r} has a port that is not a number", example) from None
-    if not parts.hostname:
-        raise ConfigError(key, f"{location!r} names no host", example)
-    db = parts.path.strip("/")
-    if db and not (db.isascii() and db.isdigit()):
-        raise ConfigError(key, f"{location!r}: the database {db!r} is not a number", f"{example}; databases are numbered")
-    try:
-        import redis
-    except ImportError:
-        raise ConfigError(key, "a Redis cache needs the redis client", "pip install -e '.[redis]'") from None
-    try:
-        client(location).ping()
-    except redis.AuthenticationError as exc:
-        raise ConfigError(key, f"the Redis server at {location} refused the password ({_first_line(exc)})",
-                          f"export {PASSWORD_ENV} with the server's password") from None
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        if "auth" in str(exc).lower():  # a server with a password, asked without one
-            raise ConfigError(key, f"the Redis server at {location} wants a password ({_first_line(exc)})",
-                              f"export {PASSWORD_ENV} with the server's password") from None
-        raise ConfigError(key, f"the Redis server at {location} does not answer ({_first_line(exc)})",
-                          "start it (redis-server), fix the address, or point cache_dir at a folder") from None
-    except redis.RedisError as exc:  # it answered, and refused: a database past its count, an ACL
-        raise ConfigError(key, f"the Redis server at {location} refused the connection ({_first_line(exc)})",
-                          "check the database number and the user against the server's config") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-
-
-def client(location: str) -> Any:
-    import redis
-
-    return redis.Redis.from_url(location, password=os.environ.get(PASSWORD_ENV) or None, socket_timeout=TIMEOUT_S,
-                                socket_connect_timeout=TIMEOUT_S)
-
-
-class RedisResponseCache:
-    """``ResponseCache``'s contract on a Redis server. A server that stops answering mid-run is an
-    optimisation lost, not an evaluation lost: one warning, then the run goes on uncached (asking
-    again after each timeout would stall every call)."""
-
-    remote = True  # a network round trip: the model client calls it off the event loop
-
-    def __init__(self, location: str) -> None:
-        self.location = location
-        self._client = client(location)
-        self._down = False
-        self._lock = threading.Lock()
-
-    def _failed(self, what: str, exc: Exception) -> None:
-        with self._lock:
-            if self._down:
-                return
-            self._down = True
-        log.warning("response cache %s could not %s (%s): this run's replies are not cached", self.location, what, _first_line(exc))
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        if self._down:
-            return None
-        import redis
-
-        try:
-            raw = self._client.get(PREFIX + key)
-        except redis.RedisError as exc:
-            self._failed("be read", exc)
-            return None
-        if raw is None:
-            return None
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            record = None
-        if not is_reply(record):
-            log.warning("response cache entry %s%s in %s is not a model reply: asking the model again", PREFIX, key, self.location)
-            return None
-        return record  # type: ignore[no-any-return]
-
-    def put(self, key: str, value: Mapping[str, Any]) -> None:
-        if self._down:
-            return
-        import redis
-
-        try:
-            self._client.set(PREFIX + key, json.dumps(value, separators=(",", ":")))
-        except redis.RedisError as exc:
-            self._failed("be written", exc)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.provenance import package_version
-from compiler.runtime.cache import ReplyCache, RequestKeyer
+from compiler.runtime.cache import ReplyCache, RequestKeyer, WriteBehind
 from compiler.runtime.llm import ProviderCheckError, check_route, ensure_providers, litellm_module, provider_cache_tag
 from compiler.secrets import remember_env
 from compiler.variant import ModelParams, RouteSettings
@@ -117,6 +117,7 @@ class ModelClient:
         self.model = model
         self.route = route
         self.cache = cache
+        self._writes = WriteBehind(cache) if cache is not None else None
         self._semaphore = asyncio.Semaphore(max(1, route.concurrency))
         # what besides the request decides the answer, read once and only when there is a cache to key:
         # the provider's own tag (the simulator's source), litellm's version, the route's revision
@@ -173,7 +174,9 @@ class ModelClient:
             # the memoised text stands for req["tools"] only when that is the copy of ``tools`` (model.extra may replace it)
             memo = tools if "tools" in req and "tools" not in self.model.extra else None
             key = self._key({**req, "route_revision": self._key_extra}, tools=memo)
-            hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
+            hit = self._writes.pending(key) if self._writes is not None else None  # asked again before it was written
+            if hit is None:
+                hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
             if hit is not None:
                 return _reply_from_record(hit, cached=True)
         lm = ensure_providers()
@@ -228,9 +231,14 @@ class ModelClient:
             record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
         record["attempts"] = attempts
         record["infra_s"] = infra_s
-        if self.cache is not None:
-            await asyncio.to_thread(self.cache.put, key, record)  # a file write: never on the event loop
+        if self._writes is not None:
+            self._writes.put(key, record)  # written by the cache's own thread: never on the event loop
         return _reply_from_record(record, cached=False)
+
+    async def flush(self) -> None:
+        """Return once every reply cached so far is stored (an evaluation ends with it)."""
+        if self._writes is not None:
+            await asyncio.to_thread(self._writes.flush)
 
 
 _DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script

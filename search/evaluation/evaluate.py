@@ -148,6 +148,7 @@ async def evaluate_variant_async(
         stop_if_fatal()
         done = [*probed, *ran, *extra]
         stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error" for s in range(1, samples)]
+    await client.flush()
     await drain_litellm_logging()
     report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples,
                        stand_ins=stand_ins)

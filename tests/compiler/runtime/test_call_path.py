@@ -76,7 +76,12 @@ def test_a_new_route_revision_is_a_cache_miss(monkeypatch: pytest.MonkeyPatch, t
     cache = ResponseCache(tmp_path)
 
     def cached(revision: str | None) -> bool:
-        return asyncio.run(client(cache, revision=revision).complete(MESSAGES, tools=[], user="u")).cached
+        async def once() -> bool:
+            c = client(cache, revision=revision)
+            got = await c.complete(MESSAGES, tools=[], user="u")
+            await c.flush()  # the next client reads the entry from the folder
+            return got.cached
+        return asyncio.run(once())
 
     assert cached(None) is False and cached(None) is True
     assert cached("2026-11") is False and cached("2026-11") is True and cached(None) is True
@@ -105,6 +110,7 @@ def test_an_unwritable_cache_is_one_warning_and_the_calls_go_on(monkeypatch: pyt
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             assert asyncio.run(c.complete(MESSAGES, tools=[], user="u")).content == "done"
+            asyncio.run(c.flush())  # the write (and its warning) happens on the cache's thread
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warned) == 1 and "cannot be written" in warned[0] and str(blocker) in warned[0], warned
 
@@ -127,3 +133,43 @@ def test_the_simulator_reports_its_latency_as_a_provider_would() -> None:
         reset_sim()
     assert first.latency_source == "provider" and first.latency_s > 0
     assert first.latency_s == second.latency_s  # the same request, the same reported time, whatever the machine did
+
+
+def test_a_reply_asked_again_before_its_entry_is_written_is_not_paid_twice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The cache is written by a thread of its own; until an entry lands, the client answers the
+    same request from the reply it handed over, and once flushed the entry is on disk."""
+    import threading
+
+    calls: list[int] = []
+    inner = reply(cost=0.002)
+
+    async def counted(**kwargs: Any) -> Any:
+        calls.append(1)
+        return await inner(**kwargs)
+
+    monkeypatch.setattr(litellm_module(), "acompletion", counted)
+    folder, release = ResponseCache(tmp_path), threading.Event()
+
+    class Slow:
+        remote = False
+
+        def get(self, key: str) -> Any:
+            return folder.get(key)
+
+        def put(self, key: str, value: Any) -> None:
+            release.wait(timeout=30)  # the disk is slow: nothing lands until the test says so
+            folder.put(key, value)
+
+    c = client(Slow())
+
+    async def twice() -> tuple[Any, Any]:
+        first = await c.complete(MESSAGES, tools=[], user="u")
+        return first, await c.complete(MESSAGES, tools=[], user="u")
+
+    first, again = asyncio.run(twice())
+    assert calls == [1] and not first.cached and again.cached and again.cost_usd == first.cost_usd
+    assert not list(tmp_path.rglob("*.json"))  # neither was written yet
+    release.set()
+    asyncio.run(c.flush())
+    assert len(list(tmp_path.rglob("*.json"))) == 1 and client(folder)._writes is not None
+    assert asyncio.run(client(folder).complete(MESSAGES, tools=[], user="u")).cached  # a new client reads it from disk

@@ -89,3 +89,34 @@ def test_tools_that_model_extra_sends_are_keyed_as_sent() -> None:
         req = client.request([{"role": "user", "content": "hi"}], v.native_tools_for(None), "u")
         assert req["tools"][0]["name"] == sent and keys[-1] == request_key({**req, "route_revision": client._key_extra})
     assert keys[0] != keys[1]
+
+
+def test_a_memoised_message_changed_after_it_was_sent_is_keyed_as_it_is_now() -> None:
+    """A message's text is reused only while the message holds the same values: a replaced, added or
+    removed value is encoded afresh, and the key stays the plain one."""
+    from compiler.runtime.cache import RequestKeyer, request_key
+
+    keyer = RequestKeyer()
+    system = {"role": "system", "content": "be brief"}
+    messages: list[Any] = [system, {"role": "user", "content": "hi"}]
+    before = keyer({"model": "m", "messages": list(messages)})
+    assert before == request_key({"model": "m", "messages": messages})
+    system["content"] = "be thorough"  # replaced in place
+    assert keyer({"model": "m", "messages": list(messages)}) == request_key({"model": "m", "messages": messages}) != before
+    system["name"] = "ops"  # added
+    assert keyer({"model": "m", "messages": list(messages)}) == request_key({"model": "m", "messages": messages})
+    del system["name"]
+    system["content"] = "be brief"
+    assert keyer({"model": "m", "messages": list(messages)}) == before
+    messages.append(["not", "a", "dict"])  # whatever a caller sends is keyed as sent
+    assert keyer({"model": "m", "messages": list(messages)}) == request_key({"model": "m", "messages": messages})
+
+
+def test_the_message_memo_is_bounded() -> None:
+    from compiler.runtime.cache import RequestKeyer, request_key
+
+    keyer = RequestKeyer()
+    messages = [{"role": "user", "content": str(i)} for i in range(RequestKeyer.MESSAGES_HELD + 50)]
+    assert keyer({"messages": messages}) == request_key({"messages": messages})
+    assert len(keyer._messages) == RequestKeyer.MESSAGES_HELD
+    assert keyer({"messages": messages[:3]}) == request_key({"messages": messages[:3]})  # evicted ones are encoded again

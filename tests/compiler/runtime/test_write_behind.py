@@ -1,0 +1,79 @@
+"""The response cache's writer thread: every reply handed over is stored, in order, a failing
+backend costs an entry and never the run, and nothing waits on it but ``flush``."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from compiler.runtime.cache import ResponseCache, WriteBehind
+
+REPLY = {"content": "hi", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1,
+         "latency_s": 0.1, "cost_usd": 0.0, "attempts": 1, "infra_s": 0.0}
+
+
+def test_flush_returns_once_every_entry_is_stored_and_the_thread_ends(tmp_path: Path) -> None:
+    writes = WriteBehind(ResponseCache(tmp_path))
+    keys = [f"{i:064x}" for i in range(300)]
+    for i, key in enumerate(keys):
+        writes.put(key, {**REPLY, "content": str(i)})
+    thread = writes._thread
+    assert isinstance(thread, threading.Thread) and thread.name == "evoharness-cache-writer" and not thread.daemon
+    writes.flush()
+    assert [ResponseCache(tmp_path).get(k)["content"] for k in keys] == [str(i) for i in range(300)]  # type: ignore[index]
+    thread.join(timeout=5)
+    assert not thread.is_alive() and writes._thread is None  # told to end: it does not idle on
+    writes.flush()  # nothing queued: returns at once
+    writes.put("ab" * 32, REPLY)  # a write after a flush starts the thread again
+    writes.flush()
+    assert ResponseCache(tmp_path).get("ab" * 32) == REPLY
+
+
+def test_the_same_key_twice_keeps_the_later_reply(tmp_path: Path) -> None:
+    writes = WriteBehind(ResponseCache(tmp_path))
+    for i in range(50):
+        writes.put("cd" * 32, {**REPLY, "content": str(i)})
+    writes.flush()
+    assert ResponseCache(tmp_path).get("cd" * 32)["content"] == "49"  # type: ignore[index]
+
+
+def test_a_backend_that_raises_loses_that_entry_only(tmp_path: Path, caplog: Any) -> None:
+    folder = ResponseCache(tmp_path)
+
+    class Flaky:
+        remote = False
+
+        def get(self, key: str) -> None:
+            return None
+
+        def put(self, key: str, value: Any) -> None:
+            if key.startswith("0"):
+                raise RuntimeError("backend broke")
+            folder.put(key, value)
+
+    writes = WriteBehind(Flaky())
+    writes.put("0" * 64, REPLY)
+    writes.put("1" * 64, REPLY)
+    writes.flush()
+    assert folder.get("1" * 64) == REPLY and folder.get("0" * 64) is None
+    assert any("0" * 64 in r.getMessage() and "backend broke" in r.getMessage() for r in caplog.records)
+
+
+def test_the_writer_idles_out_without_a_flush(tmp_path: Path) -> None:
+    writes = WriteBehind(ResponseCache(tmp_path))
+    writes.put("ef" * 32, REPLY)
+    deadline = time.monotonic() + 10 * WriteBehind.IDLE_S
+    while writes._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writes._thread is None and ResponseCache(tmp_path).get("ef" * 32) == REPLY
+
+
+def test_a_process_that_exits_without_a_flush_still_stores_what_it_handed_over(tmp_path: Path) -> None:
+    code = ("import sys; from compiler.runtime.cache import ResponseCache, WriteBehind; "
+            f"w = WriteBehind(ResponseCache(sys.argv[1])); [w.put(f'{{i:064x}}', {json.dumps(REPLY)!s}) for i in range(200)]")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60, cwd=Path(__file__).resolve().parents[3])
+    assert all(ResponseCache(tmp_path).get(f"{i:064x}") == REPLY for i in range(200))
