@@ -240,3 +240,50 @@ def test_a_failed_incumbent_holdout_stops_the_finish_before_the_champions_is_pai
     labels = [j.label for j in launcher.jobs]
     assert "baseline-holdout" in labels and "baseline-dev" in labels
     assert not [x for x in labels if x == "champion-holdout" or x.startswith("ablation-")]
+
+
+@pytest.mark.parametrize("enabled, rounds, expected", [
+    ("[{name: llm_prompt_rewriter, params: {route: sim/medium}}]", 2, 1),
+    ("[{name: llm_prompt_rewriter, weight: 0, params: {route: sim/medium}}]", 2, 0),  # never runs: nothing to ready
+    ("[{name: llm_prompt_rewriter, params: {route: sim/medium}}]", 1, 0),  # no round after round 0
+    ("[{name: prompt_suffix}]", 2, 0),
+])
+def test_the_search_imports_litellm_while_round_0_runs_only_for_mutators_that_call_a_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enabled: str, rounds: int, expected: int) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from search.optimise import run as run_module
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"runs_dir={tmp_path}", *OVERRIDES, f"search.rounds={rounds}",
+                                                        f"mutators.enabled={enabled}"])
+    GlobalHydra.instance().clear()
+    started: list[int] = []
+    monkeypatch.setattr(run_module, "import_litellm_in_background", lambda: started.append(1))
+    run = SearchRun(RunSettings.from_config(cfg, conf_dirs=[CONF_DIR]), launch=Launcher(), echo=lambda _: None)
+    class NoRound(Exception):
+        pass
+
+    def no_round(*_: Any, **__: Any) -> None:
+        raise NoRound
+
+    monkeypatch.setattr(run, "run_round", no_round)
+    with pytest.raises(NoRound):
+        run.execute()
+    assert len(started) == expected
+
+
+def test_the_background_import_readies_litellm_without_the_caller_waiting() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from compiler.runtime.llm import import_litellm_in_background; t = time.perf_counter(); "
+            "import_litellm_in_background(); waited = time.perf_counter() - t; "
+            "[time.sleep(0.05) for _ in range(600) if 'litellm' not in sys.modules or not hasattr(sys.modules['litellm'], 'acompletion')]; "
+            "from compiler.runtime.llm import litellm_module; print(waited < 0.5, litellm_module().suppress_debug_info)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.stdout.split() == ["True", "True"], out.stderr[-2000:]
