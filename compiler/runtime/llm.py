@@ -96,18 +96,6 @@ def litellm_module() -> ModuleType:
     return litellm
 
 
-def import_litellm_in_background() -> None:
-    """Start importing litellm (seconds of CPU) on a thread of its own, for a process that will
-    need it later and has a wait to spend first: the search imports it while round 0 runs in
-    its workers, so the mutators' first call between rounds does not wait for it. A no-op once imported."""
-    import sys
-    import threading
-
-    if "litellm" in sys.modules:
-        return
-    threading.Thread(target=litellm_module, name="evoharness-litellm-import", daemon=True).start()
-
-
 async def drain_litellm_logging() -> None:
     """Let litellm finish the logging work of this event loop's calls. litellm hands it to a worker
     bound to the running loop, through a task it spawns once a reply is back; a loop that ends

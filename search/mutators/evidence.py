@@ -196,7 +196,6 @@ class FunctionMutator:
 
     name: str
     fn: Callable[[MutationContext, random.Random], Sequence[Proposal | Control]]
-    routes: tuple[str, ...] = ()  # the model routes ``fn`` calls: the search readies their client while round 0 runs
 
     def propose(self, ctx: MutationContext, *, rng: random.Random) -> Sequence[Proposal | Control]:
         return tuple(self.fn(ctx, rng))

@@ -165,7 +165,7 @@ def llm_prompt_rewriter(*, route: str = "sim/medium", section: str | None = None
                                      on_cost=ctx.on_cost),
                                  f"{route} rewrite from {len(lines)} evidence line(s)")
 
-    return FunctionMutator("llm_prompt_rewriter", propose, routes=(route,))
+    return FunctionMutator("llm_prompt_rewriter", propose)
 
 
 def check_step(reply: str, taken: Sequence[str]) -> dict[str, Any] | str:
@@ -227,7 +227,7 @@ def llm_workflow_editor(*, route: str = "sim/medium", section: str | None = None
         value = {**result, "after": [str(workflow[-1]["name"])] if workflow else [], "optional": True}
         return [proposal("step", result["name"], value, "llm_workflow_editor", f"{route} step ({result['trigger']})")]
 
-    return FunctionMutator("llm_workflow_editor", propose, routes=(route,))
+    return FunctionMutator("llm_workflow_editor", propose)
 
 
 def redact_call(line: str) -> str:
@@ -277,4 +277,4 @@ def teacher_gap_rewriter(*, route: str = "sim/medium", section: str | None = Non
                                      on_cost=ctx.on_cost),
                                  f"{route} teacher-gap rewrite on {len(teacher)} task(s)")
 
-    return FunctionMutator("teacher_gap_rewriter", propose, routes=(route,))
+    return FunctionMutator("teacher_gap_rewriter", propose)

@@ -20,7 +20,6 @@ import optuna
 from compiler.atomic import write_json_atomic
 from compiler.errors import ConfigError
 from compiler.provenance import git_revision
-from compiler.runtime.llm import import_litellm_in_background
 from compiler.runtime.workload import Workload, workload_factory
 from compiler.variant import HarnessVariant, content_hash
 from search.evaluation.coverage import coverage_warning
@@ -367,8 +366,6 @@ class SearchRun:
     # -- whole run ----------------------------------------------------------------------
     def execute(self) -> dict[str, Any]:
         frozen = self.freeze()
-        if self.s.rounds > 1 and any(getattr(m, "routes", ()) and w > 0 for m, w in self.mutators):
-            import_litellm_in_background()  # the mutators call a model between rounds
         studies: list[optuna.Study] = []
         front: list[TrialRecord] = []
         earlier: set[str] = set()  # evaluations earlier rounds paid for: free to read again
