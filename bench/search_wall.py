@@ -9,7 +9,10 @@
    up to W evaluations at a time (two per core, at most a batch: ``usable_workers``), so the
    latency floor is max(the largest evaluation floor, the sum of evaluation floors / W). The sum
    itself (one evaluation at a time, the basic launcher's floor) is reported beside it.
-3. The same command again with the same seed on a new study folder and the warm cache: it must pick
+3. Where the time went, from the evaluations' worker records: the CPU the jobs' processes spent per
+   episode (against the in-process figure of 2), how many cores they kept busy on average, and the
+   wall time in which no job ran at all (start-up, the orchestrator between batches and rounds).
+4. The same command again with the same seed on a new study folder and the warm cache: it must pick
    the identical champion (variant hash), front and claim.
 
 Targets: actual / ideal <= 1.5; warm champion identical.
@@ -72,6 +75,16 @@ def cpu_per_episode() -> float:
     return (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / len(tasks)
 
 
+def union_s(intervals: Sequence[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of ``intervals``."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args(argv)
@@ -81,12 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         cold_s, cold = search(Path(tmp) / "cold", cache)
         if cold.returncode != 0:
             raise SystemExit(f"search failed: {cold.stderr[-2000:]}")
-        episodes, floors = 0, []
+        episodes, floors, jobs = 0, [], []
         for path in (Path(tmp) / "cold").glob("*/evals/*.json"):
-            eps = json.loads(path.read_text(encoding="utf-8"))["report"]["episodes"]
+            record = json.loads(path.read_text(encoding="utf-8"))
+            eps = record["report"]["episodes"]
             lat = [float(e["latency_s"]) for e in eps]
             episodes += len(eps)
             floors.append(max(max(lat, default=0.0), sum(lat) / CONCURRENCY))
+            jobs.append(record["worker"])
         sequential = sum(floors)
         frozen = json.loads(next((Path(tmp) / "cold").glob("*/freeze.json")).read_text(encoding="utf-8"))
         workers = usable_workers(frozen["resolved_config"]["search"]["population_size"])
@@ -96,11 +111,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_s, warm = search(Path(tmp) / "warm", cache)
         same = warm.returncode == 0 and outcome(Path(tmp) / "warm") == outcome(Path(tmp) / "cold")
     ratio = cold_s / ideal
+    # where the time went: the CPU the jobs' processes spent (against the same episodes in one
+    # process here), and the wall time in which no job ran at all (start-up, the orchestrator's
+    # work between batches and rounds, the finish's bookkeeping)
+    jobs_cpu = sum(float(w.get("cpu_s", 0.0)) for w in jobs)
+    no_job = cold_s - union_s([(float(w["started"]), float(w["ended"])) for w in jobs])
     figure("main_job_actual_over_ideal", round(ratio, 2), TARGET, ratio <= TARGET, actual_s=round(cold_s, 1), ideal_s=round(ideal, 1),
            cpu_floor_s=round(episodes * per / cores, 1), latency_floor_s=round(floor, 1),
            one_at_a_time_latency_floor_s=round(sequential, 1),
            actual_over_one_at_a_time_floor=round(cold_s / max(sequential, episodes * per / cores), 2), episodes=episodes,
            cpu_ms_per_episode=round(per * 1000, 1), cores=cores, workers=workers)
+    figure("jobs_cpu_ms_per_episode", round(jobs_cpu / max(episodes, 1) * 1000, 1), None, None, jobs_cpu_s=round(jobs_cpu, 1),
+           in_process_cpu_ms_per_episode=round(per * 1000, 1), jobs=len(jobs),
+           cores_busy_with_jobs=round(jobs_cpu / cold_s, 2), cores=cores)
+    figure("wall_s_with_no_job_running", round(no_job, 1), None, None, share_of_actual=round(no_job / cold_s, 3))
     figure("warm_rerun_identical_champion", same, True, same, warm_s=round(warm_s, 1))
     print(f"summary: main job {cold_s:.0f} s cold against an ideal of {ideal:.0f} s ({episodes} episodes x {per * 1000:.0f} ms CPU "
           f"/ {cores} cores, latency floor {floor:.0f} s): {ratio:.2f}x (target <= {TARGET}); warm rerun {warm_s:.0f} s, "

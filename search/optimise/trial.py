@@ -156,7 +156,9 @@ class TrialResult:
     report: EvalReport
     evidence: tuple[FailedEpisode, ...] = ()
     reused: bool = False  # read from the study's store, not paid for again
-    worker: Mapping[str, Any] | None = None  # where and when the job ran: host, pid, started and ended (Unix seconds)
+    # where and when the job ran: host, pid, started and ended (Unix seconds), and the CPU seconds its
+    # process spent on it (a worker runs one job at a time): wall against CPU shows a job that waited
+    worker: Mapping[str, Any] | None = None
 
     @property
     def variant_hash(self) -> str:
@@ -243,7 +245,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     orchestrator keeps the result); the response cache is the only thing on disk, and it is optional."""
     from search.evaluation.evaluate import evaluate_variant_async
 
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     variant = spec.variant()
     workload = workload_factory(spec.workload.name)(**dict(spec.workload.options))
     tasks = [workload.task(t) for t in spec.task_ids]
@@ -259,5 +261,6 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         label=spec.label, split=spec.split, variant=variant, report=report,
         evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])), e.failures)
                        for e in report.episodes if (e.task_id, e.sample) in failed),
-        worker={"host": socket.gethostname(), "pid": os.getpid(), "started": round(started, 3), "ended": round(time.time(), 3)},
+        worker={"host": socket.gethostname(), "pid": os.getpid(), "started": round(started, 3), "ended": round(time.time(), 3),
+                "cpu_s": round(time.process_time() - cpu, 3)},
     )

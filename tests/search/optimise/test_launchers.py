@@ -142,3 +142,5 @@ def test_the_default_launcher_runs_a_batch_in_parallel_and_finds_the_basic_launc
     train = sorted((w["started"], w["ended"], w["pid"]) for w in runs_of)
     assert len({pid for _, _, pid in train}) >= 2  # the basic launcher runs every job in the search's one process
     assert any(b[0] < a[1] for a, b in zip(train, train[1:])), "no two jobs overlapped: the batch ran one job at a time"
+    # each job's own CPU: more than nothing, and no more than its process could spend in its wall time on the cores it had
+    assert all(0 < w["cpu_s"] <= (w["ended"] - w["started"]) * len(os.sched_getaffinity(0)) + 0.05 for w in runs_of)
