@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -16,11 +17,14 @@ _HOST = socket.gethostname()
 def _open_beside(target: Path) -> tuple[int, str]:
     """A new temp file beside ``target`` under a name no other writer uses at the same time (this
     host, process and thread): mkstemp's random names cost a search's thousands of small writes
-    three times as much. A name left by a killed writer that had the same pid and thread falls back to mkstemp."""
+    three times as much. A name left by a killed writer that had the same pid and thread, or a
+    name the suffix makes too long, falls back to mkstemp."""
     tmp = target.parent / f".{target.name}.{_HOST}-{os.getpid()}-{threading.get_ident()}.tmp"
     try:
         return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), str(tmp)
-    except FileExistsError:
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENAMETOOLONG):  # taken, or a long name made too long by the suffix
+            raise
         return tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
 
 

@@ -11,25 +11,15 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from compiler.atomic import write_json_atomic
+from compiler.runtime.cache_entry import is_reply
+from compiler.runtime.redis_cache import RedisResponseCache, is_redis_url
 from compiler.variant import canonical_json, content_hash
 
 log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
-
-
-def is_reply(record: Any) -> bool:
-    if not isinstance(record, dict) or not isinstance(record.get("tool_calls", []), list):
-        return False
-    if not isinstance(record.get("content"), str | None):
-        return False
-    calls_ok = all(isinstance(c, dict) and {"id", "name", "arguments"} <= set(c) for c in record.get("tool_calls", []))
-    numbers_ok = all(isinstance(record.get(k, 0), int | float) and not isinstance(record.get(k, 0), bool)
-                     for k in ("prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "infra_s"))
-    return calls_ok and numbers_ok
 
 
 def request_key(request: Mapping[str, Any]) -> str:
@@ -104,13 +94,6 @@ class ReplyCache(Protocol):
     def put(self, key: str, value: Mapping[str, Any]) -> None: ...
 
 
-SCHEMES = ("redis", "rediss")
-
-
-def is_redis_url(location: str) -> bool:
-    return urlsplit(location).scheme in SCHEMES
-
-
 def is_url(location: str) -> bool:
     """A location written as a URL (``scheme://...``): never a folder, whether or not it is a Redis one."""
     return "://" in location
@@ -138,17 +121,37 @@ class WriteBehind:
     def pending(self, key: str) -> dict[str, Any] | None:
         """The reply handed over under ``key`` and not yet written, or None."""
         value = self._pending.get(key)
-        return dict(value) if value is not None else None
+        if value is None:
+            return None
+        from compiler.secrets import scrub
+
+        return json.loads(scrub(json.dumps(value)))  # as the stored entry will read: secrets scrubbed
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         with self._lock:
+            if self._thread is None:
+                thread = threading.Thread(target=self._drain, name="evoharness-cache-writer")
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had (interpreter shutdown, a thread limit): written here
+                    self.cache.put(key, value)
+                    return
+                self._thread = thread
             self._pending[key] = value
             self._queue.put((key, value))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._drain, name="evoharness-cache-writer")
-                self._thread.start()
 
     def _drain(self) -> None:
+        try:
+            self._drain_queue()
+        finally:  # whatever ended it (even a BaseException from a backend), the next put starts a writer
+            with self._lock:
+                if self._thread is threading.current_thread():
+                    self._thread = None
+                    if not self._queue.empty():
+                        self._thread = threading.Thread(target=self._drain, name="evoharness-cache-writer")
+                        self._thread.start()
+
+    def _drain_queue(self) -> None:
         while True:
             try:
                 item = self._queue.get(timeout=self.IDLE_S)
@@ -170,8 +173,7 @@ class WriteBehind:
                 self._queue.task_done()
             with self._lock:
                 if self._queue.empty():
-                    self._thread = None
-                    return
+                    return  # _drain lets the thread go, under this lock
 
     def flush(self) -> None:
         """Return once every entry handed over so far is written, and let the thread end."""
@@ -186,8 +188,6 @@ def open_cache(location: str | Path) -> ReplyCache:
     """The response cache at ``location``: a folder, or a Redis server (``redis://host:6379/0``,
     compiler/runtime/redis_cache.py) that machines sharing no folder can all read and fill."""
     if is_redis_url(str(location)):
-        from compiler.runtime.redis_cache import RedisResponseCache
-
         return RedisResponseCache(str(location))
     return ResponseCache(location)
 

@@ -15,13 +15,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from compiler.errors import ConfigError
-from compiler.runtime.cache import SCHEMES, is_reply
+from compiler.runtime.cache_entry import is_reply
+from compiler.secrets import scrub
 
 log = logging.getLogger(__name__)
 
 PREFIX = "evoharness:reply:"
 PASSWORD_ENV = "REDIS_PASSWORD"
 TIMEOUT_S = 5.0
+SCHEMES = ("redis", "rediss")
+
+
+def is_redis_url(location: str) -> bool:
+    return urlsplit(location).scheme in SCHEMES
 
 
 def check_location(location: str, *, key: str = "cache_dir") -> None:
@@ -126,6 +132,6 @@ class RedisResponseCache:
         import redis
 
         try:
-            self._client.set(PREFIX + key, json.dumps(value, separators=(",", ":")))
+            self._client.set(PREFIX + key, scrub(json.dumps(value, separators=(",", ":"))))  # as a file entry is
         except redis.RedisError as exc:
             self._failed("be written", exc)

@@ -77,3 +77,49 @@ def test_a_process_that_exits_without_a_flush_still_stores_what_it_handed_over(t
             f"w = WriteBehind(ResponseCache(sys.argv[1])); [w.put(f'{{i:064x}}', {json.dumps(REPLY)!s}) for i in range(200)]")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60, cwd=Path(__file__).resolve().parents[3])
     assert all(ResponseCache(tmp_path).get(f"{i:064x}") == REPLY for i in range(200))
+
+
+def test_no_thread_to_be_had_writes_the_entry_in_the_caller(tmp_path: Path, monkeypatch: Any) -> None:
+    writes = WriteBehind(ResponseCache(tmp_path))
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    writes.put("ab" * 32, REPLY)
+    monkeypatch.undo()
+    assert ResponseCache(tmp_path).get("ab" * 32) == REPLY and writes._thread is None
+    writes.put("cd" * 32, REPLY)
+    writes.flush()  # returns: nothing waits on a thread that never ran
+    assert ResponseCache(tmp_path).get("cd" * 32) == REPLY
+
+
+def test_a_writer_killed_by_a_base_exception_is_replaced_and_flush_returns(tmp_path: Path) -> None:
+    folder = ResponseCache(tmp_path)
+
+    class Exiting:
+        remote = False
+
+        def get(self, key: str) -> None:
+            return None
+
+        def put(self, key: str, value: Any) -> None:
+            if key.startswith("0"):
+                raise SystemExit("backend quit")
+            folder.put(key, value)
+
+    writes = WriteBehind(Exiting())
+    for k in ("0" * 64, "1" * 64, "2" * 64):
+        writes.put(k, REPLY)
+    done = threading.Event()
+    threading.Thread(target=lambda: (writes.flush(), done.set()), daemon=True).start()
+    assert done.wait(timeout=10), "flush hung after the writer died"
+    assert folder.get("1" * 64) == REPLY and folder.get("2" * 64) == REPLY and folder.get("0" * 64) is None
+
+
+def test_a_long_name_that_the_temp_suffix_would_make_too_long_is_still_written(tmp_path: Path) -> None:
+    from compiler.atomic import write_text_atomic
+
+    target = tmp_path / ("n" * 240)
+    write_text_atomic(target, "x\n", fsync=False)
+    assert target.read_text() == "x\n" and not list(tmp_path.glob(".*.tmp"))
