@@ -130,7 +130,7 @@ class WriteBehind:
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         with self._lock:
             if self._thread is None:
-                thread = threading.Thread(target=self._drain, name="evoharness-cache-writer")
+                thread = self._writer()
                 try:
                     thread.start()
                 except RuntimeError:  # no thread to be had (interpreter shutdown, a thread limit): written here
@@ -140,6 +140,9 @@ class WriteBehind:
             self._pending[key] = value
             self._queue.put((key, value))
 
+    def _writer(self) -> threading.Thread:
+        return threading.Thread(target=self._drain, name="evoharness-cache-writer")
+
     def _drain(self) -> None:
         try:
             self._drain_queue()
@@ -148,7 +151,7 @@ class WriteBehind:
                 if self._thread is threading.current_thread():
                     self._thread = None
                     if not self._queue.empty():
-                        self._thread = threading.Thread(target=self._drain, name="evoharness-cache-writer")
+                        self._thread = self._writer()
                         self._thread.start()
 
     def _drain_queue(self) -> None:

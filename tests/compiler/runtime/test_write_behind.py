@@ -41,21 +41,26 @@ def test_the_same_key_twice_keeps_the_later_reply(tmp_path: Path) -> None:
     assert ResponseCache(tmp_path).get("cd" * 32)["content"] == "49"  # type: ignore[index]
 
 
+class Failing:
+    """A backend that stores in ``folder`` but raises ``error`` for keys starting with 0."""
+
+    remote = False
+
+    def __init__(self, folder: ResponseCache, error: BaseException) -> None:
+        self.folder, self.error = folder, error
+
+    def get(self, key: str) -> None:
+        return None
+
+    def put(self, key: str, value: Any) -> None:
+        if key.startswith("0"):
+            raise self.error
+        self.folder.put(key, value)
+
+
 def test_a_backend_that_raises_loses_that_entry_only(tmp_path: Path, caplog: Any) -> None:
     folder = ResponseCache(tmp_path)
-
-    class Flaky:
-        remote = False
-
-        def get(self, key: str) -> None:
-            return None
-
-        def put(self, key: str, value: Any) -> None:
-            if key.startswith("0"):
-                raise RuntimeError("backend broke")
-            folder.put(key, value)
-
-    writes = WriteBehind(Flaky())
+    writes = WriteBehind(Failing(folder, RuntimeError("backend broke")))
     writes.put("0" * 64, REPLY)
     writes.put("1" * 64, REPLY)
     writes.flush()
@@ -96,19 +101,7 @@ def test_no_thread_to_be_had_writes_the_entry_in_the_caller(tmp_path: Path, monk
 
 def test_a_writer_killed_by_a_base_exception_is_replaced_and_flush_returns(tmp_path: Path) -> None:
     folder = ResponseCache(tmp_path)
-
-    class Exiting:
-        remote = False
-
-        def get(self, key: str) -> None:
-            return None
-
-        def put(self, key: str, value: Any) -> None:
-            if key.startswith("0"):
-                raise SystemExit("backend quit")
-            folder.put(key, value)
-
-    writes = WriteBehind(Exiting())
+    writes = WriteBehind(Failing(folder, SystemExit("backend quit")))
     for k in ("0" * 64, "1" * 64, "2" * 64):
         writes.put(k, REPLY)
     done = threading.Event()
