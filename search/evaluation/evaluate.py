@@ -123,32 +123,36 @@ async def evaluate_variant_async(
         if fatal:
             raise fatal[0]
 
-    desc = f"{split} {variant.model.route}" if progress else None
-    judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
-    if not judged:
-        done = await _gather([guarded(t, s) for t in chosen for s in range(samples)], progress=desc)
-        stop_if_fatal()
-        stand_ins: list[EpisodeResult] = []
-    else:
-        head, tail = chosen[:probe], chosen[probe:]
-        # the probe's samples go first through the gate; every task's first sample runs meanwhile
-        probing = [asyncio.ensure_future(guarded(t, s)) for t in head for s in range(samples)]
-        firsts = [asyncio.ensure_future(guarded(t, 0)) for t in tail]
-        probed = await asyncio.gather(*probing)
-        if fatal:
-            await asyncio.gather(*firsts)
+    # a reply paid for before an error still lands in the cache: a rerun does not pay for it again
+    try:
+        desc = f"{split} {variant.model.route}" if progress else None
+        judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
+        if not judged:
+            done = await _gather([guarded(t, s) for t in chosen for s in range(samples)], progress=desc)
             stop_if_fatal()
-        repeat = not repeats_identical([traj for _, traj in probed])
-        extra = await _gather([guarded(t, s) for t in tail for s in range(1, samples)] if repeat else [], progress=desc)
-        ran = await asyncio.gather(*firsts)
-        stop_if_fatal()
-        # a task whose one sample was lost to the infrastructure has nothing to stand in for: its other samples run
-        lost = [] if repeat else [t for t, (_, traj) in zip(tail, ran) if traj.status == "infra_error"]
-        extra += await asyncio.gather(*[guarded(t, s) for t in lost for s in range(1, samples)])
-        stop_if_fatal()
-        done = [*probed, *ran, *extra]
-        stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error" for s in range(1, samples)]
-    await client.flush()
+            stand_ins: list[EpisodeResult] = []
+        else:
+            head, tail = chosen[:probe], chosen[probe:]
+            # the probe's samples go first through the gate; every task's first sample runs meanwhile
+            probing = [asyncio.ensure_future(guarded(t, s)) for t in head for s in range(samples)]
+            firsts = [asyncio.ensure_future(guarded(t, 0)) for t in tail]
+            probed = await asyncio.gather(*probing)
+            if fatal:
+                await asyncio.gather(*firsts)
+                stop_if_fatal()
+            repeat = not repeats_identical([traj for _, traj in probed])
+            extra = await _gather([guarded(t, s) for t in tail for s in range(1, samples)] if repeat else [], progress=desc)
+            ran = await asyncio.gather(*firsts)
+            stop_if_fatal()
+            # a task whose one sample was lost to the infrastructure has nothing to stand in for: its other samples run
+            lost = [] if repeat else [t for t, (_, traj) in zip(tail, ran) if traj.status == "infra_error"]
+            extra += await asyncio.gather(*[guarded(t, s) for t in lost for s in range(1, samples)])
+            stop_if_fatal()
+            done = [*probed, *ran, *extra]
+            stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error"
+                                           for s in range(1, samples)]
+    finally:
+        await client.flush()
     await drain_litellm_logging()
     report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples,
                        stand_ins=stand_ins)

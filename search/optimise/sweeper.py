@@ -63,7 +63,9 @@ class NSGA2SweeperImpl:
         if not config.hydra.get("verbose"):
             # a launcher logs every job's "+trial=..." override: dozens of lines that bury the
             # search's own round lines; `hydra.verbose=true` brings them back
-            logging.getLogger(type(self.launcher).__module__.rpartition(".")[0]).setLevel(logging.WARNING)
+            for cls in type(self.launcher).__mro__:  # a launcher built on another logs from the other's package
+                if cls.__module__.startswith("hydra_plugins."):
+                    logging.getLogger(cls.__module__.rpartition(".")[0]).setLevel(logging.WARNING)
 
     def launch(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
         assert self.launcher is not None
