@@ -21,8 +21,9 @@ from omegaconf import DictConfig
 @dataclass
 class PreloadedJoblibLauncherConf(JobLibLauncherConf):
     _target_: str = "hydra_plugins.evoharness_parallel.preloaded_launcher.PreloadedJoblibLauncher"
-    # modules the fork server imports before it forks a worker; one that fails to import is skipped
-    # (the worker then imports it itself, as a plain joblib worker would)
+    # modules the fork server imports before it forks a worker: importable by a fresh interpreter
+    # (installed, or on PYTHONPATH; not a path the search adds at run time). One that raises
+    # ImportError is skipped, and the worker imports it itself; anything else it raises kills the server
     preload: list[str] = field(default_factory=lambda: ["search.optimise.preload"])
 
 
@@ -39,4 +40,4 @@ class PreloadedJoblibLauncher(JoblibLauncher):
         from search.optimise.workers import start_fork_server
 
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
-        start_fork_server(self.preload)  # now: it imports while the search freezes its config
+        start_fork_server(self.preload, n_jobs=int(self.joblib.get("n_jobs", -1)))  # now: it imports while the search starts

@@ -15,12 +15,13 @@ import base64
 import json
 import os
 import re
+import select
 import signal
 import socket
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,26 +219,49 @@ def job_signals() -> None:
     then on: a Ctrl-C in the terminal reaches the whole process group, and the orchestrator's answer
     to the first one is to let the batch in flight finish, which a worker killed by the same
     keystroke (running a job, or idle between batches) could not. A second Ctrl-C stops the
-    orchestrator, whose launcher then kills its workers. A worker also exits when its parent has gone
-    (a killed orchestrator)."""
+    orchestrator, whose launcher then kills its workers. A worker also exits when its parent has gone,
+    or the search that started it (a killed orchestrator): a worker forked by the preloaded
+    launcher's server has the server for a parent, which lives as long as its workers do."""
     global _watching
     if os.getpid() == _orchestrator_pid or threading.current_thread() is not threading.main_thread():
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not _watching:  # a worker outlives a killed orchestrator otherwise (joblib's idle for minutes, paying for its job)
         _watching = True
-        threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="evoharness-parent-watch", daemon=True).start()
+        search = os.environ.get(SEARCH_PID_ENV, "")
+        threading.Thread(target=_exit_with_parent, args=(os.getppid(), int(search) if search.isdigit() else None),
+                         name="evoharness-parent-watch", daemon=True).start()
 
 
 _watching = False
+SEARCH_PID_ENV = "EVOHARNESS_SEARCH_PID"  # set in the preloaded launcher's server: its workers' search
 
 
-def _exit_with_parent(parent: int) -> None:
-    """Exit this worker process once the process that started it has gone (its parent changes):
-    nothing could take this job's result any more."""
-    while os.getppid() == parent:
+def _exit_with_parent(parent: int, search: int | None) -> None:
+    """Exit this worker process once the process that started it has gone (its parent changes), or
+    the search: nothing could take this job's result any more."""
+    gone = _exit_watch(search) if search is not None else None
+    while os.getppid() == parent and not (gone is not None and gone()):
         time.sleep(0.5)
     os._exit(70)
+
+
+def _exit_watch(pid: int) -> Callable[[], bool]:
+    """Whether ``pid`` has exited: through a pidfd where the system has one (exact: neither a
+    reused pid nor a zombie reads as alive), else by signalling it."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd (not Linux, an old kernel), or it has gone already
+        def signalled() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:  # alive, someone else's: a pid reused since, which the pidfd would have told apart
+                return False
+            return False
+        return signalled
+    return lambda: bool(select.select([fd], [], [], 0)[0])
 
 
 def run_trial(spec: TrialSpec) -> TrialResult:
