@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from compiler.atomic import write_json_atomic
 from compiler.runtime.cache_entry import is_reply
 from compiler.runtime.redis_cache import RedisResponseCache, is_redis_url
+from compiler.secrets import scrub_data
 from compiler.variant import canonical_json, content_hash
 
 log = logging.getLogger(__name__)
@@ -121,11 +122,7 @@ class WriteBehind:
     def pending(self, key: str) -> dict[str, Any] | None:
         """The reply handed over under ``key`` and not yet written, or None."""
         value = self._pending.get(key)
-        if value is None:
-            return None
-        from compiler.secrets import scrub
-
-        return json.loads(scrub(json.dumps(value)))  # as the stored entry will read: secrets scrubbed
+        return scrub_data(value) if value is not None else None  # as the stored entry will read: secrets scrubbed
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         with self._lock:

@@ -240,6 +240,12 @@ class ModelClient:
         if self._writes is not None:
             await asyncio.to_thread(self._writes.flush)
 
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.flush()  # a reply paid for before an error still lands in the cache: a rerun does not pay for it again
+
 
 _DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script
 PROCESSING_HEADERS = ("openai-processing-ms", "llm_provider-openai-processing-ms")

@@ -123,10 +123,9 @@ async def evaluate_variant_async(
         if fatal:
             raise fatal[0]
 
-    # a reply paid for before an error still lands in the cache: a rerun does not pay for it again
-    try:
-        desc = f"{split} {variant.model.route}" if progress else None
-        judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
+    desc = f"{split} {variant.model.route}" if progress else None
+    judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
+    async with client:  # flushes the cache's writes on the way out, an error included
         if not judged:
             done = await _gather([guarded(t, s) for t in chosen for s in range(samples)], progress=desc)
             stop_if_fatal()
@@ -151,8 +150,6 @@ async def evaluate_variant_async(
             done = [*probed, *ran, *extra]
             stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error"
                                            for s in range(1, samples)]
-    finally:
-        await client.flush()
     await drain_litellm_logging()
     report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples,
                        stand_ins=stand_ins)

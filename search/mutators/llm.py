@@ -65,8 +65,8 @@ def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: Rou
     client = ModelClient(ModelParams(route=route, temperature=0.0), settings or RouteSettings(),
                          cache=open_cache(cache_dir) if cache_dir else None)
     async def once() -> str:
-        reply = await client.complete(messages, tools=[], user=user)
-        await client.flush()
+        async with client:
+            reply = await client.complete(messages, tools=[], user=user)
         await drain_litellm_logging()
         if on_cost is not None and not reply.cached:  # a cached answer was paid for once, in an earlier run
             on_cost(task, reply.cost_usd)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import os
 import re
@@ -252,16 +253,18 @@ def _exit_watch(pid: int) -> Callable[[], bool]:
     try:
         fd = os.pidfd_open(pid)
     except (AttributeError, OSError):  # no pidfd (not Linux, an old kernel), or it has gone already
-        def signalled() -> bool:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:  # alive, someone else's: a pid reused since, which the pidfd would have told apart
-                return False
-            return False
-        return signalled
+        return functools.partial(_signalled_gone, pid)
     return lambda: bool(select.select([fd], [], [], 0)[0])
+
+
+def _signalled_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's: a pid reused since, which a pidfd would have told apart
+        return False
+    return False
 
 
 def run_trial(spec: TrialSpec) -> TrialResult:
