@@ -78,8 +78,15 @@ def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
     if tool_cfg.get("callables"):
         from compiler.callables import callable_tools
 
-        catalog.update({name: spec for name, (spec, _) in callable_tools(list(tool_cfg["callables"])).items()})
+        for name, (spec, _) in callable_tools(list(tool_cfg["callables"])).items():
+            if name in catalog:  # the environment would still dispatch the source's tool: the model would read one, run another
+                raise ConfigError("tool.callables", f"{name!r} is already a tool of catalog {source!r}",
+                                  f"name the function otherwise (@tool(name=...)), or edit the catalog's with tool.overrides.{name}")
+            catalog[name] = spec
     for name, raw in (tool_cfg.get("definitions") or {}).items():
+        if name in catalog:
+            raise ConfigError(f"tool.definitions.{name}", f"has the name of a tool the catalog already has ({source or 'callables'})",
+                              f"edit that tool with tool.overrides.{name} (description, rules, examples), or pick another name")
         d = _checked(ToolDefinitionConfig, raw, f"tool.definitions.{name}")
         params = d.get("parameters") or {"type": "object", "properties": {}}
         validate_parameters(f"tool.definitions.{name}.parameters", params)
@@ -115,6 +122,9 @@ def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
 def select_tools(patterns: Iterable[str], catalog: Mapping[str, ToolSpec]) -> tuple[ToolSpec, ...]:
     """Resolve names/globs in order, without duplicates; a pattern that matches nothing is an error."""
     chosen: dict[str, ToolSpec] = {}
+    patterns = list(patterns)
+    if not patterns:  # a tool loop with nothing to call measures only how well the model declines
+        raise ConfigError("agent.tools", "selects no tools", "list tool names or patterns, e.g. agent.tools=['*'] for the whole catalog")
     for i, pattern in enumerate(patterns):
         matches = ([n for n in catalog if fnmatch.fnmatchcase(n, pattern)] if any(c in pattern for c in "*?[")
                    else ([pattern] if pattern in catalog else []))

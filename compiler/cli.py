@@ -37,7 +37,10 @@ def compile_task(cfg: DictConfig) -> None:
 
 def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
     from compiler.config_compile import compile_config
+    from compiler.errors import ConfigError
 
+    if "trial" in cfg:  # the nsga2 sweeper's own per-job setting: on any other command it would bypass the seal check
+        raise ConfigError("trial", "is the search's own per-job setting", "remove +trial=... from the command")
     compile_config(cfg)  # the overrides against the base config
     return compile_config(released(cfg, overrides))  # and the release itself (a tampered snapshot exits 2)
 

@@ -254,6 +254,15 @@ def _one_line_hydra_error(exc: BaseException, overrides: list[str], cp: ConfigPa
     cause: BaseException = exc
     while cause.__cause__ is not None:
         cause = cause.__cause__
+    if isinstance(cause, UnicodeDecodeError):  # Hydra does not say which file: find it
+        bad = _undecodable_yaml(cp or ConfigPath())
+        where = f"{bad}: " if bad else ""
+        return (f"{where}not UTF-8 text (byte {cause.start}: {cause.reason}). "
+                f"Fix: save {bad or 'the config file'} as UTF-8")
+    if isinstance(cause, RecursionError):
+        return ("the defaults lists include each other in a loop (a config's defaults name itself, directly or through "
+                f"another file; config dirs: {', '.join(str(d) for d in (cp or ConfigPath()).dirs())}). "
+                "Fix: remove the entry that leads back to the file it is in")
     mark = getattr(cause, "problem_mark", None)
     if mark is not None:  # a YAML syntax error: name the file and line
         problem = str(getattr(cause, "problem", None) or str(cause).splitlines()[0])
@@ -267,6 +276,19 @@ def _one_line_hydra_error(exc: BaseException, overrides: list[str], cp: ConfigPa
         return (f"{where}{head}. Fix: check the spelling; to add a new key where the schema allows free keys "
                 f"(e.g. agent.vars), write +{full_key}=...")
     return f"{where}{head}. Fix: correct the override or YAML value to match the schema in compiler/schema.py"
+
+
+def _undecodable_yaml(cp: ConfigPath) -> Path | None:
+    """The first YAML file on the search path that is not UTF-8, or None."""
+    for folder in cp.dirs():
+        for path in sorted(Path(str(folder)).rglob("*.yaml")):
+            try:
+                path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                return path
+            except OSError:
+                continue
+    return None
 
 
 def _refuse_secrets(overrides: Sequence[str]) -> None:
@@ -301,7 +323,7 @@ def _refuse_no_ops(overrides: Sequence[str]) -> None:
                              f"Fix: remove entries with ~{key.lstrip('+')}.<name>, or set the ones you want")
 
 
-def _writable_dir(key: str, value: object) -> None:
+def writable_dir(key: str, value: object) -> None:
     """``value`` is, or can be created as, a directory this process may write (checked without creating it)."""
     trouble = unwritable(str(value))
     if trouble is None:
@@ -368,13 +390,15 @@ def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | 
                                   "set runs_dir=runs (or any folder)")
             from compiler.runtime.cache import is_url
 
-            _writable_dir("runs_dir", cfg.runs_dir)
+            writable_dir("runs_dir", cfg.runs_dir)
+            if cfg.get("registry_dir") and (unwritable(str(cfg.registry_dir)) or (None, ""))[1] == "file":
+                writable_dir("registry_dir", cfg.registry_dir)  # every command reads its promoted slot: a file there is named here
             if cfg.get("cache_dir") and is_url(str(cfg.cache_dir)):
                 from compiler.runtime.redis_cache import check_location
 
                 check_location(str(cfg.cache_dir))  # the server answers, before anything is paid for
             elif cfg.get("cache_dir"):
-                _writable_dir("cache_dir", cfg.cache_dir)
+                writable_dir("cache_dir", cfg.cache_dir)
             extra = unknown_keys(cfg)
             if extra:
                 raise ConfigError(extra[0], "is not a setting of this config group, so nothing would read it",
@@ -409,7 +433,7 @@ def _check_hydra_dirs(cfg: DictConfig, *, launcher: bool = True) -> None:
     for key in ("run.dir", "sweep.dir"):
         value = OmegaConf.select(cfg.hydra, key, throw_on_resolution_failure=False)
         if isinstance(value, str) and "${" not in value:
-            _writable_dir(f"hydra.{key}", value)
+            writable_dir(f"hydra.{key}", value)
 
 
 def _check_workers(cfg: DictConfig) -> None:
@@ -423,9 +447,9 @@ def _check_workers(cfg: DictConfig) -> None:
         if inner is not None:
             raise inner from None
         raise UsageError(f"hydra.launcher.n_jobs: {str(exc).splitlines()[0]}. Fix: give a number of workers") from None
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0 or n_jobs < -1):
         raise ConfigError("hydra.launcher.n_jobs", f"{n_jobs!r} is not a number of workers",
-                          "give a positive count, or -1 for one per core (joblib's meaning)")
+                          "give a positive count, or -1 for one per core")
 
 
 def scrub_files(directory: str | Path) -> None:

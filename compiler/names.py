@@ -5,8 +5,11 @@ import re
 
 from compiler.errors import ConfigError
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-NAME_RULE = "letters, digits, '_', '-' and '.', starting with a letter or digit"
+# 100 leaves room for the suffixes a name gets on disk (".json", ".lock", a temp file's) under a
+# file system's 255-byte limit
+MAX_NAME = 100
+NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_NAME - 1}}}")
+NAME_RULE = f"letters, digits, '_', '-' and '.', starting with a letter or digit, at most {MAX_NAME} characters"
 
 
 def is_name(value: object) -> bool:
@@ -16,6 +19,7 @@ def is_name(value: object) -> bool:
 def checked_name(path: str, value: object, *, example: str) -> str:
     """``value`` if it is a plain name (so joining it to a directory never climbs out of it)."""
     if not is_name(value):
-        raise ConfigError(path, f"{value!r} is not a plain name: it becomes part of a path", f"use {NAME_RULE}, e.g. {example}")
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f"{value[:40]!r}... ({len(value)} characters)"
+        raise ConfigError(path, f"{shown} is not a plain name: it becomes part of a path", f"use {NAME_RULE}, e.g. {example}")
     assert isinstance(value, str)
     return value

@@ -122,7 +122,7 @@ def load_plugins(modules: Sequence[str] = (), *, entry_points: bool = True) -> l
             raise ConfigError(where, f"{target!r} is not a module path", "name a module as package.module (no file paths)")
         try:
             plugin = importlib.import_module(module)
-        except (Exception, SystemExit) as exc:  # a plugin's own import error (or exit) is its one line, not our traceback
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # a plugin's own import error (or exit) is its one line
             why = str(exc).splitlines()[0] if str(exc) else ""
             fix = ("reinstall or uninstall that distribution" if where.startswith("entry point")
                    else "install the package that provides it, or correct the module name")

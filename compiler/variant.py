@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +17,7 @@ from urllib.parse import urlparse
 from compiler.catalog import build_catalog, select_tools
 from compiler.configpath import template_dirs
 from compiler.errors import ConfigError
+from compiler.model_extra import check_extra
 from compiler.names import checked_name
 from compiler.render import (
     render_bash_usage,
@@ -30,6 +32,8 @@ from compiler.toolspec import ToolSpec
 from compiler.workflow import WorkflowStep, build_workflow
 
 HASH_SCHEMA = 1
+# a call's deadline: above an hour it is a typo, and inf would let one trickling reply hold a run forever
+MAX_TIMEOUT_S = 3600.0
 
 
 def canonical_json(value: Any) -> str:
@@ -207,9 +211,11 @@ def _with_examples(spec: ToolSpec) -> ToolSpec:
 def check_route_settings(model: Mapping[str, Any]) -> None:
     """How the route is reached must make sense before any call is paid for."""
     checks: tuple[tuple[str, Any, bool, str], ...] = (
-        ("timeout_s", model.get("timeout_s", 60.0), _number(model.get("timeout_s", 60.0)) > 0, "use a positive number of seconds"),
+        ("timeout_s", model.get("timeout_s", 60.0), 0 < _number(model.get("timeout_s", 60.0)) <= MAX_TIMEOUT_S,
+         f"use a positive number of seconds, at most {MAX_TIMEOUT_S:.0f}"),
         ("retries", model.get("retries", 3), _whole(model.get("retries", 3)) >= 0, "use 0 or more"),
-        ("backoff_s", model.get("backoff_s", 0.5), _number(model.get("backoff_s", 0.5)) >= 0, "use 0 or more seconds"),
+        ("backoff_s", model.get("backoff_s", 0.5), 0 <= _number(model.get("backoff_s", 0.5)) <= MAX_TIMEOUT_S,
+         f"use 0 or more seconds, at most {MAX_TIMEOUT_S:.0f}"),
         ("concurrency", model.get("concurrency", 8), _whole(model.get("concurrency", 8)) >= 1, "use 1 or more calls in flight"),
         ("max_tokens", model.get("max_tokens"), model.get("max_tokens") is None or _whole(model.get("max_tokens")) >= 1,
          "use a positive token count, or null for the provider's default"),
@@ -218,16 +224,28 @@ def check_route_settings(model: Mapping[str, Any]) -> None:
         if not ok:
             raise ConfigError(f"model.{key}", f"{value!r} is out of range", fix)
     base = model.get("api_base")
-    if base is not None and urlparse(str(base)).scheme not in ("http", "https"):
-        raise ConfigError("model.api_base", f"{base!r} is not an http(s) URL",
+    if base is not None and (urlparse(str(base)).scheme not in ("http", "https") or not _host(str(base))):
+        raise ConfigError("model.api_base", f"{base!r} is not an http(s) URL with a host",
                           "use e.g. http://127.0.0.1:8000/v1, or null for the provider's own")
     for key in ("input_cost_per_token", "output_cost_per_token"):
-        if model.get(key) is not None and _number(model.get(key)) < 0:
-            raise ConfigError(f"model.{key}", f"{model.get(key)!r} is negative", "use a price of 0 or more USD per token, or null")
+        if model.get(key) is not None and not _number(model.get(key)) >= 0:
+            raise ConfigError(f"model.{key}", f"{model.get(key)!r} is negative or not a number",
+                              "use a finite price of 0 or more USD per token, or null")
+    check_extra("model.extra", str(model.get("route") or ""), model.get("extra") or {})
+
+
+def _host(url: str) -> str | None:
+    try:
+        return urlparse(url).hostname
+    except ValueError:  # a port that is not a number, an unbalanced IPv6 bracket
+        return None
 
 
 def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("nan")
+    """``value`` as a float, NaN for anything that is not a finite number (NaN fails every comparison)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return float("nan")
 
 
 def _whole(value: Any) -> float:

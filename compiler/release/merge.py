@@ -90,14 +90,16 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
     return [o for o in parsed if o.package is None and not o.is_sweep_override() and not o.is_hydra_override()]
 
 
-def _endpoint(model: Any) -> tuple[str | None, str | None]:
+def _endpoint(model: Any) -> tuple[str, str | None, str | None]:
+    """(provider, api_base, api_key_env): where a request goes and whose key it carries. The provider
+    counts too: with no api_base, litellm sends a provider's default key variable to its default host."""
     get = model.get if hasattr(model, "get") else (lambda k: None)
-    base, key = get("api_base"), get("api_key_env")
-    return (str(base) if base else None, str(key) if key else None)
+    route, base, key = get("route"), get("api_base"), get("api_key_env")
+    return (str(route or "").partition("/")[0], str(base) if base else None, str(key) if key else None)
 
 
-def known_endpoints(cfg: DictConfig) -> set[tuple[str | None, str | None]]:
-    """(api_base, api_key_env) pairs this installation names: the config's model and every model config."""
+def known_endpoints(cfg: DictConfig) -> set[tuple[str, str | None, str | None]]:
+    """(provider, api_base, api_key_env) triples this installation names: the config's model and every model config."""
     from compiler.configpath import group_files
 
     known = {_endpoint(cfg.get("model") or {})}
@@ -113,11 +115,12 @@ def _check_endpoint(cfg: DictConfig, model: Mapping[str, Any], where: str, diges
     """A snapshot chooses the model, not where the key goes: its (api_base, api_key_env) must be one
     the releasing config or a model config already names, or a forged snapshot could send any
     variable as a bearer key to any host."""
-    pair = _endpoint(model)
-    if pair not in known_endpoints(cfg):
-        raise ConfigError(where, f"promoted snapshot {digest[:12]} sends the key in {pair[1]!r} to api_base {pair[0]!r}, "
-                          "which neither this config nor any model config on the search path names",
-                          "roll the slot back, or add a model config with that endpoint if you trust it")
+    triple = _endpoint(model)
+    if triple not in known_endpoints(cfg):
+        provider, base, key = triple
+        raise ConfigError(where, f"promoted snapshot {digest[:12]} sends the key in {key!r} to api_base {base!r} "
+                          f"of provider {provider!r}, which neither this config nor any model config on the search path names",
+                          "roll the slot back, or add a model config with that route and endpoint if you trust it")
 
 
 _INTERPOLATION = re.compile(r"(\\*)\$\{(oc\.env:([A-Za-z_][A-Za-z0-9_]*)\})?")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
@@ -36,14 +36,17 @@ ParamsCheck = Callable[[str, Mapping[str, Any]], None]  # (route, completion par
 CacheTag = Callable[[str], str]  # route -> what else decides the answer
 
 
-def register_model_provider(name: str, *, check: ParamsCheck | None = None,
-                            cache_tag: CacheTag | None = None) -> Callable[[ProviderRegistrar], ProviderRegistrar]:
+def register_model_provider(name: str, *, check: ParamsCheck | None = None, cache_tag: CacheTag | None = None,
+                            params: Collection[str] = ()) -> Callable[[ProviderRegistrar], ProviderRegistrar]:
     """Decorator: make routes ``<name>/<model>`` go to the provider the decorated callable registers.
     ``check(route, params)`` raises ValueError for a model name or parameter the provider cannot serve,
     so the mistake is reported before the run instead of on every call. ``cache_tag(route)`` names
     whatever besides the request decides the provider's answer (its version, a server-side mode):
-    it is part of every response-cache key, so a changed provider is never answered from old entries."""
+    it is part of every response-cache key, so a changed provider is never answered from old entries.
+    ``params`` names the provider's own ``model.extra`` parameters, each ``<name>_<param>``
+    (compiler/model_extra.py): any other key besides the generation parameters is refused."""
     def wrap(registrar: ProviderRegistrar) -> ProviderRegistrar:
+        registrar.params = frozenset(params)  # type: ignore[attr-defined]
         if check is not None:
             registrar.check = check  # type: ignore[attr-defined]
         if cache_tag is not None:
@@ -59,11 +62,26 @@ def provider_cache_tag(route: str) -> str | None:
     return None if tag is None else str(tag(route))
 
 
+def provider_params(route: str) -> frozenset[str]:
+    """The ``model.extra`` parameters the route's registered provider declares (none for litellm's own)."""
+    provider = route.partition("/")[0]
+    if provider not in MODEL_PROVIDERS:
+        return frozenset()
+    return frozenset(getattr(MODEL_PROVIDERS.get(provider), "params", ()))
+
+
 def check_route(route: str, params: Mapping[str, Any]) -> None:
     """Raise ValueError if neither litellm nor a registered provider can serve ``route`` with ``params``.
     A registered provider's route is its own check's to judge: importing litellm (seconds) to look it
     up would only find what registering it puts there, and a warm run answered from the cache never
     needs litellm at all."""
+    from compiler.errors import ConfigError
+    from compiler.model_extra import check_extra
+
+    try:
+        check_extra("extra", route, params, provider_params=provider_params(route))
+    except ConfigError as exc:
+        raise ProviderCheckError(f"{exc.path}: {exc.problem}; {exc.fix}") from None
     provider = route.partition("/")[0]
     if provider not in MODEL_PROVIDERS:
         lm = ensure_providers(route)

@@ -30,8 +30,8 @@ class SimConfig:
     shared_draws: bool = False  # variants share random numbers (a benchmark's true front); see rng.py
 
     def __post_init__(self) -> None:
-        if self.time_scale < 0:
-            raise ValueError(f"time_scale={self.time_scale} must be >= 0 (0 disables sleeping)")
+        if not 0 <= self.time_scale <= 1000:  # NaN and inf too: an infinite sleep is a hang, not a slow model
+            raise ValueError(f"time_scale={self.time_scale} must be a number in [0, 1000] (0 disables sleeping)")
         rates = {f.name: getattr(self, f.name) for f in fields(self) if f.name.endswith("_rate")}
         for name, rate in rates.items():
             if not 0.0 <= rate <= 1.0:

@@ -80,5 +80,6 @@ def source_hash() -> str:
 
 register_sim_provider.check = check_sim_params  # type: ignore[attr-defined]
 register_sim_provider.cache_tag = sim_cache_tag  # type: ignore[attr-defined]
+register_sim_provider.params = frozenset({"sim_faults"})  # type: ignore[attr-defined]  # its own model.extra parameters
 
 

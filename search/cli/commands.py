@@ -80,9 +80,13 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
         raise ConfigError("workload.concurrency", f"must be at least 1, got {cfg.workload.concurrency}",
                           "set workload.concurrency=1 or more")
     check_model("model", route=variant.model.route, params=variant.model.extra, api_key_env=variant.route.api_key_env)
-    if str(cfg.workload.split) == "holdout" and not cfg.get("unseal_holdout", False) and "trial" not in cfg:
+    if str(cfg.workload.split) == "holdout" and not cfg.get("unseal_holdout", False):
         raise ConfigError("workload.split", "holdout is the sealed split a search's claim is made on; every look at it weakens that claim",
                           "evaluate on dev, or pass unseal_holdout=true (the look is recorded in <registry_dir>/holdout_looks.jsonl)")
+    if str(cfg.workload.split) == "holdout":  # the look is journaled in the registry: writable before it is paid for
+        from compiler.hydra_app import writable_dir
+
+        writable_dir("registry_dir", cfg.registry_dir)
     chosen_tasks(cfg, make_workload(cfg))
     return variant
 
@@ -177,9 +181,10 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     from search.optimise.settings import RunSettings
     from search.optimise.study import check_storage
 
-    if "trial" in cfg:  # the sweeper sets it on its own jobs only
-        raise ConfigError("trial", "is the search's own per-job setting", "remove +trial=... from the command")
-    variant = evaluate_validate(cfg, overrides)
+    variant = evaluate_validate(cfg, overrides)  # refuses +trial=..., the sweeper's own per-job setting
+    from compiler.hydra_app import writable_dir
+
+    writable_dir("registry_dir", cfg.registry_dir)  # the champion's snapshot and the holdout looks go there
     workload = make_workload(cfg)
     empty = [split for split in SPLITS if not workload.tasks(split)]
     if empty:  # a search tunes on train, selects on dev and claims on holdout: each needs tasks

@@ -36,9 +36,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from compiler.errors import ConfigError
 from compiler.runtime.cache import open_cache
 from compiler.runtime.llm import drain_litellm_logging
-from compiler.runtime.models import ModelClient
+from compiler.runtime.models import ModelClient, check_model
 from compiler.schema import STEP_TRIGGERS
-from compiler.variant import ModelParams, RouteSettings
+from compiler.variant import ModelParams, RouteSettings, check_route_settings
 from search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
 from search.mutators.evidence import FunctionMutator, call_args, pick_section, positive_int, proposal, section_text, summarise
 
@@ -135,11 +135,18 @@ def _section_proposal(name: str, section: str, current: str, reply: str, note: s
     return [proposal("section", section, new, name, note)]
 
 
-def _llm_params(name: str, route: str, max_evidence: int) -> None:
+def _llm_params(name: str, route: str, max_evidence: int, *, api_base: str | None, api_key_env: str | None) -> None:
+    """The route is served, its endpoint is a URL and its key is set: checked when the search's
+    settings are built, before round 0 is paid for, rather than failing on the first call after it."""
     if not isinstance(route, str) or "/" not in route:
         raise ConfigError("params.route", f"{name} needs a litellm model string, got {route!r}",
                           "use e.g. sim/medium or openai/gpt-4o-mini")
     positive_int(name, "max_evidence", max_evidence)
+    try:
+        check_route_settings({"route": route, "api_base": api_base})
+        check_model("params", route=route, params={}, api_key_env=api_key_env)
+    except ConfigError as exc:
+        raise ConfigError(exc.path.replace("model.", "params.", 1), exc.problem, exc.fix) from None
 
 
 @register_mutator("llm_prompt_rewriter")
@@ -148,7 +155,7 @@ def llm_prompt_rewriter(*, route: str = "sim/medium", section: str | None = None
                         send_episode_id: bool = False) -> Mutator:
     """The route rewrites one section against the failure evidence; a reply that empties or guts
     the section (shorter than 0.8x without every original sentence) is rejected."""
-    _llm_params("llm_prompt_rewriter", route, max_evidence)
+    _llm_params("llm_prompt_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
     settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
                              send_episode_id=send_episode_id)
 
@@ -199,7 +206,7 @@ def llm_workflow_editor(*, route: str = "sim/medium", section: str | None = None
                         send_episode_id: bool = False) -> Mutator:
     """The route proposes one new optional workflow step (unique name, trigger prompt or
     before_final), placed after the last step. ``section`` is unused (kept for a uniform config)."""
-    _llm_params("llm_workflow_editor", route, max_evidence)
+    _llm_params("llm_workflow_editor", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
     settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
                              send_episode_id=send_episode_id)
 
@@ -248,7 +255,7 @@ def teacher_gap_rewriter(*, route: str = "sim/medium", section: str | None = Non
     """Runs the teacher (ctx.run_teacher) on up to ``max_tasks`` failing tasks and asks the route
     for a section that closes the gap between the student's failures and the teacher's calls.
     Proposes nothing without a teacher."""
-    _llm_params("teacher_gap_rewriter", route, max_evidence)
+    _llm_params("teacher_gap_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
     settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
                              send_episode_id=send_episode_id)
     positive_int("teacher_gap_rewriter", "max_tasks", max_tasks)

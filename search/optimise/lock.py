@@ -28,29 +28,31 @@ LOCK_FILE = ".search.lock"
 OWNER_FILE = ".search.owner"
 
 
-def _holder(study_dir: Path) -> str:
+def _holder(owner: Path) -> str:
     try:
-        return f"process {int((study_dir / OWNER_FILE).read_text(encoding='utf-8').split()[0])}"
+        return f"process {int(owner.read_text(encoding='utf-8').split()[0])}"
     except (OSError, ValueError, IndexError):
         return "another process"
 
 
 @contextlib.contextmanager
-def study_lock(study_dir: Path, study: str) -> Iterator[None]:
+def study_lock(study_dir: Path, study: str, *, lock_file: str = LOCK_FILE, owner_file: str = OWNER_FILE,
+               what: str = "") -> Iterator[None]:
     """Hold the study's lock, or raise a one-line ConfigError naming the holder's pid at once."""
     study_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(study_dir / LOCK_FILE), timeout=0)
+    lock = FileLock(str(study_dir / lock_file), timeout=0)
     try:
         lock.acquire()
     except Timeout:
-        raise ConfigError("search.study", f"study {study!r} is being searched by {_holder(study_dir)} right now",
+        through = f" through {what}" if what else ""
+        raise ConfigError("search.study", f"study {study!r} is being searched{through} by {_holder(study_dir / owner_file)} right now",
                           "wait for that search to finish (the same command then resumes it), or pick another search.study") from None
     try:
-        write_text_atomic(study_dir / OWNER_FILE, f"{os.getpid()}\n")
+        write_text_atomic(study_dir / owner_file, f"{os.getpid()}\n")
         yield
     finally:
         with contextlib.suppress(OSError):
-            (study_dir / OWNER_FILE).unlink()
+            (study_dir / owner_file).unlink()
         lock.release()
 
 
@@ -62,11 +64,18 @@ def _lock_key(study: str) -> int:
 @contextlib.contextmanager
 def storage_lock(url: str, study: str) -> Iterator[None]:
     """Hold the study's lock in its database (PostgreSQL, MySQL/MariaDB), or raise a one-line
-    ConfigError naming the holder. SQLite is one file on one machine: the folder lock covers it."""
+    ConfigError naming the holder. A SQLite file is locked beside itself: the folder lock covers only
+    one output folder, and two searches from two folders may name the same file."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
     backend = make_url(url).get_backend_name()
+    if backend == "sqlite" and make_url(url).database:
+        database = Path(str(make_url(url).database)).absolute()
+        with study_lock(database.parent, study, lock_file=f".{database.name}.lock", owner_file=f".{database.name}.owner",
+                        what=f"the study database {database}"):
+            yield
+        return
     if backend not in ("postgresql", "mysql", "mariadb"):
         yield
         return

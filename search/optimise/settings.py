@@ -106,9 +106,10 @@ class SearchSettings:
             raise ConfigError("search.max_failure_rate", f"must be a share in [0, 1], got {self.max_failure_rate}", "use e.g. 0.5")
         if self.resamples < 100:
             raise ConfigError("search.resamples", f"must be at least 100, got {self.resamples}", "use e.g. 10000 bootstrap resamples")
-        if self.min_effect < 0:
-            raise ConfigError("search.min_effect", f"must be 0 or more, got {self.min_effect}",
-                              "use 0, or the smallest gain worth shipping")
+        if not 0 <= self.min_effect < 1:  # NaN fails too: it would pass a plain "< 0" and break the claim after the holdout is paid
+            raise ConfigError("search.min_effect", f"must be 0 or more, got {self.min_effect}" if self.min_effect < 1 or
+                              math.isnan(self.min_effect) else f"must be below 1 (a share of quality), got {self.min_effect}",
+                              "use 0, or the smallest gain worth shipping, e.g. 0.03")
         for i, name in enumerate(self.models):
             checked_name(f"search.models[{i}]", name, example="sim_small")  # a model config file under conf/model/
         if self.teacher is not None:
@@ -176,6 +177,9 @@ class RunSettings:
                 models[name] = m
         teacher = load_model_config(search.teacher, conf_dirs, path="search.teacher") if search.teacher else None
         criteria = build_criteria(cfg.criteria)
+        if not criteria:  # "better" would mean only the default objectives, with no floor the champion must clear
+            raise ConfigError("criteria.criteria", "is empty: nothing says what a better variant is or what it must not fall below",
+                              "give at least one criterion (criteria=default is quality up, cost and latency down), or drop the override")
         mutators = tuple(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {})
                          for m in cfg.mutators.enabled)
         for i, mutator in enumerate(mutators):

@@ -229,6 +229,10 @@ def check_storage(url: str) -> None:
         raise ConfigError("search.storage", f"{shown!r}: no database driver for it ({exc})",
                           "install the driver (e.g. pip install psycopg2-binary) or use sqlite:///...") from None
     if parsed.get_backend_name() == "sqlite":
+        if not parsed.database or parsed.database == ":memory:" or "mode=memory" in str(parsed.query):
+            raise ConfigError("search.storage", f"{shown!r} is a database in memory: it ends with the process, so a resume "
+                              "finds nothing and a second search cannot be locked out",
+                              "name a file (sqlite:///runs/study.db), or leave search.storage null for runs/<study>/study.db")
         folder = Path(parsed.database or "").absolute().parent
         try:
             if not folder.is_dir():

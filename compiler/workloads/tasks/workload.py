@@ -76,6 +76,8 @@ def _read(path: Path) -> list[Any]:
             mark = getattr(exc, "problem_mark", None)
             at = f" line {mark.line + 1}" if mark is not None else ""
             raise ValueError(f"{path}{at}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+        except RecursionError:
+            raise ValueError(f"{path}: nested deeper than a tasks file can be read; flatten the records") from None
         if not isinstance(data, list):
             raise ValueError(f"{path}: a YAML tasks file holds a list of task records")
         return data
@@ -86,6 +88,8 @@ def _read(path: Path) -> list[Any]:
                 records.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path} line {n}: not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{path} line {n}: nested deeper than a tasks file can be read; flatten the record") from None
     return records
 
 

@@ -63,34 +63,23 @@ def test_the_memoised_request_key_is_the_plain_one_and_sees_every_change() -> No
     assert keyer(revised, tools=tools) == request_key(revised) and keyer(first) == request_key(first)
 
 
-def test_tools_that_model_extra_sends_are_keyed_as_sent() -> None:
-    """model.extra may replace the request's tools: the key is then of what is sent, not of the variant's list."""
-    import asyncio
-
-    from compiler.runtime.cache import request_key
+def test_model_extra_cannot_replace_what_the_harness_sends() -> None:
+    """model.extra holds generation parameters: the tools, messages, endpoint and key are the harness's.
+    Refused at compile, and by the client itself for a variant built some other way."""
+    from compiler.errors import ConfigError
+    from compiler.variant import ModelParams, RouteSettings
 
     agent, tool, model = configs()
-    keys: list[str] = []
-
-    class Recording:
-        remote = False
-
-        def get(self, key: str) -> None:
-            keys.append(key)
-            raise StopAsyncIteration  # stop before any model call
-
-        def put(self, key: str, value: Any) -> None: ...
-
-    for sent in ("X", "Y"):
-        v = compile_agent(agent, tool=tool, model={**model, "route": "sim/small", "extra": {"tools": [{"type": "function", "name": sent}]}})
-        client = ModelClient(v.model, v.route, cache=Recording())
-        with pytest.raises(StopAsyncIteration):
-            asyncio.run(client.complete([{"role": "user", "content": "hi"}], tools=v.native_tools_for(None), user="u"))
-        req = client.request([{"role": "user", "content": "hi"}], v.native_tools_for(None), "u")
-        assert req["tools"][0]["name"] == sent and keys[-1] == request_key({**req, "route_revision": client._key_extra})
-    assert keys[0] != keys[1]
-
-
+    for key, value in (("tools", [{"type": "function", "name": "X"}]), ("messages", []), ("api_base", "http://127.0.0.1:1/v1"),
+                       ("mock_response", "hi"), ("user", "u")):
+        with pytest.raises(ConfigError, match=f"model.extra.{key}"):
+            compile_agent(agent, tool=tool, model={**model, "route": "sim/small", "extra": {key: value}})
+        with pytest.raises(ConfigError, match=f"model.extra.{key}"):
+            ModelClient(ModelParams(route="sim/small", extra={key: value}), RouteSettings())
+    ok = compile_agent(agent, tool=tool, model={**model, "route": "sim/small", "extra": {"top_p": 0.5, "sim_faults": {}}})
+    assert ModelClient(ok.model, ok.route).request([{"role": "user", "content": "hi"}], [], "u")["top_p"] == 0.5
+    with pytest.raises(ConfigError, match="model.extra.sim_faults"):  # a provider's own parameter, on another provider's route
+        compile_agent(agent, tool=tool, model={**model, "route": "openai/gpt-4o-mini", "extra": {"sim_faults": {}}})
 def test_a_memoised_message_changed_after_it_was_sent_is_keyed_as_it_is_now() -> None:
     """A message's text is reused only while the message holds the same values: a replaced, added or
     removed value is encoded afresh, and the key stays the plain one."""
