@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.runtime.arguments import MAX_ARGUMENT_CHARS, clip
+from compiler.runtime.arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_REPLY_CHARS, clip, too_deep
 from compiler.runtime.trajectory import ToolCall
 from compiler.toolspec import ToolSpec
 
@@ -29,10 +29,13 @@ def _typed(value: str, schema: Mapping[str, Any]) -> Any:
     kind = schema.get("type")
     if kind == "string" or (isinstance(kind, list) and "string" in kind and not value.strip().startswith(("[", "{"))):
         return value
+    if too_deep(value):
+        raise ValueError(f"value {clip(repr(value), 200)} is nested too deeply: the limit is {MAX_ARGUMENT_DEPTH} levels; "
+                         "write a flatter value")
     try:
         return json.loads(value)
     except RecursionError:
-        raise ValueError(f"value {clip(repr(value), 200)} is nested too deeply to read") from None
+        raise ValueError(f"value {clip(repr(value), 200)} is nested too deeply to read; write a flatter value") from None
     except json.JSONDecodeError:
         if kind is None:
             return value
@@ -69,12 +72,35 @@ def parse_call_line(line: str, tools: Mapping[str, ToolSpec]) -> ToolCall:
     return ToolCall(name=name, arguments=args)
 
 
-def _quote_open(line: str) -> bool:
-    try:
-        shlex.split(line, comments=False, posix=True)
-    except ValueError:
-        return True
-    return False
+_OPENS = re.compile(r"""['"\\]""")
+_ENDS_DOUBLE = re.compile(r'["\\]')
+
+
+def _open_quote(text: str, state: str = "") -> str:
+    """The quoting still open at the end of ``text`` by shlex's POSIX rules (those parse_call_line reads
+    with), carried on from ``state``: "" none, "'" or '"' an open quote, "\\" a backslash outside quotes
+    and '"\\' one inside double quotes, each waiting for the character it escapes. It carries from line
+    to line, so a call spread over many lines is scanned once rather than re-split at every line."""
+    i = 0
+    while i < len(text):
+        if state == "":
+            match = _OPENS.search(text, i)
+            if match is None:
+                return ""
+            state, i = match.group(), match.end()
+        elif state == "'":  # nothing escapes inside single quotes
+            end = text.find("'", i)
+            if end < 0:
+                return state
+            state, i = "", end + 1
+        elif state == '"':
+            match = _ENDS_DOUBLE.search(text, i)
+            if match is None:
+                return state
+            state, i = ("" if match.group() == '"' else '"\\'), match.end()
+        else:  # a backslash takes the next character, whatever it is
+            state, i = ("" if state == "\\" else '"'), i + 1
+    return state
 
 
 def decode_text_calls(text: str | None, tools: Mapping[str, ToolSpec]) -> DecodedText:
@@ -83,20 +109,27 @@ def decode_text_calls(text: str | None, tools: Mapping[str, ToolSpec]) -> Decode
         return DecodedText((), ())
     calls: list[ToolCall] = []
     errors: list[str] = []
+    if len(text) > MAX_REPLY_CHARS:  # the conversation keeps no more of a reply than this, so no call is read past it
+        errors.append(f"the reply is {len(text)} characters long; calls after its first {MAX_REPLY_CHARS} were not read "
+                      "(write shorter replies)")
+        text = text[:MAX_REPLY_CHARS]
     for match in _BLOCK.finditer(text):
         if not match.group(0).rstrip().endswith("```"):
             errors.append("a ```tool block was opened but never closed with ```")
         lines = match.group(1).splitlines()
         i = 0
         while i < len(lines):
-            line, i = lines[i], i + 1
-            if not line.strip():
+            parts, i = [lines[i]], i + 1
+            if not parts[0].strip():
                 continue
             # a quoted value may hold newlines: the call goes on until its quotes close
-            while i < len(lines) and len(line) <= MAX_ARGUMENT_CHARS and _quote_open(line):
-                line, i = f"{line}\n{lines[i]}", i + 1
+            size, state = len(parts[0]), _open_quote(parts[0])
+            while i < len(lines) and size <= MAX_ARGUMENT_CHARS and state:
+                state = _open_quote("\n" + lines[i], state)
+                parts.append(lines[i])
+                size, i = size + 1 + len(lines[i]), i + 1
             try:
-                calls.append(parse_call_line(line.strip(), tools))
+                calls.append(parse_call_line("\n".join(parts).strip(), tools))
             except ValueError as exc:
                 errors.append(str(exc))
     return DecodedText(tuple(calls), tuple(errors))

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compiler.errors import ConfigError
-from compiler.runtime.arguments import MAX_ARGUMENT_CHARS, clip, decode_json_arguments, schema_mismatch
+from compiler.runtime.arguments import MAX_REPLY_CHARS, clip, decode_json_arguments, echoed_arguments, schema_mismatch
 from compiler.runtime.bash_calls import decode_text_calls
 from compiler.runtime.models import InfraError, ModelClient, ModelLimitError, ModelReply
 from compiler.runtime.snapshots import ToolInfraError
@@ -79,9 +79,13 @@ class _Episode:
         if reply.unparseable:
             return self._unparseable(turn, reply)
         native = self._decode_native(reply) if self.v.tool_format != "bash" else []
-        text = (decode_text_calls(reply.content, {n: self.specs[n] for n in self.offered})
+        content = reply.content or ""
+        text = (decode_text_calls(content[:MAX_REPLY_CHARS], {n: self.specs[n] for n in self.offered})
                 if self.v.tool_format != "json" and not native else None)
         parse_errors = [e for _, _, e in native if e] + (list(text.errors) if text else [])
+        if len(content) > MAX_REPLY_CHARS:
+            parse_errors.insert(0, f"the reply's text is {len(content)} characters long; the limit is {MAX_REPLY_CHARS}, "
+                                   "so only its start was kept and read (write shorter replies)")
         self.model_calls.append(
             ModelCallRecord(
                 turn=turn, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
@@ -90,13 +94,13 @@ class _Episode:
                 latency_source=reply.latency_source,
             )
         )
-        assistant: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
+        # every later request of the episode carries this message: an oversized reply is kept clipped, with a
+        # marker saying how much was cut, and a call's arguments only as a parser can take them
+        assistant: dict[str, Any] = {"role": "assistant", "content": clip(content, MAX_REPLY_CHARS)}
         if native:
-            # an oversized call is not echoed into every later request of the episode
             assistant["tool_calls"] = [{"id": i, "type": "function",
-                                        "function": {"name": nc.name, "arguments": nc.arguments if len(nc.arguments) <= MAX_ARGUMENT_CHARS
-                                                     else json.dumps({"omitted_characters": len(nc.arguments)})}}
-                                       for (i, _, _), nc in zip(native, reply.tool_calls)]
+                                        "function": {"name": nc.name, "arguments": echoed_arguments(nc.arguments, call is not None)}}
+                                       for (i, call, _), nc in zip(native, reply.tool_calls)]
         self.messages.append(assistant)
         if native:
             for call_id, call, error in native:

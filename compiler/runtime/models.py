@@ -8,13 +8,21 @@ import logging
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.model_extra import check_extra
 from compiler.provenance import package_version
 from compiler.runtime.cache import ReplyCache, RequestKeyer, WriteBehind
-from compiler.runtime.llm import ProviderCheckError, check_route, ensure_providers, litellm_module, provider_cache_tag
+from compiler.runtime.llm import (
+    ProviderCheckError,
+    check_route,
+    ensure_providers,
+    litellm_module,
+    provider_cache_tag,
+    provider_params,
+)
 from compiler.secrets import remember_env
 from compiler.variant import ModelParams, RouteSettings
 
@@ -114,6 +122,9 @@ class ModelClient:
     """One route. Shared by all episodes of an evaluation so the concurrency limit holds."""
 
     def __init__(self, model: ModelParams, route: RouteSettings, *, cache: ReplyCache | None = None) -> None:
+        # the last gate before litellm, whatever path built the variant: model.extra never carries
+        # an endpoint, a key or a mock, since litellm would honour any of them
+        check_extra("model.extra", model.route, model.extra, provider_params=provider_params(model.route))
         self.model = model
         self.route = route
         self.cache = cache
@@ -171,8 +182,7 @@ class ModelClient:
         req = self.request(messages, tools, user)
         key = ""
         if self.cache is not None:  # hashing the whole conversation is worth it only when something is looked up
-            # the memoised text stands for req["tools"] only when that is the copy of ``tools`` (model.extra may replace it)
-            memo = tools if "tools" in req and "tools" not in self.model.extra else None
+            memo = tools if "tools" in req else None  # model.extra cannot replace the tools (compiler/model_extra.py)
             key = self._key({**req, "route_revision": self._key_extra}, tools=memo)
             hit = self._writes.pending(key) if self._writes is not None else None  # asked again before it was written
             if hit is None:
@@ -192,7 +202,8 @@ class ModelClient:
                 async with self._semaphore:
                     start = time.perf_counter()
                     try:
-                        response = await lm.acompletion(**req, api_key=api_key, timeout=self.route.timeout_s, num_retries=0, max_retries=0)
+                        response = await _within(self.route.timeout_s, lm.acompletion(
+                            **req, api_key=api_key, timeout=self.route.timeout_s, num_retries=0, max_retries=0))
                     except BaseException:
                         infra_s += time.perf_counter() - start
                         raise
@@ -206,12 +217,11 @@ class ModelClient:
                     break
                 kind = classify(exc)
                 if kind == "fatal":
-                    raise RouteConfigError(f"model.route={self.model.route}: "
-                                           f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+                    raise RouteConfigError(f"model.route={self.model.route}: {type(exc).__name__}: {_first_line(exc)}") from None
                 if kind == "model":
-                    raise ModelLimitError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from exc
+                    raise ModelLimitError(f"{type(exc).__name__}: {_first_line(exc)}") from exc
                 if attempts > self.route.retries:
-                    raise InfraError(f"{type(exc).__name__} after {attempts} attempts: {str(exc).splitlines()[0][:300]}",
+                    raise InfraError(f"{type(exc).__name__} after {attempts} attempts: {_first_line(exc)}",
                                      attempts=attempts, infra_s=infra_s) from exc
                 # Why our own loop: each attempt must be classified, and an exhausted retry becomes
                 # a skipped episode rather than an exception that aborts the whole batch.
@@ -245,6 +255,25 @@ class ModelClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.flush()  # a reply paid for before an error still lands in the cache: a rerun does not pay for it again
+
+
+async def _within(seconds: float, call: Awaitable[Any]) -> Any:
+    """``call``'s result, or TimeoutError once ``seconds`` have passed. The HTTP client's own timeout
+    bounds each read, not the reply: a server that trickles a byte at a time never trips it."""
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            return await call
+    except TimeoutError:
+        if deadline.expired():
+            raise TimeoutError(f"no complete reply within model.timeout_s={seconds:g} s; raise model.timeout_s "
+                               "if the route is this slow, or check the provider") from None
+        raise
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else "(no message)"
 
 
 _DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script

@@ -61,3 +61,25 @@ def test_two_searches_on_one_study(tmp_path: Path) -> None:
     assert distinct_evaluations(study) == 4 and not [t for t in study.trials if t.state.name in ("RUNNING", "FAIL")]
     assert not owner.exists()
 
+
+
+def test_two_searches_through_one_sqlite_file_from_two_output_folders(tmp_path: Path) -> None:
+    """The folder lock guards one output folder; a SQLite file named by search.storage can be shared by
+    two: the file is locked beside itself, so the second orchestrator is refused before it runs a trial."""
+    db = tmp_path / "shared" / "study.db"
+    db.parent.mkdir()
+    url = f"sqlite:///{db}"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from search.optimise.lock import storage_lock\n"
+                               f"with storage_lock({url!r}, 'both'):\n    print('held', flush=True); time.sleep(120)"],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        second = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path / 'other'}", *ARGS, f"search.storage='{url}'"],
+                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr[-2000:]
+    assert f"through the study database {db} by process {holder.pid}" in second.stderr
+    assert not list((tmp_path / "other").rglob("eval.json")) and not list((tmp_path / "other").rglob("evals*"))
