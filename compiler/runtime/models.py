@@ -70,6 +70,7 @@ def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env
     params) and its key's variable is set. ``path`` names the config node in the error."""
     from compiler.errors import ConfigError
 
+    check_extra(f"{path}.extra", route, params, provider_params=provider_params(route))  # named by its own key
     try:
         check_route(route, params)
     except ProviderCheckError as exc:

@@ -164,6 +164,53 @@ CASES: list[tuple[list[str], str]] = [
     (["search", "mutators.pool_size=0"], "mutators.pool_size: must be at least 2, got 0"),
     (["search", "mutators.enabled=[{name: identity, weight: -1}]"], "mutators.enabled[0].weight: must be 0 or more, got -1.0"),
     (["serve-sim", "--bogus"], "unrecognized arguments: --bogus"),
+    # model.extra carries generation parameters only: nothing that redirects a request, carries a key or replaces the model
+    (["evaluate", "+model.extra.api_base=http://127.0.0.1:9/v1"], "model.extra.api_base: has a setting of its own"),
+    (["evaluate", "+model.extra.base_url=http://127.0.0.1:9/v1"], "model.extra.base_url: has a setting of its own"),
+    (["evaluate", "+model.extra.mock_response=hi"], "model.extra.mock_response: decides where a request goes"),
+    (["evaluate", "+model.extra.custom_llm_provider=openai"], "model.extra.custom_llm_provider: decides where"),
+    (["evaluate", "+model.extra.extra_headers={X-Key: v}"], "model.extra.extra_headers: decides where"),
+    (["evaluate", "+model.extra.success_callback=[x]"], "model.extra.success_callback: decides where"),
+    (["evaluate", "+model.extra.nonsense_param=1"], "model.extra.nonsense_param: is not a generation parameter"),
+    (["evaluate", "+model.extra.sim_bogus=1"], "model.extra.sim_bogus: the 'sim' provider declares no parameter 'sim_bogus'"),
+    (["evaluate", "+model.extra.temperature=1"], "model.extra.temperature: has a setting of its own"),
+    (["compile", "model.api_base=http://"], "model.api_base: 'http://' is not an http(s) URL with a host"),
+    # every float setting is a finite number: NaN passes a plain "< 0" check and fails after the run is paid for
+    (["evaluate", "model.input_cost_per_token=nan"], "model.input_cost_per_token: nan is negative or not a number"),
+    (["evaluate", "model.output_cost_per_token=inf"], "model.output_cost_per_token: inf is negative or not a number"),
+    (["evaluate", "model.timeout_s=inf"], "model.timeout_s: inf is out of range"),
+    (["evaluate", "model.timeout_s=nan"], "model.timeout_s: nan is out of range"),
+    (["evaluate", "model.backoff_s=inf"], "model.backoff_s: inf is out of range"),
+    (["evaluate", "model.temperature=nan"], "model.temperature: must be in [0, 2], got nan"),
+    (["search", "search.min_effect=nan"], "search.min_effect: must be 0 or more, got nan"),
+    (["search", "search.min_effect=inf"], "search.min_effect: must be below 1"),
+    (["search", "search.budget_usd=nan"], "search.budget_usd: must be a positive number"),
+    (["search", "search.confidence=nan"], "search.confidence: must be in [0.5, 1), got nan"),
+    (["search", "criteria.margin=nan"], "criteria.margin: must be in [0, 1), got nan"),
+    (["search", "criteria.criteria.0.threshold=nan"], "criteria.criteria[0].threshold: nan is not finite"),
+    (["search", "mutators.enabled.0.weight=nan"], "mutators.enabled[0].weight: must be 0 or more, got nan"),
+    (["serve-sim", "--time-scale", "inf"], "time_scale=inf must be a number in [0, 1000]"),
+    (["serve-sim", "--time-scale", "nan"], "time_scale=nan must be a number in [0, 1000]"),
+    # LLM mutators' routes, keys and endpoints, before round 0 is paid for
+    (["search", "mutators.enabled=[{name: llm_prompt_rewriter, params: {route: nope/x}}]"],
+     "mutators.enabled[0].params.route: litellm has no provider 'nope'"),
+    (["search", "mutators.enabled=[{name: llm_workflow_editor, params: {route: sim/huge}}]"],
+     "mutators.enabled[0].params: route 'sim/huge': the simulator has no model 'huge'"),
+    (["search", "mutators.enabled=[{name: llm_prompt_rewriter, params: {api_key_env: EVOHARNESS_UNSET_VAR}}]"],
+     "mutators.enabled[0].params.api_key_env: environment variable EVOHARNESS_UNSET_VAR is not set"),
+    (["search", "mutators.enabled=[{name: teacher_gap_rewriter, params: {api_base: not-a-url}}]"],
+     "mutators.enabled[0].params.api_base: 'not-a-url' is not an http(s) URL"),
+    # settings that would run but measure nothing, or silently do something else
+    (["compile", "agent.tools=[]"], "agent.tools: selects no tools"),
+    (["compile", "+tool.definitions.ls={description: x}"], "tool.definitions.ls: has the name of a tool the catalog already has"),
+    (["search", "criteria.criteria=[]"], "criteria.criteria: is empty"),
+    (["search", "search.storage='sqlite://'"], "search.storage: 'sqlite://' is a database in memory"),
+    (["search", "search.storage='sqlite:///:memory:'"], "is a database in memory"),
+    (["compile", "-m", "agent.tool_format=json,bash", "hydra.launcher.n_jobs=-5"], "hydra.launcher.n_jobs: -5 is not a number of workers"),
+    (["compile", "+trial=abc"], "trial: is the search's own per-job setting"),
+    (["evaluate", "+trial=abc"], "trial: is the search's own per-job setting"),
+    (["evaluate", "workload.split=holdout", "+trial=x"], "trial: is the search's own per-job setting"),
+    (["search", f"search.study={'s' * 300}"], "search.study: 'ssssssssssssssssssssssssssssssssssssssss'... (300 characters) is not a plain name"),
 ]
 
 
@@ -222,7 +269,54 @@ def _broken_yaml_in_config_dir(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
     return ["compile", "--config-dir", str(conf), "model=broken"]
 
 
+def _not_utf8_in_config_dir(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    conf = tmp / "myconf"
+    (conf / "model").mkdir(parents=True)
+    (conf / "model" / "latin1.yaml").write_bytes("route: sim/small\nrevision: caf\xe9\n".encode("latin-1"))
+    return ["compile", "--config-dir", str(conf), "model=latin1"]
+
+
+def _self_including_defaults(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    conf = tmp / "myconf"
+    (conf / "agent").mkdir(parents=True)
+    (conf / "agent" / "loop.yaml").write_text("defaults:\n  - loop\n  - _self_\nname: a\n", encoding="utf-8")
+    return ["compile", "--config-dir", str(conf), "agent=loop"]
+
+
+def _plugin_raising_ctrl_c(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    (tmp / "plug").mkdir()
+    (tmp / "plug" / "ctrlc_plugin.py").write_text("raise KeyboardInterrupt\n", encoding="utf-8")
+    mp.syspath_prepend(str(tmp / "plug"))
+    return ["compile", "+plugins=[ctrlc_plugin]"]
+
+
+def _deep_tasks_file(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp / "deep.jsonl").write_text('{"id": "t1", "data": ' + deep + "}\n", encoding="utf-8")
+    conf = tmp / "myconf"
+    (conf / "workload").mkdir(parents=True)
+    (conf / "workload" / "deep.yaml").write_text(
+        f"defaults:\n  - workload_schema\n  - _self_\nname: tasks\noptions:\n  path: {tmp / 'deep.jsonl'}\n", encoding="utf-8")
+    return ["evaluate", "--config-dir", str(conf), "workload=deep"]
+
+
+def _registry_dir(*argv: str) -> Setup:
+    def setup(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:  # runs_dir given, so the corpus's own registry_dir is not
+        return [*argv, f"runs_dir={tmp / 'runs'}"]
+    setup.__name__ = "_registry_dir_" + "_".join(a.partition("=")[0] for a in argv)
+    return setup
+
+
 SETUPS: list[tuple[Setup, str]] = [
+    # the registry folder, named when it cannot be one, before anything is paid for
+    (_registry_dir("compile", "registry_dir=/etc/passwd"), "registry_dir: '/etc/passwd' is under /etc/passwd, which is a file"),
+    (_registry_dir("search", "registry_dir=/proc/evoharness"), "registry_dir: '/proc/evoharness' cannot be written"),
+    (_registry_dir("evaluate", "workload.split=holdout", "unseal_holdout=true", "registry_dir=/proc/evoharness"),
+     "registry_dir: '/proc/evoharness' cannot be written"),
+    (_not_utf8_in_config_dir, "latin1.yaml: not UTF-8 text"),
+    (_self_including_defaults, "the defaults lists include each other in a loop"),
+    (_plugin_raising_ctrl_c, "plugins[0]: cannot import plugin 'ctrlc_plugin' (KeyboardInterrupt"),
+    (_deep_tasks_file, "deep.jsonl line 1: nested deeper than a tasks file can be read"),
     (_summary_of_wrong_shape, "is not a search summary this report can render"),
     (_summary_not_json, "cannot read search summary"),
     (_busy_port, "Address already in use"),
