@@ -125,6 +125,9 @@ def check_snapshot(snapshot: Snapshot) -> None:
     """Refuse a snapshot that is inconsistent, malformed, or carries a credential."""
     if not snapshot.component or not isinstance(snapshot.component, str):
         raise RegistryError(f"snapshot component {snapshot.component!r} is empty. Fix: use the agent name, e.g. bfcl_agent")
+    if not is_name(snapshot.component):  # compile's agent.name rule: a component that names a path is never released
+        raise RegistryError(f"snapshot component {snapshot.component!r} is not a plain name. "
+                            "Fix: use the agent name, letters, digits, '_', '-' and '.', e.g. bfcl_agent")
     if not snapshot.author:
         raise RegistryError("snapshot author is empty. Fix: name the mutator, or use baseline / manual")
     if snapshot.parent_hash is not None and not _HASH.fullmatch(snapshot.parent_hash):

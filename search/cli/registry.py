@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -14,11 +15,11 @@ from typing import Any, NoReturn
 
 from omegaconf import DictConfig
 
-from compiler.names import is_name
 from compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot, check_slot
 from compiler.secrets import scrub
+from search.cli.claim_trust import nothing_to_promote, study_folder, study_records, trusted_verdict
+from search.cli.releasable import check_releasable
 from search.records.format import fmt_metric
-from search.records.versions import checked
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,28 +58,41 @@ def _run(body: Callable[[list[str]], int], argv: Sequence[str] | None) -> int:
 
 
 def _promote(argv: list[str]) -> int:
-    parser = _parser("promote", "Promote a snapshot into a release slot; the next compile ships it.")
+    parser = _parser("promote", "Promote a snapshot into a release slot; the next compile ships it. Before the slot moves, the "
+                                "snapshot is compiled in the release config: the primary config with any overrides given after "
+                                "the ref (key=value, as given to compile).")
     parser.add_argument("ref", help="full hash, unique prefix (>= 6 hex chars) or path to a snapshot .json")
     parser.add_argument("--class", dest="slot", default=DEFAULT_SLOT, help="release slot, e.g. fast (default: default)")
     parser.add_argument("--by", default="manual", help="who promotes (recorded in the history)")
     parser.add_argument("--force", action="store_true", help="promote even when the snapshot's holdout claim is not a win")
     parser.add_argument("--if-win", action="store_true",
-                        help="promote only the champion of a study whose own holdout claim is a win; otherwise say why and exit 0")
+                        help="promote only a study's champion whose claim the study's own database records as a win, and "
+                             "which the search stored in this registry; when the study's records agree it is not a win, say "
+                             "so and exit 0")
     parser.add_argument("--runs", default=None, metavar="DIR",
-                        help="output root holding <study>/claim.json for --if-win (default: the folder above the snapshot's "
-                             "study folder when the ref sits beside a claim.json, as runs/<study>/champion.json does, else runs)")
-    args = parser.parse_args(argv)
+                        help="output root holding <study>/ for --if-win (default: the folder of a ref given as "
+                             "runs/<study>/champion.json, else runs)")
+    parser.add_argument("--storage", default=None, metavar="URL",
+                        help="for --if-win: the study's Optuna storage URL with its password, when search.storage needed one "
+                             "(its records mask it)")
+    args, rest = parser.parse_known_args(argv)
+    flags = [a for a in rest if a.startswith("-")]
+    if flags:
+        parser.error(f"unrecognized arguments: {' '.join(flags)}")
     check_slot(args.slot)  # before any lookup: the slot is a bad argument whatever the ref is
     registry = _registry(args.registry)
-    if args.if_win and not Path(args.ref).exists() and str(args.ref).endswith(".json"):
-        print(f"nothing promoted: {args.ref} does not exist (the search's champion was the baseline)")
+    path = Path(args.ref)
+    if args.if_win and (os.sep in args.ref or args.ref.endswith(".json")) and not path.exists():
+        # only the study's own champion.json may be absent (the incumbent stayed); any other path is a mistake
+        print(nothing_to_promote(path, storage=args.storage))
         return 0
     snapshot = registry.load(args.ref)
     verdict: str | None
     if args.if_win:
-        verdict = study_verdict(snapshot, _runs_dir(args.ref, args.runs))
+        records = study_records(study_folder(args.ref, snapshot, args.runs), storage=args.storage)
+        verdict = trusted_verdict(snapshot, records, registry)
         if verdict != "win":
-            print(f"nothing promoted: the study's holdout verdict is {verdict!r}, not a win")
+            print(f"nothing promoted: study {records.study!r} records holdout verdict {verdict!r}, not a win")
             return 0
     else:
         verdict = (snapshot.provenance.get("claim") or {}).get("verdict")
@@ -86,46 +100,12 @@ def _promote(argv: list[str]) -> int:
         # Only a holdout win is an improvement; shipping anything else is a decision to make explicitly.
         raise RegistryError(f"snapshot {args.ref} has holdout verdict {verdict!r}, which is not an improvement. "
                             "Fix: pass --force to promote it anyway")
-    snapshot = registry.promote(args.ref, slot=args.slot, by=args.by)
+    check_releasable(snapshot, rest)
+    # the snapshot checked above, by its hash: a file swapped at the ref since it was read is not what ships
+    registry.write_snapshot(snapshot)
+    snapshot = registry.promote(snapshot.content_hash, slot=args.slot, by=args.by)
     print(f"{snapshot.component}  {args.slot}  {snapshot.content_hash}")
     return 0
-
-
-def _runs_dir(ref: str, given: str | None) -> Path:
-    if given is not None:
-        return Path(given)
-    path = Path(ref)
-    # a file in a study's folder (runs/<study>/champion.json) -> that runs root; any other path (a
-    # registry file, a copy elsewhere) -> the default
-    folder = path.resolve().parent
-    return folder.parent if path.suffix == ".json" and (folder / "claim.json").exists() else Path("runs")
-
-
-def study_verdict(snapshot: Snapshot, runs: Path) -> str:
-    """The holdout verdict of the study that made ``snapshot`` its champion, read from the study's
-    own claim.json and summary.json. A snapshot's provenance is not covered by its content hash, so
-    what it says about a claim is never trusted: the study must name this very snapshot as its
-    champion, and its claim must be about that champion's variant."""
-    study = snapshot.provenance.get("study")
-    if not is_name(study):
-        raise RegistryError(f"snapshot {snapshot.content_hash[:12]} names no study ({study!r}), so no claim backs it. "
-                            "Fix: promote a search's champion.json, or promote without --if-win")
-    folder = runs / str(study)
-    try:
-        claim = checked("claim", json.loads((folder / "claim.json").read_text(encoding="utf-8")), folder / "claim.json")
-        summary = checked("summary", json.loads((folder / "summary.json").read_text(encoding="utf-8")), folder / "summary.json")
-    except (OSError, ValueError) as exc:
-        raise RegistryError(f"no readable claim for study {study!r} under {runs} ({exc}). "
-                            "Fix: pass --runs with the output root the search wrote to") from None
-    champion = (summary.get("snapshots") or {}).get("champion")
-    if champion != snapshot.content_hash:
-        raise RegistryError(f"snapshot {snapshot.content_hash[:12]} is not the champion of study {study!r} "
-                            f"(its champion is {str(champion)[:12]}), so the study's claim does not cover it. "
-                            "Fix: promote the study's own champion.json, or promote without --if-win after review")
-    if claim.get("champion_hash") != (summary.get("champion") or {}).get("variant_hash"):
-        raise RegistryError(f"study {study!r}: claim.json and summary.json disagree about the champion's variant. "
-                            "Fix: re-run the search to rewrite its records")
-    return str(claim.get("verdict"))
 
 
 def _rollback(argv: list[str]) -> int:
@@ -202,8 +182,11 @@ def rollback_main(argv: Sequence[str] | None = None) -> int:
 # -- `evoharness snapshot [overrides]`: record the current (released + overridden) config ------------
 def snapshot_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     from compiler.cli import compile_validate
+    from compiler.hydra_app import writable_dir
 
-    return compile_validate(cfg, overrides)
+    variant = compile_validate(cfg, overrides)
+    writable_dir("registry_dir", cfg.registry_dir)  # the snapshot is written there
+    return variant
 
 
 def snapshot_task(cfg: DictConfig) -> None:

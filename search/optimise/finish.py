@@ -27,6 +27,7 @@ from search.optimise.settings import RunSettings, StudyPaths
 from search.optimise.snapshots import snapshot_for_search
 from search.optimise.study import TrialRecord
 from search.optimise.trial import TrialResult
+from search.records.claim_record import claim_record, record_claim
 from search.records.headline import headline
 from search.records.ledger import unified_diff, write_ledger
 from search.records.looks import append_look, champions_seen, look_row, read_looks
@@ -195,6 +196,10 @@ def finish(
         quality=q, variant_of=variant_of,
         baseline_metrics={"train": baseline_train, "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
     )
+    # the claim where the trials are, so `promote --if-win` need not trust files placed beside a snapshot
+    record_claim(paths.storage, s.study, [o.direction for o in objectives],
+                 claim_record(claim=claim, champion=champion, champion_variant=champion_hash,
+                              baseline_variant=baseline_variant.content_hash, snapshots=snapshots, registry=settings.registry_dir))
 
     trials = [_trial_row(r) for rs in per_round for r in rs]
     front_hashes = {m["variant_hash"] for m in front}

@@ -210,7 +210,7 @@ CASES: list[tuple[list[str], str]] = [
     (["compile", "+trial=abc"], "trial: is the search's own per-job setting"),
     (["evaluate", "+trial=abc"], "trial: is the search's own per-job setting"),
     (["evaluate", "workload.split=holdout", "+trial=x"], "trial: is the search's own per-job setting"),
-    (["search", f"search.study={'s' * 300}"], "search.study: 'ssssssssssssssssssssssssssssssssssssssss'... (300 characters) is not a plain name"),
+    (["search", f"search.study={'s' * 300}"], "search.study: 'sssssssss" + "s" * 31 + "'... (300 characters) is not a plain name"),
 ]
 
 
@@ -311,6 +311,7 @@ SETUPS: list[tuple[Setup, str]] = [
     # the registry folder, named when it cannot be one, before anything is paid for
     (_registry_dir("compile", "registry_dir=/etc/passwd"), "registry_dir: '/etc/passwd' is under /etc/passwd, which is a file"),
     (_registry_dir("search", "registry_dir=/proc/evoharness"), "registry_dir: '/proc/evoharness' cannot be written"),
+    (_registry_dir("snapshot", "registry_dir=/proc/evoharness"), "registry_dir: '/proc/evoharness' cannot be written"),
     (_registry_dir("evaluate", "workload.split=holdout", "unseal_holdout=true", "registry_dir=/proc/evoharness"),
      "registry_dir: '/proc/evoharness' cannot be written"),
     (_not_utf8_in_config_dir, "latin1.yaml: not UTF-8 text"),

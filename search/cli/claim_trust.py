@@ -1,0 +1,203 @@
+"""Which holdout claim ``evoharness promote --if-win`` trusts.
+
+A search leaves ``claim.json``, ``summary.json``, ``freeze.json`` and ``champion.json`` in
+``runs/<study>/``. Anyone who can write that folder can write all four: files that agree with each
+other prove only that they were written to agree. So ``--if-win`` also asks the two places the
+search itself writes to, the study's database and the registry, and ships a champion only when
+every record agrees:
+
+1. **The study's database.** When it writes ``claim.json``, the finish also stores the claim
+   (verdict, champion variant, champion snapshot, the freeze hashes) as a user attribute of the
+   ``<study>/all`` study, in the Optuna storage the trials are in
+   (``search/records/claim_record.py``). ``--if-win`` opens that storage read-only: the storage
+   URL that ``summary.json`` records, or the study folder's own ``study.db`` when the search used
+   the default (the folder may have moved since). The database must hold this study, and its
+   claim must name this snapshot and agree with ``claim.json``, ``summary.json`` and
+   ``freeze.json`` field by field. An edited verdict, a database of another study, or one whose
+   claim names another champion is refused.
+2. **The freeze record.** The claim's hashes (config, workload, splits, scorer) are the ones
+   ``freeze.json`` pins, so the claim is tied to the study it was made in.
+3. **The registry.** The search stores every snapshot it makes, the champion included, in its
+   registry before it writes ``champion.json``. The snapshot must already be in the registry
+   being promoted into. A definition that never entered the operator's registry (a handed-over
+   ``champion.json`` with its own claim files) is refused whatever the files and the database say.
+   The registry keeps the first record of a definition, so a stored snapshot's provenance can name
+   another study that reached the same definition. That is why the registry is asked only whether
+   it holds the definition, and the database is asked which study claimed it.
+
+What this does not protect against: someone who can write both the study's database (a SQLite
+``study.db`` is a file in the folder) and the files, with records that match, for a definition
+already in the registry (a round winner or a losing champion the operator's own searches
+stored). Nor does it protect against someone who can write the registry itself. Records that
+match are not a signature. What remains is that such a person can promote only a definition the
+operator's own tools have stored. A signature would need a key the operator keeps outside both
+folders. Without one, the registry is the record an outsider's folder cannot reach.
+
+Every refusal is one RegistryError line (exit 2). A study whose records agree that its verdict is
+not a win is not an error: ``--if-win`` then promotes nothing and exits 0.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler.names import is_name
+from compiler.release.registry import Registry, RegistryError, Snapshot, read_snapshot
+from compiler.secrets import public_url
+from search.records.claim_record import NoRecord, read_claim_record
+from search.records.versions import checked
+
+_REVIEW = "or review the snapshot and promote it without --if-win"
+
+
+@dataclass(frozen=True)
+class StudyRecords:
+    """One study's records, checked against each other and against its database."""
+
+    folder: Path
+    study: str
+    claim: Mapping[str, Any]
+    summary: Mapping[str, Any]
+    record: Mapping[str, Any]  # the claim as the study's database holds it
+
+    @property
+    def verdict(self) -> str:
+        return str(self.record.get("verdict"))
+
+    @property
+    def champion_snapshot(self) -> str:
+        return str(self.record.get("snapshot"))
+
+
+def study_folder(ref: str, snapshot: Snapshot | None, runs: str | None) -> Path:
+    """The study folder whose records back ``ref``: the folder of a path given inside a study folder
+    (runs/<study>/champion.json), else ``<runs>/<study the snapshot names>`` (runs: --runs or runs/)."""
+    path = Path(ref)
+    if runs is None and path.suffix == ".json" and (path.parent / "summary.json").is_file():
+        return path.parent
+    study = snapshot.provenance.get("study") if snapshot is not None else None
+    if not is_name(study):
+        short = snapshot.content_hash[:12] if snapshot is not None else ref
+        raise RegistryError(f"snapshot {short} names no study ({study!r}), so no claim backs it. "
+                            f"Fix: promote a search's runs/<study>/champion.json, {_REVIEW}")
+    return Path(runs or "runs") / str(study)
+
+
+def _read(folder: Path, name: str, kind: str) -> dict[str, Any]:
+    path = folder / name
+    try:
+        return checked(kind, json.loads(path.read_text(encoding="utf-8")), path)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0][:200]
+        raise RegistryError(f"no readable {name} for study {folder.name!r} in {folder} ({why}). "
+                            f"Fix: pass the study's own runs/<study>/champion.json (or --runs with the output root the search wrote to), "
+                            f"{_REVIEW}") from None
+
+
+def _storage_url(folder: Path, study: str, recorded: str, given: str | None) -> str:
+    """The URL to read the study's database from. A default SQLite study.db is the folder's own
+    (the folder may have been moved since); any other storage is the one the records name."""
+    from sqlalchemy.engine import make_url
+
+    if given is not None:
+        if public_url(given) != recorded:
+            raise RegistryError(f"--storage {public_url(given)} is not the storage study {study!r} ran on ({recorded}). "
+                                "Fix: pass the URL its summary.json names, with the password")
+        return given
+    try:
+        parsed = make_url(recorded)
+    except Exception:  # SQLAlchemy raises several types for a malformed URL; each is the same refusal
+        raise RegistryError(f"study {study!r} records storage {recorded!r}, which is not a database URL. "
+                            f"Fix: re-run the search to rewrite its records, {_REVIEW}") from None
+    if parsed.password is not None:  # the records mask it: only the operator can supply it
+        raise RegistryError(f"study {study!r} ran on {recorded}, whose password the records do not keep. "
+                            "Fix: pass --storage with the full URL (e.g. --storage \"$STUDY_DB_URL\")")
+    if parsed.get_backend_name() == "sqlite":
+        db = Path(parsed.database or "")
+        if db.name == "study.db" and db.parent.name == study:
+            return f"sqlite:///{(folder / 'study.db').absolute()}"
+    return recorded
+
+
+def _same(study: str, what: str, where: str, found: Any, recorded: Any) -> None:
+    if found != recorded:
+        raise RegistryError(f"study {study!r}: {what} in {where} ({str(found)[:80]}) is not what the study's database records "
+                            f"({str(recorded)[:80]}): the file was edited or comes from another run. "
+                            f"Fix: re-run the search to rewrite its records, {_REVIEW}")
+
+
+def study_records(folder: Path, *, storage: str | None = None) -> StudyRecords:
+    """The study's claim, read from its files and its database, which must agree."""
+    from search.optimise.finish import Frozen
+
+    study = folder.name
+    if not is_name(study):
+        raise RegistryError(f"{folder} is not a study folder (its name is not a study name). "
+                            f"Fix: pass runs/<study>/champion.json, {_REVIEW}")
+    claim, summary = _read(folder, "claim.json", "claim"), _read(folder, "summary.json", "summary")
+    freeze = _read(folder, "freeze.json", "freeze")
+    if summary.get("study") != study:
+        raise RegistryError(f"{folder}/summary.json is study {summary.get('study')!r}'s, not {study!r}'s: the folder was assembled "
+                            f"from another study's files. Fix: re-run the search, {_REVIEW}")
+    recorded = str(summary.get("storage") or "")
+    if not recorded:
+        raise RegistryError(f"study {study!r}: summary.json names no storage. Fix: re-run the search to rewrite its records, {_REVIEW}")
+    url = _storage_url(folder, study, recorded, storage)
+    try:
+        record = read_claim_record(url, study)
+    except NoRecord as why:
+        raise RegistryError(f"study {study!r}: its claim is not in the study's database {public_url(url)} ({why}), so nothing "
+                            f"the search wrote backs claim.json. Fix: re-run the search (the same command resumes the study "
+                            f"and records its claim), {_REVIEW}") from None
+    try:
+        pinned = Frozen.from_dict(freeze).hashes()
+    except (KeyError, TypeError, ValueError):
+        raise RegistryError(f"study {study!r}: freeze.json is not a freeze record. Fix: re-run the search, {_REVIEW}") from None
+    snapshots = summary.get("snapshots") or {}
+    _same(study, "the verdict", "claim.json", claim.get("verdict"), record.get("verdict"))
+    _same(study, "the champion's variant", "claim.json", claim.get("champion_hash"), record.get("champion_hash"))
+    _same(study, "the champion's variant", "summary.json", (summary.get("champion") or {}).get("variant_hash"), record.get("champion_hash"))
+    _same(study, "the claim's verdict", "summary.json", (summary.get("claim") or {}).get("verdict"), record.get("verdict"))
+    _same(study, "the champion snapshot", "summary.json", snapshots.get("champion"), record.get("snapshot"))
+    _same(study, "whether a champion.json was written", "summary.json", snapshots.get("champion_path") is not None,
+          record.get("champion_file"))
+    _same(study, "the claim's hashes", "claim.json", claim.get("hashes"), record.get("hashes"))
+    _same(study, "the hashes", "freeze.json", pinned, record.get("hashes"))
+    return StudyRecords(folder=folder, study=study, claim=claim, summary=summary, record=record)
+
+
+def trusted_verdict(snapshot: Snapshot, records: StudyRecords, registry: Registry) -> str:
+    """The study's verdict for ``snapshot``, once the database names it as the champion and the
+    registry holds it; otherwise a one-line RegistryError."""
+    short, study = snapshot.content_hash[:12], records.study
+    if snapshot.content_hash != records.champion_snapshot:
+        raise RegistryError(f"snapshot {short} is not the champion of study {study!r} (its database records "
+                            f"{records.champion_snapshot[:12]}), so the study's claim does not cover it. "
+                            f"Fix: promote the study's own champion.json, {_REVIEW}")
+    stored = registry.path_of(snapshot.content_hash)
+    if not stored.is_file():
+        searched = str(records.record.get("registry") or "")
+        hint = (f"pass --registry {searched} (where the search stored it)" if searched and Path(searched) != registry.root.absolute()
+                else "promote the champion of a search that ran against this registry")
+        raise RegistryError(f"snapshot {short} is not in registry {registry.root}: the search stores its champion there before "
+                            f"writing champion.json, so this one did not come from a search of this registry. Fix: {hint}, {_REVIEW}")
+    read_snapshot(stored)  # a stored copy that no longer hashes to its name is refused by name
+    return records.verdict
+
+
+def nothing_to_promote(path: Path, *, storage: str | None = None) -> str:
+    """For an ``--if-win`` path that does not exist: the line to print when it is the champion.json of
+    a study whose records agree it made no champion (the incumbent stayed); else a RegistryError."""
+    folder = path.parent
+    if path.name != "champion.json" or not (folder / "summary.json").is_file():
+        raise RegistryError(f"no snapshot file {path}. Fix: check the path (a search writes runs/<study>/champion.json), "
+                            "or give a full hash or a unique prefix")
+    records = study_records(folder, storage=storage)
+    if records.record.get("champion_file"):
+        raise RegistryError(f"{path} is missing, but study {records.study!r} chose champion {records.champion_snapshot[:12]} and "
+                            f"wrote it there. Fix: re-run the search to rewrite it, or promote {records.champion_snapshot[:12]} "
+                            "from the registry with --if-win")
+    return f"nothing promoted: study {records.study!r} kept its incumbent, so it wrote no champion.json"
