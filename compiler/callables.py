@@ -21,6 +21,18 @@ from compiler.toolspec import ToolSpec
 F = TypeVar("F", bound=Callable[..., Any])
 STATE_PARAMETER = "state"
 
+# A tool runs with arguments the model chose. Functions of these modules run commands, load code,
+# open connections or touch the interpreter, so the model would steer them: they are refused by the
+# import path and by the module the function was defined in (a re-export under another name too).
+# All of os is refused, os.path with it (its functions live in posixpath, ntpath and genericpath):
+# exists, getsize, realpath and expanduser tell the model about the machine's files, and a tool that
+# needs a path is a few lines in the user's own module.
+DENIED_MODULES = (
+    "os", "posix", "nt", "posixpath", "ntpath", "genericpath", "subprocess", "shutil", "builtins", "pty", "sys",
+    "importlib", "runpy", "pickle", "marshal", "ctypes", "socket", "multiprocessing", "code", "codeop", "pdb",
+    "webbrowser", "asyncio.subprocess",
+)
+
 
 def tool(*, mutates_state: bool = False, group: str = "", name: str | None = None, live: bool = False) -> Callable[[F], F]:
     """Label a tool function: whether a call can change the environment, its API group, its name,
@@ -37,11 +49,23 @@ def is_live(fn: Callable[..., Any]) -> bool:
     return bool(getattr(fn, "__evoharness_tool__", {}).get("live", False))
 
 
+def _denied(module: str) -> str | None:
+    return next((d for d in DENIED_MODULES if module == d or module.startswith(d + ".")), None)
+
+
+def _refuse_denied(path: str, target: str, module: str) -> None:
+    denied = _denied(module)
+    if denied:
+        raise ConfigError(path, f"{target!r} is a function of {module!r}; a model's arguments must not steer {denied} functions",
+                          "write a tool function in your own module that does only what the agent needs")
+
+
 def import_target(path: str, target: str) -> Callable[..., Any]:
     """``pkg.module.function`` or ``pkg.module:function``, imported; a bad path is a ConfigError at ``path``."""
     module, sep, attr = target.partition(":") if ":" in target else target.rpartition(".")
     if not module or not attr or any(c in target for c in "/\\ ()"):
         raise ConfigError(path, f"{target!r} is not an import path of a function", "write package.module.function")
+    _refuse_denied(path, target, module)
     try:
         obj: Any = importlib.import_module(module)
         for part in attr.split("."):
@@ -51,6 +75,7 @@ def import_target(path: str, target: str) -> Callable[..., Any]:
                           "check the module and function names, and that the package is installed") from None
     if not inspect.isfunction(obj):  # a class, a builtin (os.system) or a callable object is not a tool function
         raise ConfigError(path, f"{target!r} is not a Python function", "name a function defined with def in your own module")
+    _refuse_denied(path, target, str(getattr(obj, "__module__", None) or ""))
     return obj  # type: ignore[no-any-return]
 
 

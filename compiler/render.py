@@ -1,14 +1,16 @@
 """Jinja2 rendering of the system prompt and of tools in each format. Pure: strings in, strings out."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.sandbox import SecurityError
 
 from compiler.errors import ConfigError
+from compiler.template_bounds import FIX, BoundedEnvironment, TemplateTooCostly, bounded
 from compiler.toolspec import ToolSpec
 from compiler.workflow import WorkflowStep
 
@@ -17,8 +19,9 @@ from compiler.workflow import WorkflowStep
 def _env(template_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
     # Prompt text comes from config files, overrides and registry snapshots: a template is data, so it
     # renders in the sandbox (no attribute walks to Python internals, no mutation of the context).
+    # It also bounds the work a template can ask for (loops, calls, sizes, time): see template_bounds.
     # A template in a config dir's templates/ folder wins over the built-in one of the same name.
-    return ImmutableSandboxedEnvironment(
+    return BoundedEnvironment(
         loader=jinja2.ChoiceLoader([*(jinja2.FileSystemLoader(d) for d in template_dirs),
                                     jinja2.PackageLoader("compiler", "templates")]),
         undefined=jinja2.StrictUndefined,
@@ -29,7 +32,10 @@ def _env(template_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
 
 def render_text(path: str, text: str, context: Mapping[str, Any]) -> str:
     try:
-        return _env().from_string(text).render(**context).strip()
+        with bounded():  # one budget for the compile (which folds constants) and the render
+            return _env().from_string(text).render(**context).strip()
+    except TemplateTooCostly as exc:
+        raise ConfigError(path, f"template exceeds a render bound: {exc}", FIX) from None
     except jinja2.UndefinedError as exc:
         raise ConfigError(path, f"template uses an undefined variable ({exc.message})",
                           f"define it under agent.vars or remove it; available: {sorted(context)}") from None
@@ -63,18 +69,29 @@ def render_system_prompt(
     ]
     rendered_steps = [{"name": s.name, "instructions": " ".join(s.instructions.split())} for s in steps]
     rules = [{"tool": t.name, "text": r.strip()} for t in tools for r in t.rules]
-    try:
-        tpl = _env(tuple(template_dirs)).get_template(template)
-    except jinja2.TemplateNotFound:
-        where = [*template_dirs, "the built-in templates"]
-        raise ConfigError("agent.template", f"no template named {template!r} in {', '.join(where)}",
-                          "use system_prompt.md.j2 or add the file to a templates/ folder of a config dir (--config-dir DIR)") from None
-    try:
-        text = tpl.render(sections=rendered_sections, steps=rendered_steps, rules=rules, **context)
-    except jinja2.UndefinedError as exc:
-        raise ConfigError("agent.template", f"template {template!r} uses an undefined variable ({exc.message})",
-                          f"pass it under agent.vars; available: {sorted(context)}") from None
+    with _bounded("agent.template"):
+        try:
+            tpl = _env(tuple(template_dirs)).get_template(template)
+        except jinja2.TemplateNotFound:
+            where = [*template_dirs, "the built-in templates"]
+            raise ConfigError("agent.template", f"no template named {template!r} in {', '.join(where)}",
+                              "use system_prompt.md.j2 or add the file to a templates/ folder of a config dir (--config-dir DIR)") from None
+        try:
+            text = tpl.render(sections=rendered_sections, steps=rendered_steps, rules=rules, **context)
+        except jinja2.UndefinedError as exc:
+            raise ConfigError("agent.template", f"template {template!r} uses an undefined variable ({exc.message})",
+                              f"pass it under agent.vars; available: {sorted(context)}") from None
     return text.strip() + "\n"
+
+
+@contextmanager
+def _bounded(path: str) -> Iterator[None]:
+    """A budget for compiling and rendering one template; going past a bound is a ConfigError at ``path``."""
+    try:
+        with bounded():
+            yield
+    except TemplateTooCostly as exc:
+        raise ConfigError(path, f"template exceeds a render bound: {exc}", FIX) from None
 
 
 def _schema_type(schema: Mapping[str, Any]) -> str:
@@ -98,11 +115,13 @@ def render_bash_usage(tool: ToolSpec) -> str:
         }
         for name, sub in tool.properties().items()
     ]
-    return _env().get_template("tool_usage.md.j2").render(tool=tool, args=args).strip() + "\n"
+    with _bounded(f"tool[{tool.name}]"):  # a built-in template, but the tool's text is config
+        return _env().get_template("tool_usage.md.j2").render(tool=tool, args=args).strip() + "\n"
 
 
 def render_tools_intro(tool_format: str) -> str:
-    return _env().get_template("tools_intro.md.j2").render(tool_format=tool_format).strip() + "\n"
+    with _bounded("agent.tool_format"):
+        return _env().get_template("tools_intro.md.j2").render(tool_format=tool_format).strip() + "\n"
 
 
 def render_openai_tool(tool: ToolSpec) -> dict[str, Any]:

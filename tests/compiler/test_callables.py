@@ -2,6 +2,7 @@
 docstring (docstring-parser), the state parameter hidden from the model, bad functions refused."""
 from __future__ import annotations
 
+from subprocess import getoutput as shell_out  # noqa: F401  (a re-export under another name, refused by where it is defined)
 from typing import Any, Literal
 
 import pytest
@@ -63,7 +64,48 @@ def test_catalog_reads_callables_and_names_a_bad_import_path() -> None:
     catalog = build_catalog({"callables": ["tests.compiler.test_callables.refund"]})
     assert list(catalog) == ["refund"] and catalog["refund"].mutates_state
     for bad, why in [("tests.compiler.nope.refund", "cannot import"), ("os.system(1)", "is not an import path"),
-                     ("tests.compiler.test_callables.missing", "cannot import"), ("os.system", "is not a Python function"),
+                     ("tests.compiler.test_callables.missing", "cannot import"), ("time.sleep", "is not a Python function"),
                      ("collections.OrderedDict", "is not a Python function")]:
         with pytest.raises(ConfigError, match=why):
             build_catalog({"callables": [bad]})
+
+
+# Functions that would let a model's arguments run commands, load code or reach the machine: refused
+# by import path, and by the module the function is defined in (a re-export, an attribute walk).
+REFUSED = [
+    "subprocess.getoutput", "subprocess:getoutput", "subprocess.check_output", "os.popen", "os.system", "os.path.join",
+    "os.path.exists", "posixpath.exists", "shutil.rmtree", "pty.spawn", "importlib.import_module", "runpy.run_path",
+    "pickle.load", "code.interact", "codeop.compile_command", "pdb.run", "webbrowser.open", "ctypes.string_at",
+    "socket.create_connection", "multiprocessing.Pipe", "asyncio.create_subprocess_shell", "asyncio.subprocess.create_subprocess_exec",
+    "glob:os.popen", "glob:os.path.exists", "tests.compiler.test_callables.shell_out",
+]
+
+
+@pytest.mark.parametrize("target", REFUSED)
+def test_functions_that_reach_the_system_are_refused(target: str) -> None:
+    from compiler.catalog import build_catalog
+
+    with pytest.raises(ConfigError) as err:
+        build_catalog({"callables": ["tests.compiler.test_callables.refund", target]})
+    message = str(err.value)
+    assert message.startswith(f"tool.callables[1]: {target!r} is a function of ") and "\n" not in message, message
+    assert message.endswith("Fix: write a tool function in your own module that does only what the agent needs"), message
+
+
+def test_the_refusal_names_the_module_the_function_comes_from() -> None:
+    from compiler.callables import import_target
+
+    with pytest.raises(ConfigError, match="is a function of 'asyncio.subprocess'"):  # imported from asyncio
+        import_target("tool.callables[0]", "asyncio.create_subprocess_shell")
+    with pytest.raises(ConfigError, match="is a function of 'subprocess'"):  # renamed in this module
+        import_target("tool.callables[0]", "tests.compiler.test_callables.shell_out")
+
+
+@pytest.mark.parametrize("target", ["tests.compiler.test_callables.refund", "json.dumps", "textwrap.dedent",
+                                    "codecs.getincrementalencoder", "sysconfig.get_paths", "pickletools.optimize"])
+def test_other_functions_still_import(target: str) -> None:
+    # codecs, sysconfig and pickletools share a prefix with a refused module but are not under it
+    from compiler.callables import import_target
+
+    fn = import_target("tool.callables[0]", target)
+    assert callable(fn) and fn.__name__ == target.rpartition(".")[2]
