@@ -80,9 +80,21 @@ class NamedRegistry(Generic[T]):
         if name not in self:
             raise ConfigError(path, f"unknown {self.kind} {name!r}",
                               f"use one of {self.names()}, or register one with {self.decorator} or an entry point in group {self.group!r}")
-        return self.get(name)
+        try:
+            return self.get(name)
+        except ImportError as exc:  # an entry point whose module is gone: named, with where it was declared
+            raise ConfigError(path, str(exc), "reinstall or uninstall the distribution that declares it, "
+                              "or correct the entry point's module path") from None
 
     def _load(self, name: str, target: str) -> None:
+        try:
+            self._import(name, target)
+        except (ImportError, AttributeError) as exc:
+            source = "built-in" if self.builtins.get(name) == target else f"entry point in group {self.group!r}"
+            raise ImportError(f"{self.kind} {name!r} ({source} {target!r}) cannot be imported: "
+                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+
+    def _import(self, name: str, target: str) -> None:
         module, _, attr = target.partition(":")
         if attr:
             entry: Any = importlib.import_module(module)

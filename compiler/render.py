@@ -81,6 +81,9 @@ def render_system_prompt(
         except jinja2.UndefinedError as exc:
             raise ConfigError("agent.template", f"template {template!r} uses an undefined variable ({exc.message})",
                               f"pass it under agent.vars; available: {sorted(context)}") from None
+        except SecurityError as exc:  # a config dir's template is data too, and named as such
+            raise ConfigError("agent.template", f"template {tpl.filename or template!r} reaches outside its variables ({exc})",
+                              "use only the template variables; templates cannot reach Python internals") from None
     return text.strip() + "\n"
 
 

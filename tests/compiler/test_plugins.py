@@ -140,3 +140,16 @@ def test_a_builtin_module_that_does_not_register_its_name_says_so(tmp_path: Path
 def test_each_extension_point_has_its_entry_point_group(registry: NamedRegistry[Any], group: str, builtin: str) -> None:
     assert registry.group == group
     assert builtin in registry.builtins and builtin in registry.names()
+
+
+def test_an_entry_point_whose_module_is_gone_is_one_line_naming_it() -> None:
+    from compiler.errors import ConfigError
+
+    reg: NamedRegistry[object] = NamedRegistry("workload", builtins={}, decorator="@register_workload")
+    reg._plugins = {"ghost": "no_such_module_for_evoharness:thing"}  # what an uninstalled package leaves in metadata
+    with pytest.raises(ConfigError) as err:
+        reg.lookup("ghost", path="workload.name")
+    message = str(err.value)
+    assert message.startswith("workload.name: workload 'ghost' (entry point in group 'evoharness.workloads' "
+                              "'no_such_module_for_evoharness:thing') cannot be imported: ModuleNotFoundError")
+    assert "\n" not in message and "Fix: reinstall or uninstall" in message

@@ -307,7 +307,15 @@ def _registry_dir(*argv: str) -> Setup:
     return setup
 
 
+def _unsafe_template_in_config_dir(tmp: Path, mp: pytest.MonkeyPatch) -> list[str]:
+    conf = tmp / "myconf"
+    (conf / "templates").mkdir(parents=True)
+    (conf / "templates" / "evil.md.j2").write_text("{{ cycler.__init__.__globals__ }}\n", encoding="utf-8")
+    return ["compile", "--config-dir", str(conf), "agent.template=evil.md.j2"]
+
+
 SETUPS: list[tuple[Setup, str]] = [
+    (_unsafe_template_in_config_dir, "templates/evil.md.j2' reaches outside its variables"),
     # the registry folder, named when it cannot be one, before anything is paid for
     (_registry_dir("compile", "registry_dir=/etc/passwd"), "registry_dir: '/etc/passwd' is under /etc/passwd, which is a file"),
     (_registry_dir("search", "registry_dir=/proc/evoharness"), "registry_dir: '/proc/evoharness' cannot be written"),
