@@ -70,7 +70,10 @@ _ENV_REF = re.compile(r"\$\{oc\.env:\s*([A-Za-z_][A-Za-z0-9_]*)")
 _CREDENTIAL_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|ACCESS_KEY)", re.IGNORECASE)
 _MARKER = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _KNOWN: dict[str, str] = {}  # value -> name of the environment variable it came from
-_READ: set[str] = set()  # variables the config itself reads (api_key_env, ${oc.env:...}): a snapshot may re-read only these
+# variables the config itself interpolates (${oc.env:...}): a snapshot may re-read only these. A key's
+# variable named by api_key_env is not among them: it goes in a request header, and a snapshot that
+# could interpolate it into a prompt would send it to whatever host serves that prompt.
+_READ: set[str] = set()
 
 
 def marker(name: str) -> str:
@@ -127,9 +130,32 @@ def remember_config(cfg: Any) -> None:
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     data = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
+    keys = _key_env_names(data)
     for name in _env_names(data):
-        remember_env(name)
+        remember_env(name, read=name not in keys)
     remember_credential_env(json.dumps(data, ensure_ascii=False, default=str))
+
+
+def _key_env_names(value: Any) -> set[str]:
+    """Variables named by an ``api_key_env`` and not also interpolated in the config's text."""
+    named: set[str] = set()
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if str(key) == "api_key_env" and isinstance(item, str):
+                named.add(item)
+            named |= _key_env_names(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            named |= _key_env_names(item)
+    return named - _interpolated(value)
+
+
+def _interpolated(value: Any) -> set[str]:
+    if isinstance(value, Mapping):
+        return set().union(*(_interpolated(v) for v in value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_interpolated(v) for v in value)) if value else set()
+    return set(_ENV_REF.findall(value)) if isinstance(value, str) else set()
 
 
 def _env_names(value: Any) -> set[str]:
@@ -173,8 +199,8 @@ def scrub_data(value: Any) -> Any:
 
 
 def remembered(name: str) -> bool:
-    """Whether this process's config reads environment variable ``name`` (api_key_env or ${oc.env:...});
-    a credential-named variable it merely scrubs does not count."""
+    """Whether this process's config interpolates environment variable ``name`` (${oc.env:...}); a
+    key's variable named only by api_key_env, or a credential-named variable it merely scrubs, does not count."""
     return name in _READ
 
 

@@ -144,7 +144,7 @@ class ModelClient:
         if not self.route.api_key_env:
             return None
         key = os.environ.get(self.route.api_key_env)
-        remember_env(self.route.api_key_env)
+        remember_env(self.route.api_key_env, read=False)  # scrubbed everywhere; never a variable a snapshot may interpolate
         if not key:
             raise RouteConfigError(
                 f"model.api_key_env: environment variable {self.route.api_key_env} is not set; export it (the key never goes in config)"

@@ -98,8 +98,10 @@ def _read(folder: Path, name: str, kind: str) -> dict[str, Any]:
 
 
 def _storage_url(folder: Path, study: str, recorded: str, given: str | None) -> str:
-    """The URL to read the study's database from. A default SQLite study.db is the folder's own
-    (the folder may have been moved since); any other storage is the one the records name."""
+    """The URL to read the study's database from: the folder's own study.db for a study on the default
+    storage (the folder may have been moved since), else only the URL the operator passes. Never one
+    a file names: whoever writes summary.json would choose the database that vouches for it, and a
+    host that receives the operator's database password."""
     from sqlalchemy.engine import make_url
 
     if given is not None:
@@ -112,14 +114,12 @@ def _storage_url(folder: Path, study: str, recorded: str, given: str | None) -> 
     except Exception:  # SQLAlchemy raises several types for a malformed URL; each is the same refusal
         raise RegistryError(f"study {study!r} records storage {recorded!r}, which is not a database URL. "
                             f"Fix: re-run the search to rewrite its records, {_REVIEW}") from None
-    if parsed.password is not None:  # the records mask it: only the operator can supply it
-        raise RegistryError(f"study {study!r} ran on {recorded}, whose password the records do not keep. "
-                            "Fix: pass --storage with the full URL (e.g. --storage \"$STUDY_DB_URL\")")
-    if parsed.get_backend_name() == "sqlite":
+    if parsed.get_backend_name() == "sqlite" and parsed.password is None:
         db = Path(parsed.database or "")
         if db.name == "study.db" and db.parent.name == study:
             return f"sqlite:///{(folder / 'study.db').absolute()}"
-    return recorded
+    raise RegistryError(f"study {study!r} ran on {recorded}, not on its folder's own study.db, and promote reads a database "
+                        "only at the operator's word. Fix: pass --storage with the study's URL (e.g. --storage \"$STUDY_DB_URL\")")
 
 
 def _same(study: str, what: str, where: str, found: Any, recorded: Any) -> None:

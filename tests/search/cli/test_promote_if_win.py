@@ -209,7 +209,7 @@ def test_a_forged_folder_with_another_studys_database_is_refused(studies: Path, 
     runs = copy_of(studies, tmp_path, "won")
     folder = runs / "evil"
     (runs / "won").rename(folder)  # the won study's files and database, handed over as another study
-    edit_json(folder / "summary.json", lambda s: s.update(study="evil"))
+    edit_json(folder / "summary.json", lambda s: s.update(study="evil", storage=f"sqlite:///{folder / 'study.db'}"))
     assert "the database holds no study 'evil'" in refused(runs, capsys, folder / "champion.json")
 
 
@@ -292,5 +292,35 @@ def test_a_missing_champion_path_is_exit_2_unless_the_study_made_none(studies: P
     forged.mkdir()
     for name in ("claim.json", "summary.json", "freeze.json"):
         shutil.copy(runs / "kept" / name, forged / name)
-    edit_json(forged / "summary.json", lambda s: s.update(study="kept-forged"))
+    edit_json(forged / "summary.json", lambda s: s.update(study="kept-forged", storage=f"sqlite:///{forged / 'study.db'}"))
     assert expected in refused(runs, capsys, runs / ref)
+
+
+def test_a_summary_naming_another_database_is_never_opened(studies: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Whoever writes summary.json would choose the database that vouches for it: a copy of the lost
+    study's database edited to say win, or a server that collects the operator's database password.
+    Without --storage, promote reads only the folder's own study.db."""
+    import socket
+
+    runs = copy_of(studies, tmp_path, "lost")
+    folder = runs / "lost"
+    copy = tmp_path / "elsewhere.db"
+    shutil.copy(folder / "study.db", copy)
+    record_claim(f"sqlite:///{copy}", "lost", ["maximize", "minimize", "minimize"],
+                 {**read_claim_record(f"sqlite:///{copy}", "lost"), "verdict": "win"})
+    point_files_at(folder, read_snapshot(folder / "champion.json"))
+    edit_json(folder / "summary.json", lambda s: s.update(storage=f"sqlite:///{copy}"))
+    assert "promote reads a database only at the operator's word" in refused(runs, capsys, folder / "champion.json")
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.5)
+    try:
+        edit_json(folder / "summary.json", lambda s: s.update(storage=f"postgresql://operator@127.0.0.1:{listener.getsockname()[1]}/optuna"))
+        assert "--storage" in refused(runs, capsys, folder / "champion.json")
+        with pytest.raises(TimeoutError):  # nobody connected: the operator's password never left
+            listener.accept()
+    finally:
+        listener.close()
