@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -27,10 +28,16 @@ STATE_PARAMETER = "state"
 # All of os is refused, os.path with it (its functions live in posixpath, ntpath and genericpath):
 # exists, getsize, realpath and expanduser tell the model about the machine's files, and a tool that
 # needs a path is a few lines in the user's own module.
+# Beyond these, the whole standard library is refused: no function of it was written as an agent's
+# tool, and too many run code or reach the network (timeit, pydoc.pipepager, cProfile.run,
+# urllib.request, shelve, venv) for a list to keep up. So are third-party modules that load code,
+# render unsandboxed templates or call out on their own.
 DENIED_MODULES = (
     "os", "posix", "nt", "posixpath", "ntpath", "genericpath", "subprocess", "shutil", "builtins", "pty", "sys",
     "importlib", "runpy", "pickle", "marshal", "ctypes", "socket", "multiprocessing", "code", "codeop", "pdb",
     "webbrowser", "asyncio.subprocess",
+    "yaml", "dill", "cloudpickle", "joblib", "jinja2", "hydra", "omegaconf", "litellm", "requests", "httpx", "aiohttp",
+    "urllib3", "ray", "submitit", "IPython", "numpy", "scipy", "pydantic", "docstring_parser",
 )
 
 
@@ -50,7 +57,11 @@ def is_live(fn: Callable[..., Any]) -> bool:
 
 
 def _denied(module: str) -> str | None:
-    return next((d for d in DENIED_MODULES if module == d or module.startswith(d + ".")), None)
+    listed = next((d for d in DENIED_MODULES if module == d or module.startswith(d + ".")), None)
+    if listed:
+        return listed
+    top = module.partition(".")[0]
+    return f"standard-library ({top})" if top in sys.stdlib_module_names or top.lstrip("_") in sys.stdlib_module_names else None
 
 
 def _refuse_denied(path: str, target: str, module: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from compiler.atomic import unwritable, write_text_atomic
 from compiler.configpath import ConfigPath, as_url
@@ -278,6 +278,24 @@ def _one_line_hydra_error(exc: BaseException, overrides: list[str], cp: ConfigPa
     return f"{where}{head}. Fix: correct the override or YAML value to match the schema in compiler/schema.py"
 
 
+def _refuse_non_finite(cfg: DictConfig) -> None:
+    """No setting is NaN or infinite, whichever file or override it comes from: NaN passes every "< 0"
+    check, and a record holding one cannot be written as JSON once the run has been paid for."""
+    import math
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ConfigError(path, f"{node} is not a finite number", "give a finite number (or null where the setting allows it)")
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            walk(value, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key))
+
+    for key in cfg:
+        if key != "hydra":  # Hydra's own node resolves only inside a run
+            node = cfg[key]
+            walk(OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig | ListConfig) else node, str(key))
+
+
 def _undecodable_yaml(cp: ConfigPath) -> Path | None:
     """The first YAML file on the search path that is not UTF-8, or None."""
     for folder in cp.dirs():
@@ -399,6 +417,7 @@ def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | 
                 check_location(str(cfg.cache_dir))  # the server answers, before anything is paid for
             elif cfg.get("cache_dir"):
                 writable_dir("cache_dir", cfg.cache_dir)
+            _refuse_non_finite(cfg)
             extra = unknown_keys(cfg)
             if extra:
                 raise ConfigError(extra[0], "is not a setting of this config group, so nothing would read it",

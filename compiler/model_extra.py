@@ -28,7 +28,7 @@ from compiler.errors import ConfigError
 GENERATION_PARAMS = frozenset({
     "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "stop", "seed",
     "logit_bias", "logprobs", "top_logprobs", "response_format", "tool_choice", "parallel_tool_calls",
-    "reasoning_effort", "max_completion_tokens", "thinking",
+    "reasoning_effort", "thinking",
 })
 
 # Named apart only to say why they are refused: each redirects a request, carries a credential,
@@ -42,7 +42,8 @@ _CONNECTION = re.compile(
     re.IGNORECASE,
 )
 
-_FIRST_CLASS = {"temperature": "model.temperature", "max_tokens": "model.max_tokens", "timeout": "model.timeout_s",
+_FIRST_CLASS = {"temperature": "model.temperature", "max_tokens": "model.max_tokens", "max_completion_tokens": "model.max_tokens",
+                "timeout": "model.timeout_s",
                 "num_retries": "model.retries", "max_retries": "model.retries", "api_base": "model.api_base",
                 "base_url": "model.api_base", "api_key": "model.api_key_env", "model": "model.route"}
 

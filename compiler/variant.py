@@ -28,12 +28,15 @@ from compiler.render import (
 )
 from compiler.schema import SECTION_ROLES, TOOL_FORMATS
 from compiler.secrets import find_secret
+from compiler.template_bounds import bounded
 from compiler.toolspec import ToolSpec
 from compiler.workflow import WorkflowStep, build_workflow
 
 HASH_SCHEMA = 1
 # a call's deadline: above an hour it is a typo, and inf would let one trickling reply hold a run forever
 MAX_TIMEOUT_S = 3600.0
+# retries of one call, each after a doubling backoff: past ten, an outage is not going to end within the run
+MAX_RETRIES = 10
 
 
 def canonical_json(value: Any) -> str:
@@ -213,7 +216,7 @@ def check_route_settings(model: Mapping[str, Any]) -> None:
     checks: tuple[tuple[str, Any, bool, str], ...] = (
         ("timeout_s", model.get("timeout_s", 60.0), 0 < _number(model.get("timeout_s", 60.0)) <= MAX_TIMEOUT_S,
          f"use a positive number of seconds, at most {MAX_TIMEOUT_S:.0f}"),
-        ("retries", model.get("retries", 3), _whole(model.get("retries", 3)) >= 0, "use 0 or more"),
+        ("retries", model.get("retries", 3), 0 <= _whole(model.get("retries", 3)) <= MAX_RETRIES, f"use 0 to {MAX_RETRIES}"),
         ("backoff_s", model.get("backoff_s", 0.5), 0 <= _number(model.get("backoff_s", 0.5)) <= MAX_TIMEOUT_S,
          f"use 0 or more seconds, at most {MAX_TIMEOUT_S:.0f}"),
         ("concurrency", model.get("concurrency", 8), _whole(model.get("concurrency", 8)) >= 1, "use 1 or more calls in flight"),
@@ -254,6 +257,13 @@ def _whole(value: Any) -> float:
 
 def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: Mapping[str, Any]) -> HarnessVariant:
     """Compile plain config mappings (agent, tool catalog, model) into a HarnessVariant."""
+    # One render budget for the whole compile: bounded per template alone, twenty sections each just
+    # under the bound would still take minutes.
+    with bounded():
+        return _compile_agent(agent, tool=tool, model=model)
+
+
+def _compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: Mapping[str, Any]) -> HarnessVariant:
     checked_name("agent.name", agent.get("name"), example="bfcl_agent")  # registry slots and snapshots are keyed by it
     tool_format = agent.get("tool_format", "json")
     if tool_format not in TOOL_FORMATS:

@@ -52,6 +52,9 @@ class ModelReply:
     unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
 
 
+MAX_BACKOFF_S = 300.0  # one wait between attempts: the doubling stops here, so retries add minutes, never days
+
+
 class InfraError(Exception):
     """Timeout, 5xx, 429 or connection failure that outlived its retries: skip, never score 0."""
 
@@ -226,7 +229,7 @@ class ModelClient:
                                      attempts=attempts, infra_s=infra_s) from exc
                 # Why our own loop: each attempt must be classified, and an exhausted retry becomes
                 # a skipped episode rather than an exception that aborts the whole batch.
-                delay = self.route.backoff_s * (2 ** (attempts - 1))
+                delay = min(self.route.backoff_s * (2 ** (attempts - 1)), MAX_BACKOFF_S)
                 await asyncio.sleep(delay)
                 infra_s += delay
         if response is None or not getattr(response, "choices", None):

@@ -242,3 +242,15 @@ def test_ordinary_templates_render_as_plain_jinja_does() -> None:
     expected = plain.from_string(CONTROL).render(**context).strip()
     assert render_text("agent.prompt_sections.role", CONTROL, context) == expected
     assert "tool_39" in expected and "<a <b><c <d>>>" in expected and "4999950000" in expected
+
+
+def test_the_bounds_hold_for_a_whole_compile_not_each_template() -> None:
+    """Each section alone is under the loop bound; twenty of them together are not."""
+    agent, tool, model = configs()
+    heavy = "{% for i in range(1000) %}{% for j in range(100) %}{% endfor %}{% endfor %}x"  # 100,100 steps: a tenth of the bound
+    sections = {f"s{k}": heavy for k in range(20)}
+    compile_agent({**agent, "prompt_sections": {f"s{k}": heavy for k in range(2)}}, tool=tool, model=model)  # two are fine
+    start = time.thread_time()
+    with pytest.raises(ConfigError, match=r"agent\.prompt_sections\.s9: template exceeds a render bound: .*1,000,000 loop iterations"):
+        compile_agent({**agent, "prompt_sections": sections}, tool=tool, model=model)
+    assert time.thread_time() - start < 5

@@ -173,3 +173,24 @@ def test_a_reply_asked_again_before_its_entry_is_written_is_not_paid_twice(monke
     asyncio.run(c.flush())
     assert len(list(tmp_path.rglob("*.json"))) == 1 and client(folder)._writes is not None
     assert asyncio.run(client(folder).complete(MESSAGES, tools=[], user="u")).cached  # a new client reads it from disk
+
+
+def test_the_backoff_stops_doubling_at_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten retries from a 100 s backoff would wait 28 hours doubling; capped, each wait is at most MAX_BACKOFF_S."""
+    from compiler.runtime import models
+    from compiler.runtime.models import MAX_BACKOFF_S, InfraError
+
+    async def outage(**_: Any) -> Any:
+        raise litellm_module().InternalServerError("down", llm_provider="openai", model="fake")
+
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    monkeypatch.setattr(litellm_module(), "acompletion", outage)
+    monkeypatch.setattr(models.asyncio, "sleep", sleep)
+    c = ModelClient(ModelParams(route="openai/fake"), RouteSettings(retries=10, backoff_s=100.0))
+    with pytest.raises(InfraError, match="after 11 attempts"):
+        asyncio.run(c.complete(MESSAGES, tools=[], user="u"))
+    assert waits[:2] == [100.0, 200.0] and max(waits) == MAX_BACKOFF_S and len(waits) == 10

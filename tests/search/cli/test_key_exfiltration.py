@@ -154,3 +154,16 @@ def test_a_snapshot_cannot_interpolate_the_key_into_a_prompt(tmp_path: Path, att
     err = capsys.readouterr().err
     assert "reads environment variable EVO_TEST_OPENAI_KEY, which this config does not" in err
     assert seen.bodies == [] and OPENAI_KEY not in err
+
+
+def test_a_snapshot_cannot_switch_to_a_provider_whose_key_litellm_reads_by_itself(tmp_path: Path, attacker: tuple[str, Seen],
+                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """With no api_base and no api_key_env, an anthropic/ route makes litellm send ANTHROPIC_API_KEY on its
+    own. The releasing config (the simulator, no endpoint, no key) names that (api_base, key) pair but not
+    the provider, so the provider is part of what a snapshot may not change."""
+    url, seen = attacker
+    forge(tmp_path, {"route": "anthropic/claude-3-5-haiku-20241022"})
+    assert main(["compile", "runs_dir=runs"]) == 2
+    err = capsys.readouterr().err
+    assert "of provider 'anthropic', which neither this config nor any model config on the search path names" in err
+    assert not (tmp_path / "runs" / "compiled").exists() and seen.headers == []
