@@ -40,7 +40,8 @@ def record_claim(storage: str, study: str, directions: Sequence[str], record: Ma
     """Store ``record`` on ``<study>/all`` (created as the rounds create it, should no round have)."""
     import optuna
 
-    view = optuna.create_study(storage=storage, study_name=f"{study}/all", directions=list(directions), load_if_exists=True)
+    view = optuna.create_study(storage=storage, study_name=f"{study}/all", load_if_exists=True,
+                               directions=[optuna.study.StudyDirection[d.upper()] for d in directions])
     view.set_user_attr(CLAIM_ATTR, dict(record))
 
 
