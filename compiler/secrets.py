@@ -130,47 +130,26 @@ def remember_config(cfg: Any) -> None:
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     data = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
-    keys = _key_env_names(data)
-    for name in _env_names(data):
-        remember_env(name, read=name not in keys)
+    keys: set[str] = set()
+    interpolated: set[str] = set()
+    _env_refs(data, keys, interpolated)
+    for name in keys | interpolated:
+        remember_env(name, read=name in interpolated)  # a key's variable alone is scrubbed, never released
     remember_credential_env(json.dumps(data, ensure_ascii=False, default=str))
 
 
-def _key_env_names(value: Any) -> set[str]:
-    """Variables named by an ``api_key_env`` and not also interpolated in the config's text."""
-    named: set[str] = set()
+def _env_refs(value: Any, keys: set[str], interpolated: set[str]) -> None:
+    """Collect the variables ``value`` names: by an ``api_key_env`` into ``keys``, by ${oc.env:...} into ``interpolated``."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             if str(key) == "api_key_env" and isinstance(item, str):
-                named.add(item)
-            named |= _key_env_names(item)
+                keys.add(item)
+            _env_refs(item, keys, interpolated)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            named |= _key_env_names(item)
-    return named - _interpolated(value)
-
-
-def _interpolated(value: Any) -> set[str]:
-    if isinstance(value, Mapping):
-        return set().union(*(_interpolated(v) for v in value.values())) if value else set()
-    if isinstance(value, (list, tuple)):
-        return set().union(*(_interpolated(v) for v in value)) if value else set()
-    return set(_ENV_REF.findall(value)) if isinstance(value, str) else set()
-
-
-def _env_names(value: Any) -> set[str]:
-    names: set[str] = set()
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if str(key) == "api_key_env" and isinstance(item, str):
-                names.add(item)
-            names |= _env_names(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            names |= _env_names(item)
+            _env_refs(item, keys, interpolated)
     elif isinstance(value, str):
-        names.update(_ENV_REF.findall(value))
-    return names
+        interpolated.update(_ENV_REF.findall(value))
 
 
 def scrub(text: str) -> str:
