@@ -30,6 +30,17 @@ def _env(template_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
     )
 
 
+@lru_cache(maxsize=1)
+def _builtin_env() -> jinja2.Environment:
+    # The tool usage and intro templates are the package's own and no config dir replaces them; the
+    # config text they print (descriptions, names) is data to them, never template source, so their
+    # work is linear in it and needs no render budget (which would cost a compile a millisecond a tool).
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    return ImmutableSandboxedEnvironment(loader=jinja2.PackageLoader("compiler", "templates"), undefined=jinja2.StrictUndefined,
+                                         keep_trailing_newline=True, autoescape=False)
+
+
 def render_text(path: str, text: str, context: Mapping[str, Any]) -> str:
     try:
         with bounded():  # one budget for the compile (which folds constants) and the render
@@ -118,13 +129,11 @@ def render_bash_usage(tool: ToolSpec) -> str:
         }
         for name, sub in tool.properties().items()
     ]
-    with _bounded(f"tool[{tool.name}]"):  # a built-in template, but the tool's text is config
-        return _env().get_template("tool_usage.md.j2").render(tool=tool, args=args).strip() + "\n"
+    return _builtin_env().get_template("tool_usage.md.j2").render(tool=tool, args=args).strip() + "\n"
 
 
 def render_tools_intro(tool_format: str) -> str:
-    with _bounded("agent.tool_format"):
-        return _env().get_template("tools_intro.md.j2").render(tool_format=tool_format).strip() + "\n"
+    return _builtin_env().get_template("tools_intro.md.j2").render(tool_format=tool_format).strip() + "\n"
 
 
 def render_openai_tool(tool: ToolSpec) -> dict[str, Any]:
