@@ -56,10 +56,10 @@ def apply_promoted(cfg: DictConfig, overrides: Sequence[str] = ()) -> DictConfig
     if takes_model:
         _check_endpoint(cfg, definition.get("model") or {}, where, snapshot.content_hash)
     try:
-        _replace(out, "agent", definition["agent"])
-        _replace(out.tool, "overrides", definition["tool_overrides"])
+        replace_node(out, "agent", definition["agent"])
+        replace_node(out.tool, "overrides", definition["tool_overrides"])
         if takes_model:
-            _replace(out, "model", definition["model"])
+            replace_node(out, "model", definition["model"])
     except Exception as exc:  # OmegaConf validation: the definition does not fit this schema
         first = str(exc).strip().splitlines()[0]
         raise ConfigError(where, f"promoted snapshot {snapshot.content_hash[:12]} does not fit the config schema: {first}",
@@ -149,7 +149,9 @@ def inert(value: Any, foreign: set[str] | None = None) -> Any:
     return value
 
 
-def _replace(parent: DictConfig, key: str, value: Mapping[str, Any]) -> None:
+def replace_node(parent: DictConfig, key: str, value: Mapping[str, Any]) -> None:
+    """``parent[key]`` replaced by ``value``, checked against the node's schema (the release's one step,
+    also what promote checks a snapshot with)."""
     schema = OmegaConf.get_type(parent, key)
     # A structured node only accepts a node of its own type: build one so the schema checks the values.
     node = OmegaConf.merge(OmegaConf.structured(schema), dict(value)) if dataclasses.is_dataclass(schema) else dict(value)

@@ -38,7 +38,7 @@ def _first_line(exc: BaseException) -> str:
 def _merged(cfg: DictConfig, definition: Mapping[str, Any]) -> DictConfig:
     """``cfg`` with the definition in its place, by the release merge's own steps; a part that does
     not fit its schema is named down to the field."""
-    from compiler.release.merge import _replace, inert
+    from compiler.release.merge import inert, replace_node
 
     plain = inert(definition)  # data, as the release treats it: no ${...} in it resolves
     out = copy.deepcopy(cfg)
@@ -47,7 +47,7 @@ def _merged(cfg: DictConfig, definition: Mapping[str, Any]) -> DictConfig:
         if not isinstance(value, Mapping):
             raise _Unreleasable(part, f"is {type(value).__name__}, not a mapping", _FIX)
         try:
-            _replace(parent, key, value)
+            replace_node(parent, key, value)
         except Exception as exc:  # OmegaConf validation: the value does not fit the schema
             inner = getattr(exc, "full_key", "") or ""
             raise _Unreleasable(f"{part}.{inner}" if inner else part, _first_line(exc), _FIX) from None
