@@ -280,20 +280,26 @@ def _one_line_hydra_error(exc: BaseException, overrides: list[str], cp: ConfigPa
 
 def _refuse_non_finite(cfg: DictConfig) -> None:
     """No setting is NaN or infinite, whichever file or override it comes from: NaN passes every "< 0"
-    check, and a record holding one cannot be written as JSON once the run has been paid for."""
+    check, and a record holding one cannot be written as JSON once the run has been paid for. A value
+    that cannot be resolved here (a variable only the machine that reads it has) is left to whoever reads it."""
     import math
 
     def walk(node: Any, path: str) -> None:
-        if isinstance(node, float) and not math.isfinite(node):
-            raise ConfigError(path, f"{node} is not a finite number", "give a finite number (or null where the setting allows it)")
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        for key, value in items:
-            walk(value, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key))
+        keys: list[Any] = [str(k) for k in node.keys()] if isinstance(node, DictConfig) else (
+            list(range(len(node))) if isinstance(node, ListConfig) else [])
+        for key in keys:
+            if not path and key == "hydra":  # Hydra's own node resolves only inside a run
+                continue
+            where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+            try:
+                value = node[key]
+            except Exception:  # an interpolation this command never resolves: not this check's to report
+                continue
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(where, f"{value} is not a finite number", "give a finite number (or null where the setting allows it)")
+            walk(value, where)
 
-    for key in cfg:
-        if key != "hydra":  # Hydra's own node resolves only inside a run
-            node = cfg[key]
-            walk(OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig | ListConfig) else node, str(key))
+    walk(cfg, "")
 
 
 def _undecodable_yaml(cp: ConfigPath) -> Path | None:

@@ -192,7 +192,9 @@ def restore(value: Any) -> Any:
     """Markers back to the values, for the search's own job files only: a marker naming a variable
     this process did not remember stays as it is (a snapshot cannot pull an arbitrary variable in)."""
     if isinstance(value, str):
-        by_name = {name: secret for secret, name in _KNOWN.items()}
+        # only variables the config itself interpolates: a key's variable, or any other remembered only
+        # to be scrubbed, stays a marker, or text shaped like one (a snapshot's, a mutator's) would fill it in
+        by_name = {name: secret for secret, name in _KNOWN.items() if name in _READ}
         return _MARKER.sub(lambda m: by_name.get(m.group(1), m.group(0)), value) if "${oc.env:" in value else value
     if isinstance(value, Mapping):
         return {k: restore(v) for k, v in value.items()}

@@ -37,6 +37,7 @@ HASH_SCHEMA = 1
 MAX_TIMEOUT_S = 3600.0
 # retries of one call, each after a doubling backoff: past ten, an outage is not going to end within the run
 MAX_RETRIES = 10
+MAX_BACKOFF_S = 300.0  # one wait between attempts: the doubling stops here, so retries add minutes, never days
 
 
 def canonical_json(value: Any) -> str:
@@ -217,8 +218,8 @@ def check_route_settings(model: Mapping[str, Any]) -> None:
         ("timeout_s", model.get("timeout_s", 60.0), 0 < _number(model.get("timeout_s", 60.0)) <= MAX_TIMEOUT_S,
          f"use a positive number of seconds, at most {MAX_TIMEOUT_S:.0f}"),
         ("retries", model.get("retries", 3), 0 <= _whole(model.get("retries", 3)) <= MAX_RETRIES, f"use 0 to {MAX_RETRIES}"),
-        ("backoff_s", model.get("backoff_s", 0.5), 0 <= _number(model.get("backoff_s", 0.5)) <= MAX_TIMEOUT_S,
-         f"use 0 or more seconds, at most {MAX_TIMEOUT_S:.0f}"),
+        ("backoff_s", model.get("backoff_s", 0.5), 0 <= _number(model.get("backoff_s", 0.5)) <= MAX_BACKOFF_S,
+         f"use 0 or more seconds, at most {MAX_BACKOFF_S:.0f}"),
         ("concurrency", model.get("concurrency", 8), _whole(model.get("concurrency", 8)) >= 1, "use 1 or more calls in flight"),
         ("max_tokens", model.get("max_tokens"), model.get("max_tokens") is None or _whole(model.get("max_tokens")) >= 1,
          "use a positive token count, or null for the provider's default"),
@@ -257,13 +258,6 @@ def _whole(value: Any) -> float:
 
 def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: Mapping[str, Any]) -> HarnessVariant:
     """Compile plain config mappings (agent, tool catalog, model) into a HarnessVariant."""
-    # One render budget for the whole compile: bounded per template alone, twenty sections each just
-    # under the bound would still take minutes.
-    with bounded():
-        return _compile_agent(agent, tool=tool, model=model)
-
-
-def _compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: Mapping[str, Any]) -> HarnessVariant:
     checked_name("agent.name", agent.get("name"), example="bfcl_agent")  # registry slots and snapshots are keyed by it
     tool_format = agent.get("tool_format", "json")
     if tool_format not in TOOL_FORMATS:
@@ -290,13 +284,17 @@ def _compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: 
         "tool_names": [s.name for s in specs],
         **dict(agent.get("vars") or {}),
     }
-    workflow = tuple(
-        replace(s, instructions=render_text(f"agent.workflow[{s.name}].instructions", s.instructions, context)) for s in workflow
-    )
-    body = render_system_prompt(
-        template=str(agent.get("template", "system_prompt.md.j2")), sections=sections, steps=workflow, tools=specs, context=context,
-        template_dirs=template_dirs(),
-    )
+    # One render budget for all of the compile's templates (bounded per template alone, twenty sections
+    # each just under the bound would take minutes), opened once the tool modules are imported: their
+    # import time is not template work.
+    with bounded():
+        workflow = tuple(
+            replace(s, instructions=render_text(f"agent.workflow[{s.name}].instructions", s.instructions, context)) for s in workflow
+        )
+        body = render_system_prompt(
+            template=str(agent.get("template", "system_prompt.md.j2")), sections=sections, steps=workflow, tools=specs, context=context,
+            template_dirs=template_dirs(),
+        )
     leaked = find_secret({"model": dict(model)})
     if leaked:
         raise ConfigError(leaked, "looks like a credential; it would be written into the compiled variant and every record",

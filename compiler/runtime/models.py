@@ -24,7 +24,7 @@ from compiler.runtime.llm import (
     provider_params,
 )
 from compiler.secrets import remember_env
-from compiler.variant import ModelParams, RouteSettings
+from compiler.variant import MAX_BACKOFF_S, ModelParams, RouteSettings
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,6 @@ class ModelReply:
     attempts: int = 1
     infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
     unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
-
-
-MAX_BACKOFF_S = 300.0  # one wait between attempts: the doubling stops here, so retries add minutes, never days
 
 
 class InfraError(Exception):

@@ -109,3 +109,12 @@ def test_error_lines_are_scrubbed() -> None:
 def test_price_and_count_fields_are_not_credentials(key: str, credential: bool) -> None:
     # a price on the command line is a number in a string; a key-named field with any text is refused
     assert (secrets.find_secret({key: "1e-7"}) is not None) is credential
+
+
+def test_restore_fills_only_variables_the_config_interpolates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key's variable is remembered to be scrubbed, never to be filled back in: text shaped like its
+    marker (a snapshot's, a mutator's) stays text in a job's spec."""
+    cfg = OmegaConf.create({"model": {"api_key_env": "ROUTE_KEY"}, "agent": {"vars": {"v": "${oc.env:PLAIN_VALUE}"}}})
+    secrets.remember_config(cfg)
+    restored = secrets.restore({"a": "key ${oc.env:ROUTE_KEY}", "b": "value ${oc.env:PLAIN_VALUE}"})
+    assert restored == {"a": "key ${oc.env:ROUTE_KEY}", "b": f"value {PLAIN}"}

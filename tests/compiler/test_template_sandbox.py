@@ -260,3 +260,23 @@ def test_the_bounds_hold_for_a_whole_compile_not_each_template(monkeypatch: pyte
     with pytest.raises(ConfigError, match=r"agent\.prompt_sections\.s9: template exceeds a render bound: .*1,000,000 loop iterations"):
         compile_agent({**agent, "prompt_sections": sections}, tool=tool, model=model)
     assert time.thread_time() - start < 30
+
+
+def test_importing_the_tools_is_not_template_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU backstop counts template work only: a tool module that is slow to import (torch, say)
+    does not use it up before the first template renders."""
+    import sys
+
+    from compiler import template_bounds
+
+    (tmp_path / "slow_tools_for_bounds.py").write_text(
+        "import time\nstart = time.thread_time()\nwhile time.thread_time() - start < 0.4:\n    pass\n\n\n"
+        "def lookup(query: str) -> str:\n    \"\"\"Look something up.\n\n    Args:\n        query: what to look up\n    \"\"\"\n"
+        "    return query\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_tools_for_bounds", raising=False)
+    monkeypatch.setattr(template_bounds, "MAX_SECONDS", 0.2)
+    agent, tool, model = configs()
+    tool = {**tool, "callables": ["slow_tools_for_bounds.lookup"]}
+    variant = compile_agent({**agent, "tools": [*agent["tools"], "lookup"]}, tool=tool, model=model)
+    assert "lookup" in [t.name for t in variant.tools]

@@ -389,3 +389,15 @@ def test_the_corpus_covers_every_command() -> None:
     commands = {a[0] for a, _ in CASES}
     assert commands >= {"compile", "evaluate", "search", "promote", "versions", "rollback", "report", "serve-sim"}
     assert len(CASES) + len(SETUPS) >= 80
+
+
+def test_a_setting_the_command_never_reads_may_name_a_variable_this_machine_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finite-number check reads every setting it can resolve; one it cannot (a database URL from a
+    variable only the search's machine has) is left to the command that reads it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVOHARNESS_UNSET_VAR", raising=False)
+    config = tmp_path / "myconf"
+    (config / "search").mkdir(parents=True)
+    (config / "search" / "shared.yaml").write_text(
+        "defaults:\n  - default\n  - _self_\nstorage: ${oc.env:EVOHARNESS_UNSET_VAR}\n", encoding="utf-8")
+    assert run_main(["compile", "--config-dir", str(config), "search=shared", "runs_dir=runs"]) == 0
