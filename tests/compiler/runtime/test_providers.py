@@ -119,7 +119,11 @@ def test_a_providers_cache_tag_keeps_a_changed_mode_out_of_old_cache_entries(tmp
         def ask() -> bool:
             client = ModelClient(ModelParams(route="sim/small"), RouteSettings(retries=0, send_episode_id=True),
                                  cache=ResponseCache(tmp_path))
-            return asyncio.run(client.complete(start(), tools=openai_tools(SPECS), user=USER)).cached
+
+            async def once() -> bool:
+                async with client:  # the cache is written by a thread of its own: leaving the client waits for it
+                    return (await client.complete(start(), tools=openai_tools(SPECS), user=USER)).cached
+            return asyncio.run(once())
 
         assert ask() is False and ask() is True
         configure_sim("sim/small", shared_draws=True)
