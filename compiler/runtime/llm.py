@@ -75,13 +75,6 @@ def check_route(route: str, params: Mapping[str, Any]) -> None:
     A registered provider's route is its own check's to judge: importing litellm (seconds) to look it
     up would only find what registering it puts there, and a warm run answered from the cache never
     needs litellm at all."""
-    from compiler.errors import ConfigError
-    from compiler.model_extra import check_extra
-
-    try:
-        check_extra("extra", route, params, provider_params=provider_params(route))
-    except ConfigError as exc:
-        raise ProviderCheckError(f"{exc.path}: {exc.problem}; {exc.fix}") from None
     provider = route.partition("/")[0]
     if provider not in MODEL_PROVIDERS:
         lm = ensure_providers(route)
