@@ -48,7 +48,7 @@ def agent_with_verify() -> dict[str, Any]:
 
 def model_config(name: str) -> dict[str, Any]:
     """conf/model/<name>.yaml merged onto the ModelConfig schema."""
-    from search.optimise.models_conf import load_model_config
+    from evoharness.search.optimise.models_conf import load_model_config
 
     return load_model_config(name, [CONF])
 

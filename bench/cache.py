@@ -29,7 +29,7 @@ TARGET = 20.0
 def evaluate(runs: Path, cache: Path, *extra: str) -> tuple[float, dict[str, Any]]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
-    cli = [sys.executable, "-c", "from search.cli.main import entry; entry()"]
+    cli = [sys.executable, "-c", "from evoharness.search.cli.main import entry; entry()"]
     proc = subprocess.run([*cli, "evaluate", f"runs_dir={runs}", f"cache_dir={cache}", *extra], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - start

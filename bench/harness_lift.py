@@ -45,8 +45,8 @@ def figure(name: str, value: object, target: object, met: object, **extra: objec
 def oracle_tool(workload: Any, agent: dict[str, Any]) -> dict[str, Any]:
     """Tool overrides from the model card: a rule naming tool and argument (RULE_ARG) for each pair
     that failed on train under the base harness, and an example line per tool (EX)."""
-    from compiler.variant import compile_agent
-    from search.evaluation.evaluate import evaluate_variant
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.search.evaluation.evaluate import evaluate_variant
 
     base = compile_agent(agent, tool=TOOL, model=model_config("sim_small"))
     report = evaluate_variant(base, workload, "train", samples=1, seed=0)
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = Path(tempfile.mkdtemp(prefix="harness-lift-"))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
-    cmd = [sys.executable, "-m", "search", f"runs_dir={runs}", "model=sim_small", "search.models=[]", "criteria=quality_first",
+    cmd = [sys.executable, "-m", "evoharness.search", f"runs_dir={runs}", "model=sim_small", "search.models=[]", "criteria=quality_first",
            "search.study=lift", *overrides]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -81,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     summary = json.loads((study / "summary.json").read_text(encoding="utf-8"))
     last = max(study.glob("pools/r*.json"), key=lambda p: int(p.stem[1:]))
 
-    from compiler.sim import configure_sim
-    from compiler.variant import compile_agent
-    from compiler.workloads.bfcl.workload import BfclWorkload
-    from search.evaluation.evaluate import evaluate_variant
-    from search.genome import Genome, Pools, authors, genome_to_config
-    from search.optimise.ablation import layers
+    from evoharness.compiler.sim import configure_sim
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
+    from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.genome import Genome, Pools, authors, genome_to_config
+    from evoharness.search.optimise.ablation import layers
 
     configure_sim(None, time_scale=0.0)  # quality does not depend on the simulated latency
     workload = BfclWorkload(categories=CATEGORIES)

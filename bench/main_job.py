@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = Path(tempfile.mkdtemp(prefix="main-job-"))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={runs}", *overrides], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "evoharness.search", f"runs_dir={runs}", *overrides], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     seconds = time.perf_counter() - start
     figure("main_job_wall_s", round(seconds, 1), f"<= {TARGET_S:.0f}", seconds <= TARGET_S and proc.returncode == 0,

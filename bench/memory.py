@@ -9,7 +9,7 @@ their growth shows in RSS only: the bounded token-count cache (compiler/sim/toke
 texts) and the per-process attempt counter (compiler/sim/faults.py, one request digest per
 distinct request when the request names no attempt; unbounded).
 
-BFCL environments are made per episode (compiler.workloads.bfcl.env), with no module-level
+BFCL environments are made per episode (evoharness.compiler.workloads.bfcl.env), with no module-level
 instance cache like bfcl-eval's own checker keeps, so RSS should plateau once the first batches
 have warmed every lazily loaded dataset and bounded cache. The headline is the growth between
 batch 2 and the last batch.
@@ -36,7 +36,7 @@ def attempt_counter() -> tuple[int, float]:
     """Entries and approximate MiB of the simulator's per-process attempt counter
     (compiler/sim/faults.py ``_ATTEMPTS``: one request digest per distinct request, used when the
     request names no ``attempt``); (0, 0.0) if the module no longer has it."""
-    from compiler.sim import faults
+    from evoharness.compiler.sim import faults
 
     counter = getattr(faults, "_ATTEMPTS", None)
     if not isinstance(counter, dict):
@@ -52,12 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     total, batch = (400, 100) if args.quick else (2000, 200)
     wall = time.perf_counter()
 
-    from compiler.runtime.llm import ensure_providers
-    from compiler.sim import configure_sim
-    from compiler.sim.tokens import count_text_tokens
-    from compiler.variant import compile_agent
-    from compiler.workloads.bfcl.workload import BfclWorkload
-    from search.evaluation.evaluate import evaluate_variant
+    from evoharness.compiler.runtime.llm import ensure_providers
+    from evoharness.compiler.sim import configure_sim
+    from evoharness.compiler.sim.tokens import count_text_tokens
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
+    from evoharness.search.evaluation.evaluate import evaluate_variant
 
     ensure_providers()  # litellm (~200 MiB) is imported before the baseline RSS
     configure_sim(None, time_scale=0.0)

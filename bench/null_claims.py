@@ -51,12 +51,11 @@ def task_pass_rate(task_id: str) -> float:
 
 def register_null_provider() -> None:
     import litellm
+    from evoharness.compiler.sim.conversation import parse_user, split_conversation
+    from evoharness.compiler.sim.gold import WorkloadGoldSource
+    from evoharness.compiler.sim.render import FENCE, bash_line
     from litellm import CustomLLM
     from litellm.types.utils import ChatCompletionMessageToolCall, Function
-
-    from compiler.sim.conversation import parse_user, split_conversation
-    from compiler.sim.gold import WorkloadGoldSource
-    from compiler.sim.render import FENCE, bash_line
 
     gold = WorkloadGoldSource()
 
@@ -98,7 +97,7 @@ def register_null_provider() -> None:
             await asyncio.sleep(0)
             return answer(messages, kwargs.get("optional_params") or {}, kwargs.get("logging_obj"))
 
-    from compiler.runtime.llm import register_model_provider
+    from evoharness.compiler.runtime.llm import register_model_provider
 
     @register_model_provider("null")
     def _null() -> None:
@@ -113,7 +112,7 @@ def register_null_provider() -> None:
 def one_search(seed: int, runs_dir: str) -> int:
     """Run in a child process: register the null provider, then the search command in-process."""
     register_null_provider()
-    from search.cli.main import main
+    from evoharness.search.cli.main import main
 
     return main(["search", f"runs_dir={runs_dir}", f"search.study=null{seed}", f"search.seed={seed}", f"seed={seed}",
                  f"model.route={ROUTE}", "search.models=[]", "criteria.decision=best_quality"])
@@ -123,8 +122,7 @@ def one_search(seed: int, runs_dir: str) -> int:
 
 def monte_carlo(draws: int, *, tasks: int = 123, samples: int = 2, min_effect: float = 0.03) -> float:
     import numpy as np
-
-    from search.evaluation.stats import paired_test, superiority_verdict
+    from evoharness.search.evaluation.stats import paired_test, superiority_verdict
 
     rng = np.random.default_rng(0)
     p = 0.2 + 0.6 * rng.random(tasks)

@@ -33,11 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from compiler.runtime.llm import ensure_providers
-    from compiler.sim import configure_sim
-    from compiler.variant import compile_agent
-    from compiler.workloads.bfcl.workload import CATEGORIES, BfclWorkload
-    from search.evaluation.evaluate import evaluate_variant_async
+    from evoharness.compiler.runtime.llm import ensure_providers
+    from evoharness.compiler.sim import configure_sim
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.compiler.workloads.bfcl.workload import CATEGORIES, BfclWorkload
+    from evoharness.search.evaluation.evaluate import evaluate_variant_async
 
     ensure_providers()
     configure_sim(None, time_scale=0.0)

@@ -9,7 +9,7 @@ small genome can be enumerated exhaustively:
 Each is compiled and evaluated on the first N BFCL train tasks (N=20; 10 with --quick). The true
 front over (pass_rate max, cost_per_task min) and its exact 2-D hypervolume (reference point:
 pass_rate 0, cost 1.1 x the largest cost) are the target. Then the project's NSGA-II sampler
-(search.optimise.study.make_sampler: population 6, uniform crossover) and Optuna's RandomSampler search the
+(evoharness.search.optimise.study.make_sampler: population 6, uniform crossover) and Optuna's RandomSampler search the
 same space; each trial is answered from the enumerated table (identical to re-evaluating, which
 the script checks once). Budgets count trials, repeats included: a sampler that proposes a genome
 twice pays twice. Four setups: the plain samplers; the baseline enqueued first, as
@@ -79,11 +79,11 @@ def hypervolume(points: Sequence[Point], ref_cost: float, ref_pass: float = 0.0)
 # -- the enumerated surface ----------------------------------------------------------------
 
 def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, dict[str, float]]], dict[str, Any], float]:
-    from compiler.sim import configure_sim
-    from compiler.variant import compile_agent
-    from compiler.workloads.bfcl.workload import BfclWorkload
-    from search.evaluation.evaluate import evaluate_variant
-    from search.genome import genome_to_config, initial_pools, param_space, params_to_genome
+    from evoharness.compiler.sim import configure_sim
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
+    from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.genome import genome_to_config, initial_pools, param_space, params_to_genome
 
     # shared draws: the enumerated surface is the low-variance true front the search is measured against
     configure_sim(None, time_scale=0.0, shared_draws=True)  # cost and pass rate do not depend on the sleep
@@ -150,7 +150,7 @@ def run_search(make_sampler: Callable[[int], optuna.samplers.BaseSampler], seed:
     params never need them, so it never gets an ``NSGAIISampler:generation``: it is in no
     generation's population and never a parent. ``generation_fix`` touches ``relative_params``
     after ``ask`` so it is booked into the current generation like any other trial."""
-    from search.optimise.study import distributions
+    from evoharness.search.optimise.study import distributions
 
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=make_sampler(seed))
     if setup.enqueue_baseline:
@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"(ref: pass_rate 0, cost {ref_cost:.5g} $/task)\n")
 
     baseline = {"model": 0, "temperature": 0, "tool_format": "json", "step.verify": False}
-    from search.optimise.study import make_sampler
+    from evoharness.search.optimise.study import make_sampler
 
     samplers: dict[str, Callable[[int], optuna.samplers.BaseSampler]] = {
         "nsga2": lambda s: make_sampler(population_size=POPULATION, seed=s, crossover="uniform"),
@@ -288,7 +288,7 @@ def paid_budgets(surface: Mapping[Key, Point], space: Mapping[str, tuple[Any, ..
     figure (median and range of found / true hypervolume)."""
     import json
 
-    from search.optimise.study import make_sampler
+    from evoharness.search.optimise.study import make_sampler
 
     setup = SETUPS[-1]
     seeds = range(10)

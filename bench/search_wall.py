@@ -34,8 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, TOOL, base_agent, figure, model_config  # noqa: E402
-
-from compiler.hydra_app import usable_workers  # noqa: E402
+from evoharness.compiler.hydra_app import usable_workers  # noqa: E402
 
 TARGET = 1.5
 CONCURRENCY = 16  # conf/workload/bfcl.yaml
@@ -44,7 +43,7 @@ CONCURRENCY = 16  # conf/workload/bfcl.yaml
 def search(runs: Path, cache: Path, *extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={runs}", f"cache_dir={cache}", *extra], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "evoharness.search", f"runs_dir={runs}", f"cache_dir={cache}", *extra], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     return time.perf_counter() - start, proc
 
@@ -57,11 +56,11 @@ def outcome(runs: Path) -> dict[str, Any]:
 
 
 def cpu_per_episode() -> float:
-    from compiler.runtime.llm import ensure_providers
-    from compiler.sim import configure_sim
-    from compiler.variant import compile_agent
-    from compiler.workloads.bfcl.workload import BfclWorkload
-    from search.evaluation.evaluate import evaluate_variant_async
+    from evoharness.compiler.runtime.llm import ensure_providers
+    from evoharness.compiler.sim import configure_sim
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
+    from evoharness.search.evaluation.evaluate import evaluate_variant_async
 
     ensure_providers()
     configure_sim(None, time_scale=0.0)

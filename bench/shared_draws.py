@@ -25,12 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
-    from compiler.sim import configure_sim
-    from compiler.variant import compile_agent
-    from compiler.workloads.bfcl.workload import BfclWorkload
-    from search.evaluation.claim import make_claim
-    from search.evaluation.evaluate import evaluate_variant
-    from search.genome import genome_to_config, initial_pools, params_to_genome
+    from evoharness.compiler.sim import configure_sim
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
+    from evoharness.search.evaluation.claim import make_claim
+    from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.genome import genome_to_config, initial_pools, params_to_genome
 
     agent = agent_with_verify()
     pools = initial_pools(agent, models=("sim_small",), temperatures=(0.0,), base_model="sim_small", base_temperature=0.0)

@@ -41,7 +41,7 @@ def _free_port() -> int:
 
 
 class ServerProcess:
-    """``python -m compiler.sim.server`` in a child process (its own interpreter and GIL)."""
+    """``python -m evoharness.compiler.sim.server`` in a child process (its own interpreter and GIL)."""
 
     def __init__(self) -> None:
         self.port = _free_port()
@@ -49,7 +49,8 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> ServerProcess:
-        self.proc = subprocess.Popen([sys.executable, "-m", "compiler.sim.server", "--port", str(self.port), "--time-scale", "0"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "evoharness.compiler.sim.server", "--port", str(self.port),
+                                      "--time-scale", "0"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -92,13 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = 1 if args.quick else 5
     wall = time.perf_counter()
 
-    from compiler.runtime.cache import ResponseCache
-    from compiler.runtime.llm import ensure_providers
-    from compiler.sim import configure_sim
-    from compiler.sim.server import BackgroundServer
-    from compiler.variant import compile_agent
-    from compiler.workloads.bfcl.workload import BfclWorkload
-    from search.evaluation.evaluate import evaluate_variant
+    from evoharness.compiler.runtime.cache import ResponseCache
+    from evoharness.compiler.runtime.llm import ensure_providers
+    from evoharness.compiler.sim import configure_sim
+    from evoharness.compiler.sim.server import BackgroundServer
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
+    from evoharness.search.evaluation.evaluate import evaluate_variant
 
     ensure_providers()  # litellm import (~3 s) outside every timing
     os.environ[KEY_ENV] = "sk-local"

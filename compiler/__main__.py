@@ -1,6 +1,6 @@
-"""`python -m compiler [overrides]` is `evoharness compile [overrides]`."""
+"""`python -m evoharness.compiler [overrides]` is `evoharness compile [overrides]`."""
 import sys
 
-from compiler.cli import main
+from evoharness.compiler.cli import main
 
 sys.exit(main())

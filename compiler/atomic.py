@@ -33,7 +33,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, fsync: bool = 
     Remembered secret values are scrubbed: no file the project writes holds one (compiler/secrets.py).
     ``fsync=False`` is for files a reader checks and can rebuild (a response-cache entry): the rename
     still means no reader sees half a file, but a power cut may leave an empty one."""
-    from compiler.secrets import scrub
+    from evoharness.compiler.secrets import scrub
 
     text = scrub(text)
     target = Path(path)

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from compiler.errors import ConfigError
-from compiler.toolspec import ToolSpec
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.toolspec import ToolSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 STATE_PARAMETER = "state"

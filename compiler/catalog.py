@@ -9,14 +9,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from compiler.errors import ConfigError
-from compiler.plugins import NamedRegistry
-from compiler.toolspec import JSON_TYPES, ToolSpec
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.plugins import NamedRegistry
+from evoharness.compiler.toolspec import JSON_TYPES, ToolSpec
 
 CatalogLoader = Callable[[], Sequence[ToolSpec]]
 
 CATALOGS: NamedRegistry[CatalogLoader] = NamedRegistry(
-    "tool catalog", builtins={"bfcl": "compiler.workloads.bfcl.tools:load_bfcl_tool_specs"}, decorator="@register_tool_catalog"
+    "tool catalog", builtins={"bfcl": "evoharness.compiler.workloads.bfcl.tools:load_bfcl_tool_specs"}, decorator="@register_tool_catalog"
 )
 
 
@@ -68,7 +68,7 @@ def _checked(schema: type, data: Any, path: str) -> dict[str, Any]:
 
 def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
     """Catalog = source tools + YAML definitions, then overrides applied by name."""
-    from compiler.schema import ToolDefinitionConfig, ToolOverrideConfig
+    from evoharness.compiler.schema import ToolDefinitionConfig, ToolOverrideConfig
 
     catalog: dict[str, ToolSpec] = {}
     source = tool_cfg.get("source")
@@ -76,7 +76,7 @@ def build_catalog(tool_cfg: Mapping[str, Any]) -> dict[str, ToolSpec]:
         for spec in _loader(str(source))():
             catalog[spec.name] = spec
     if tool_cfg.get("callables"):
-        from compiler.callables import callable_tools
+        from evoharness.compiler.callables import callable_tools
 
         for name, (spec, _) in callable_tools(list(tool_cfg["callables"])).items():
             if name in catalog:  # the environment would still dispatch the source's tool: the model would read one, run another

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
-    from compiler.variant import HarnessVariant
+    from evoharness.compiler.variant import HarnessVariant
 
 
 def released(cfg: DictConfig, overrides: Sequence[str] | None = None) -> DictConfig:
     """The base config with the promoted snapshot merged in, command-line overrides on top."""
-    from compiler.release.merge import apply_promoted
+    from evoharness.compiler.release.merge import apply_promoted
 
     if overrides is None:
         from hydra.core.hydra_config import HydraConfig
@@ -24,10 +24,9 @@ def released(cfg: DictConfig, overrides: Sequence[str] | None = None) -> DictCon
 
 
 def compile_task(cfg: DictConfig) -> None:
+    from evoharness.compiler.config_compile import compile_config
+    from evoharness.compiler.writer import write_variant
     from hydra.core.hydra_config import HydraConfig
-
-    from compiler.config_compile import compile_config
-    from compiler.writer import write_variant
 
     variant = compile_config(released(cfg))
     path = write_variant(variant, Path(cfg.runs_dir) / "compiled")
@@ -36,8 +35,8 @@ def compile_task(cfg: DictConfig) -> None:
 
 
 def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
-    from compiler.config_compile import compile_config
-    from compiler.errors import ConfigError
+    from evoharness.compiler.config_compile import compile_config
+    from evoharness.compiler.errors import ConfigError
 
     if "trial" in cfg:  # the nsga2 sweeper's own per-job setting: on any other command it would bypass the seal check
         raise ConfigError("trial", "is the search's own per-job setting", "remove +trial=... from the command")
@@ -46,6 +45,6 @@ def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessV
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from compiler.hydra_app import run_hydra
+    from evoharness.compiler.hydra_app import run_hydra
 
     return run_hydra("compile", list(sys.argv[1:] if argv is None else argv), compile_task, compile_validate)

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from evoharness.compiler.variant import HarnessVariant, compile_agent
 from omegaconf import DictConfig, ListConfig, OmegaConf
-
-from compiler.variant import HarnessVariant, compile_agent
 
 
 def to_plain(node: Any) -> Any:

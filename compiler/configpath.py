@@ -16,7 +16,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from conf import CONF_DIR
+from evoharness.compiler.hydra_namespace import expose_hydra_plugins
+from evoharness.conf import CONF_DIR
+
+expose_hydra_plugins()  # before anything here lets Hydra list its plugins
 
 
 @dataclass(frozen=True)
@@ -115,10 +118,9 @@ def compose_option(group: str, name: str, dirs: Sequence[Path] | None = None) ->
     gh = GlobalHydra.instance()
     if dirs is None and gh.is_initialized():
         return compose(config_name=f"{group}/{name}").get(group)
+    from evoharness.compiler.schema import register_configs
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
-
-    from compiler.schema import register_configs
 
     register_configs()  # the structured schemas a group's defaults list names (model_schema, ...)
     order = list(dirs) if dirs is not None else current_dirs()

@@ -14,16 +14,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.atomic import unwritable, write_text_atomic
+from evoharness.compiler.configpath import ConfigPath, as_url
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.schema import unknown_keys
+from evoharness.compiler.secrets import install_log_scrubber, remember_config, remember_credential_env, scrub, watch_env_resolver
+from evoharness.conf import CONF_DIR
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
-
-from compiler.atomic import unwritable, write_text_atomic
-from compiler.configpath import ConfigPath, as_url
-from compiler.errors import ConfigError
-from compiler.schema import unknown_keys
-from compiler.secrets import install_log_scrubber, remember_config, remember_credential_env, scrub, watch_env_resolver
-from conf import CONF_DIR
 
 MAX_PREFLIGHT_COMBINATIONS = 64
 VERSION_BASE = "1.3"  # Hydra's defaults for this version: no chdir into the run dir, _self_ last
@@ -93,7 +92,7 @@ def _value_flags(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
 
 def config_dir_flag(argv: Sequence[str]) -> tuple[str | None, str, list[str]]:
     """(the ``--config-dir`` folder, absolute, or None; the ``--config-name``; the rest of argv)."""
-    from compiler.names import checked_name
+    from evoharness.compiler.names import checked_name
 
     flags, rest = _value_flags(argv)
     folder: str | None = None
@@ -141,7 +140,7 @@ def resolve_config_path(argv: Sequence[str]) -> tuple[ConfigPath, list[str]]:
     """The search path this command composes with, and argv without the flags and overrides that
     made it: ``--config-dir`` first, then ``hydra.searchpath``, the installed plugins' config dirs
     and those of the ``plugins`` config key. Plugins are imported here, before composition."""
-    from compiler.plugins import load_plugins
+    from evoharness.compiler.plugins import load_plugins
 
     first, primary, rest = config_dir_flag(argv)
     overrides, _ = _split_overrides(rest)
@@ -317,7 +316,7 @@ def _undecodable_yaml(cp: ConfigPath) -> Path | None:
 
 def _refuse_secrets(overrides: Sequence[str]) -> None:
     """A credential on the command line would be copied into Hydra's run files and our records."""
-    from compiler.secrets import find_secret
+    from evoharness.compiler.secrets import find_secret
 
     for ov in overrides:
         key, _, value = ov.partition("=")
@@ -412,13 +411,13 @@ def preflight(argv: Sequence[str], validate: Validator | None, cp: ConfigPath | 
             if not str(cfg.get("runs_dir") or "").strip():
                 raise ConfigError("runs_dir", "is empty: outputs would land in the working folder and Hydra's under /",
                                   "set runs_dir=runs (or any folder)")
-            from compiler.runtime.cache import is_url
+            from evoharness.compiler.runtime.cache import is_url
 
             writable_dir("runs_dir", cfg.runs_dir)
             if cfg.get("registry_dir") and (unwritable(str(cfg.registry_dir)) or (None, ""))[1] == "file":
                 writable_dir("registry_dir", cfg.registry_dir)  # every command reads its promoted slot: a file there is named here
             if cfg.get("cache_dir") and is_url(str(cfg.cache_dir)):
-                from compiler.runtime.redis_cache import check_location
+                from evoharness.compiler.runtime.redis_cache import check_location
 
                 check_location(str(cfg.cache_dir))  # the server answers, before anything is paid for
             elif cfg.get("cache_dir"):
@@ -504,10 +503,9 @@ def _scrubbing(task: Callable[[DictConfig], None]) -> Callable[[DictConfig], Non
 
     @functools.wraps(task)
     def run(cfg: DictConfig) -> None:
+        from evoharness.compiler.plugins import load_plugins
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
-
-        from compiler.plugins import load_plugins
 
         watch_env_resolver()
         remember_config(cfg)
@@ -550,10 +548,9 @@ _FLAGS = ("-m", "--multirun", "-h", "--help")  # besides --config-dir DIR
 def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], None], validate: Validator | None) -> int:
     """Preflight, then hand argv to Hydra (which owns multirun, launchers and output dirs)."""
     import hydra
+    from evoharness.compiler.schema import register_configs
     from hydra import version
     from hydra.core.global_hydra import GlobalHydra
-
-    from compiler.schema import register_configs
 
     version.setbase(VERSION_BASE)  # what hydra.main sets: the pre-run checks and a composed run follow the same rules
     register_configs()
@@ -567,7 +564,7 @@ def run_hydra(command: str, argv: Sequence[str], task: Callable[[DictConfig], No
                              f"--config-dir DIR. Fix: drop it, or write it as an override")
         plain = [*[a for a in argv if not a.startswith("-")], f"hydra.job.name={command}"]
         if any(a in ("-m", "--multirun") for a in argv):
-            plain.append("++hydra.callbacks.note_sweep_dir._target_=compiler.hydra_app.NoteSweepDir")
+            plain.append("++hydra.callbacks.note_sweep_dir._target_=evoharness.compiler.hydra_app.NoteSweepDir")
         # one run (no sweep, no help) is composed once: the composition validated here is the one that runs
         single = not any(a in _FLAGS for a in argv)
         composed = preflight([*plain, *[a for a in argv if a.startswith("-")]], validate, cp, for_run=single)

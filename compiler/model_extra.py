@@ -10,7 +10,7 @@ allow-list, checked where every variant is compiled (config, override, snapshot)
 request is built. Endpoint and key have their own first-class settings, ``model.api_base`` and
 ``model.api_key_env``, which a released snapshot may not change (compiler/release/merge.py).
 
-A registered model provider (compiler.runtime.llm.register_model_provider) may accept parameters of
+A registered model provider (evoharness.compiler.runtime.llm.register_model_provider) may accept parameters of
 its own; they are named ``<provider>_<name>`` for the route's own provider, so none can collide with a
 litellm keyword, and the provider's check judges them before the run.
 """
@@ -20,7 +20,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError
 
 # OpenAI-style sampling and output-shape parameters litellm maps onto each provider. Settings with
 # a first-class key of their own (temperature, max_tokens, the route, the timeout) are not here:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError
 
 # 100 leaves room for the suffixes a name gets on disk (".json", ".lock", a temp file's) under a
 # file system's 255-byte limit

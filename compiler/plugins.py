@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -7,12 +7,11 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.template_bounds import FIX, BoundedEnvironment, TemplateTooCostly, bounded
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.compiler.workflow import WorkflowStep
 from jinja2.sandbox import SecurityError
-
-from compiler.errors import ConfigError
-from compiler.template_bounds import FIX, BoundedEnvironment, TemplateTooCostly, bounded
-from compiler.toolspec import ToolSpec
-from compiler.workflow import WorkflowStep
 
 
 @lru_cache(maxsize=8)
@@ -23,7 +22,7 @@ def _env(template_dirs: tuple[str, ...] = ()) -> jinja2.Environment:
     # A template in a config dir's templates/ folder wins over the built-in one of the same name.
     return BoundedEnvironment(
         loader=jinja2.ChoiceLoader([*(jinja2.FileSystemLoader(d) for d in template_dirs),
-                                    jinja2.PackageLoader("compiler", "templates")]),
+                                    jinja2.PackageLoader("evoharness.compiler", "templates")]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -37,7 +36,7 @@ def _builtin_env() -> jinja2.Environment:
     # work is linear in it and needs no render budget (which would cost a compile a millisecond a tool).
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    return ImmutableSandboxedEnvironment(loader=jinja2.PackageLoader("compiler", "templates"), undefined=jinja2.StrictUndefined,
+    return ImmutableSandboxedEnvironment(loader=jinja2.PackageLoader("evoharness.compiler", "templates"), undefined=jinja2.StrictUndefined,
                                          keep_trailing_newline=True, autoescape=False)
 
 

@@ -19,14 +19,13 @@ from string import Formatter
 from typing import Any, NoReturn
 
 import jinja2
+from evoharness.compiler.template_sizes import FILTER_SIZES, MAX_CHARS, METHOD_SIZES, arg, as_size, printf_size, spec_width, text_size
 from jinja2 import nodes
 from jinja2.runtime import LoopContext, Macro, markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 from jinja2.utils import Namespace, generate_lorem_ipsum, pass_eval_context
 from jinja2.visitor import NodeTransformer
 from markupsafe import Markup
-
-from compiler.template_sizes import FILTER_SIZES, MAX_CHARS, METHOD_SIZES, arg, as_size, printf_size, spec_width, text_size
 
 # MAX_CHARS (template_sizes): no rendered template, and no value one builds, is longer.
 # Every value one render builds, added up: bounds the memory of a template that keeps many alive.

@@ -14,23 +14,23 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlparse
 
-from compiler.catalog import build_catalog, select_tools
-from compiler.configpath import template_dirs
-from compiler.errors import ConfigError
-from compiler.model_extra import check_extra
-from compiler.names import checked_name
-from compiler.render import (
+from evoharness.compiler.catalog import build_catalog, select_tools
+from evoharness.compiler.configpath import template_dirs
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.model_extra import check_extra
+from evoharness.compiler.names import checked_name
+from evoharness.compiler.render import (
     render_bash_usage,
     render_openai_tool,
     render_system_prompt,
     render_text,
     render_tools_intro,
 )
-from compiler.schema import SECTION_ROLES, TOOL_FORMATS
-from compiler.secrets import find_secret
-from compiler.template_bounds import bounded
-from compiler.toolspec import ToolSpec
-from compiler.workflow import WorkflowStep, build_workflow
+from evoharness.compiler.schema import SECTION_ROLES, TOOL_FORMATS
+from evoharness.compiler.secrets import find_secret
+from evoharness.compiler.template_bounds import bounded
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.compiler.workflow import WorkflowStep, build_workflow
 
 HASH_SCHEMA = 1
 # a call's deadline: above an hour it is a typo, and inf would let one trickling reply hold a run forever

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
-
-from compiler.errors import ConfigError
-from compiler.schema import STEP_TRIGGERS
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.schema import STEP_TRIGGERS
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from compiler.secrets import scrub
-from compiler.variant import HarnessVariant
+from evoharness.compiler.secrets import scrub
+from evoharness.compiler.variant import HarnessVariant
 
 VARIANT_FILE = "variant.json"
 

@@ -1,6 +1,6 @@
-"""`python -m search [overrides]` is `evoharness search [overrides]`."""
+"""`python -m evoharness.search [overrides]` is `evoharness search [overrides]`."""
 import sys
 
-from search.cli.main import main
+from evoharness.search.cli.main import main
 
 sys.exit(main(["search", *sys.argv[1:]]))

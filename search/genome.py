@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
-from compiler.schema import TOOL_FORMATS
+from evoharness.compiler.schema import TOOL_FORMATS
 
 SlotKind = Literal["section", "tool", "step", "toolset", "model", "temperature"]
 SLOT_KINDS: tuple[SlotKind, ...] = get_args(SlotKind)

@@ -8,12 +8,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.release.registry import DEFAULT_ROOT, Registry, RegistryError, Snapshot, make_snapshot
+from evoharness.compiler.secrets import remembered
+from evoharness.compiler.variant import content_hash
 from omegaconf import DictConfig, OmegaConf, open_dict
-
-from compiler.errors import ConfigError
-from compiler.release.registry import DEFAULT_ROOT, Registry, RegistryError, Snapshot, make_snapshot
-from compiler.secrets import remembered
-from compiler.variant import content_hash
 
 _RELEASED = ("agent.", "model.", "tool.overrides.")
 
@@ -100,7 +99,7 @@ def _endpoint(model: Any) -> tuple[str, str | None, str | None]:
 
 def known_endpoints(cfg: DictConfig) -> set[tuple[str, str | None, str | None]]:
     """(provider, api_base, api_key_env) triples this installation names: the config's model and every model config."""
-    from compiler.configpath import group_files
+    from evoharness.compiler.configpath import group_files
 
     known = {_endpoint(cfg.get("model") or {})}
     for path in group_files("model").values():  # every model config on the command's search path
@@ -167,8 +166,8 @@ def snapshot_from_config(
     provenance: Mapping[str, Any] | None = None,
 ) -> Snapshot:
     """Snapshot what ``cfg`` compiles: its agent, tool overrides and model (the config must compile)."""
-    from compiler.config_compile import compile_config, to_plain
-    from compiler.provenance import git_revision
+    from evoharness.compiler.config_compile import compile_config, to_plain
+    from evoharness.compiler.provenance import git_revision
 
     definition = {"agent": to_plain(cfg.agent), "tool_overrides": to_plain(cfg.tool.overrides) or {}, "model": to_plain(cfg.model)}
     recorded = {"variant_hash": compile_config(cfg).content_hash, "config_hash": content_hash(to_plain(cfg)), **dict(provenance or {})}

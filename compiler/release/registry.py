@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from compiler.atomic import write_text_atomic
-from compiler.names import is_name
-from compiler.secrets import find_secret, holds_secret, scrub_data
-from compiler.variant import content_hash
+from evoharness.compiler.atomic import write_text_atomic
+from evoharness.compiler.names import is_name
+from evoharness.compiler.secrets import find_secret, holds_secret, scrub_data
+from evoharness.compiler.variant import content_hash
 
 SCHEMA_VERSION = 1
 DEFAULT_ROOT = "runs/registry"

@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from evoharness.compiler.toolspec import ToolSpec
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
-
-from compiler.toolspec import ToolSpec
 
 MAX_ARGUMENT_CHARS = 65_536  # one call's arguments; a model that writes more has made a mistake
 MAX_ECHO_CHARS = 1_000  # the most of a bad value an error message quotes back to the model

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.runtime.arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_REPLY_CHARS, clip, too_deep
-from compiler.runtime.trajectory import ToolCall
-from compiler.toolspec import ToolSpec
+from evoharness.compiler.runtime.arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_REPLY_CHARS, clip, too_deep
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.toolspec import ToolSpec
 
 _BLOCK = re.compile(r"```tool[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 

@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from compiler.atomic import write_json_atomic
-from compiler.runtime.cache_entry import is_reply
-from compiler.runtime.redis_cache import RedisResponseCache, is_redis_url
-from compiler.secrets import scrub_data
-from compiler.variant import canonical_json, content_hash
+from evoharness.compiler.atomic import write_json_atomic
+from evoharness.compiler.runtime.cache_entry import is_reply
+from evoharness.compiler.runtime.redis_cache import RedisResponseCache, is_redis_url
+from evoharness.compiler.secrets import scrub_data
+from evoharness.compiler.variant import canonical_json, content_hash
 
 log = logging.getLogger(__name__)
 _WARNED: set[str] = set()

@@ -6,7 +6,7 @@ A model provider is a callable that registers a litellm custom provider (an entr
 times: ensure_providers calls it before model calls. A route ``<provider>/<model>`` whose
 provider is registered here goes to it; any other route (``openai/...``) is litellm's own::
 
-    from compiler.runtime.llm import register_model_provider
+    from evoharness.compiler.runtime.llm import register_model_provider
 
     @register_model_provider("mine")
     def register_mine() -> None:
@@ -23,12 +23,12 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
-from compiler.plugins import NamedRegistry
+from evoharness.compiler.plugins import NamedRegistry
 
 ProviderRegistrar = Callable[[], object]
 
 MODEL_PROVIDERS: NamedRegistry[ProviderRegistrar] = NamedRegistry(
-    "model provider", builtins={"sim": "compiler.sim.provider:register_sim_provider"}, decorator="@register_model_provider"
+    "model provider", builtins={"sim": "evoharness.compiler.sim.provider:register_sim_provider"}, decorator="@register_model_provider"
 )
 
 

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.model_extra import check_extra
-from compiler.provenance import package_version
-from compiler.runtime.cache import ReplyCache, RequestKeyer, WriteBehind
-from compiler.runtime.llm import (
+from evoharness.compiler.model_extra import check_extra
+from evoharness.compiler.provenance import package_version
+from evoharness.compiler.runtime.cache import ReplyCache, RequestKeyer, WriteBehind
+from evoharness.compiler.runtime.llm import (
     ProviderCheckError,
     check_route,
     ensure_providers,
@@ -23,8 +23,8 @@ from compiler.runtime.llm import (
     provider_cache_tag,
     provider_params,
 )
-from compiler.secrets import remember_env
-from compiler.variant import MAX_BACKOFF_S, ModelParams, RouteSettings
+from evoharness.compiler.secrets import remember_env
+from evoharness.compiler.variant import MAX_BACKOFF_S, ModelParams, RouteSettings
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class ModelLimitError(Exception):
 def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env: str | None) -> None:
     """Before any paid work: the route exists (litellm or a registered provider serves it, with these
     params) and its key's variable is set. ``path`` names the config node in the error."""
-    from compiler.errors import ConfigError
+    from evoharness.compiler.errors import ConfigError
 
     check_extra(f"{path}.extra", route, params, provider_params=provider_params(route))  # named by its own key
     try:

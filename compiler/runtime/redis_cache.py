@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from compiler.errors import ConfigError
-from compiler.runtime.cache_entry import is_reply
-from compiler.secrets import scrub
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.cache_entry import is_reply
+from evoharness.compiler.secrets import scrub
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from evoharness.compiler.atomic import unwritable, write_json_atomic
+from evoharness.compiler.errors import ConfigError
 from filelock import FileLock
-
-from compiler.atomic import unwritable, write_json_atomic
-from compiler.errors import ConfigError
 
 Mode = Literal["live", "record", "replay"]
 MODES: tuple[str, ...] = ("live", "record", "replay")

@@ -1,6 +1,6 @@
 """The Workload protocol: tasks, a seeded environment per episode, and a scorer.
 
-A workload is registered by name (compiler.plugins.NamedRegistry).
+A workload is registered by name (evoharness.compiler.plugins.NamedRegistry).
 """
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from compiler.plugins import NamedRegistry
-from compiler.runtime.trajectory import ToolCall, Trajectory
-from compiler.toolspec import ToolSpec
+from evoharness.compiler.plugins import NamedRegistry
+from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
+from evoharness.compiler.toolspec import ToolSpec
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,8 @@ class Workload(Protocol):
 WorkloadFactory = Callable[..., Workload]
 
 WORKLOADS: NamedRegistry[WorkloadFactory] = NamedRegistry(
-    "workload", builtins={"bfcl": "compiler.workloads.bfcl.workload:BfclWorkload",
-                          "tasks": "compiler.workloads.tasks.workload:tasks_workload"}, decorator="@register_workload"
+    "workload", builtins={"bfcl": "evoharness.compiler.workloads.bfcl.workload:BfclWorkload",
+                          "tasks": "evoharness.compiler.workloads.tasks.workload:tasks_workload"}, decorator="@register_workload"
 )
 
 

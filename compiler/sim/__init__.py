@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from compiler.sim.engine import SimRequest, SimResult, simulate
-from compiler.sim.errors import CallContext, CallErrorRates, call_error_rates
-from compiler.sim.faults import SimConfig, configure_sim, reset_sim, sim_config
-from compiler.sim.features import HarnessFeatures, extract_features
-from compiler.sim.gold import GoldSource, StaticGoldSource, WorkloadGoldSource
-from compiler.sim.tiers import TIERS, Tier, tier_for
+from evoharness.compiler.sim.engine import SimRequest, SimResult, simulate
+from evoharness.compiler.sim.errors import CallContext, CallErrorRates, call_error_rates
+from evoharness.compiler.sim.faults import SimConfig, configure_sim, reset_sim, sim_config
+from evoharness.compiler.sim.features import HarnessFeatures, extract_features
+from evoharness.compiler.sim.gold import GoldSource, StaticGoldSource, WorkloadGoldSource
+from evoharness.compiler.sim.tiers import TIERS, Tier, tier_for
 
 if TYPE_CHECKING:
-    from compiler.sim.handler import SimLLM
+    from evoharness.compiler.sim.handler import SimLLM
 
 __all__ = [
     "TIERS", "CallContext", "CallErrorRates", "GoldSource", "HarnessFeatures", "SimConfig",
@@ -27,6 +27,6 @@ __all__ = [
 
 def register_sim_provider(gold: GoldSource | None = None) -> SimLLM:
     """Register the ``sim`` litellm provider (idempotent); imports litellm."""
-    from compiler.sim.provider import register_sim_provider as register
+    from evoharness.compiler.sim.provider import register_sim_provider as register
 
     return register(gold)

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from compiler.sim.conversation import Conversation, RequestMeta, SimRequestError, parse_user, split_conversation
-from compiler.sim.features import HarnessFeatures, extract_features
-from compiler.sim.gold import GoldSource
-from compiler.sim.policy import Action, Since, TurnEnv, TurnState, decide
-from compiler.sim.render import Rendered, render_call, render_final
-from compiler.sim.rewriter import PREFIX as REWRITE_PREFIX
-from compiler.sim.rewriter import rewrite_reply
-from compiler.sim.rng import Draws, digest_hex
-from compiler.sim.tiers import Tier, tier_for
-from compiler.sim.tokens import count_prompt_tokens, count_text_tokens, tools_json
+from evoharness.compiler.sim.conversation import Conversation, RequestMeta, SimRequestError, parse_user, split_conversation
+from evoharness.compiler.sim.features import HarnessFeatures, extract_features
+from evoharness.compiler.sim.gold import GoldSource
+from evoharness.compiler.sim.policy import Action, Since, TurnEnv, TurnState, decide
+from evoharness.compiler.sim.render import Rendered, render_call, render_final
+from evoharness.compiler.sim.rewriter import PREFIX as REWRITE_PREFIX
+from evoharness.compiler.sim.rewriter import rewrite_reply
+from evoharness.compiler.sim.rng import Draws, digest_hex
+from evoharness.compiler.sim.tiers import Tier, tier_for
+from evoharness.compiler.sim.tokens import count_prompt_tokens, count_text_tokens, tools_json
 
 DEFAULT_TEMPERATURE = 1.0  # what OpenAI-compatible servers assume when the request omits it
 

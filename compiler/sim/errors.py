@@ -19,8 +19,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from compiler.sim.features import HarnessFeatures
-from compiler.sim.tiers import Tier
+from evoharness.compiler.sim.features import HarnessFeatures
+from evoharness.compiler.sim.tiers import Tier
 
 TEMP_SLOPE = 1.0  # T=1 doubles every error rate
 LENGTH_SLOPE = 0.10  # +10% per doubling of (1 + prompt_tokens/1000)

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from compiler.sim.rng import uniform
-from compiler.sim.tiers import tier_for
+from evoharness.compiler.sim.rng import uniform
+from evoharness.compiler.sim.tiers import tier_for
 
 FaultKind = Literal["timeout", "server_error", "rate_limit", "malformed"]
 DEFAULT_TIME_SCALE = 0.1  # 2000 calls at concurrency 16: ~16 s (small) vs ~24 s (large) wall, measured on BFCL

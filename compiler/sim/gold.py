@@ -5,8 +5,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from compiler.runtime.workload import Task, Workload, workload_factory
-from compiler.toolspec import ToolSpec
+from evoharness.compiler.runtime.workload import Task, Workload, workload_factory
+from evoharness.compiler.toolspec import ToolSpec
 
 
 class GoldSource(Protocol):

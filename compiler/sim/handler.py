@@ -15,16 +15,15 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 
 import litellm  # noqa: E402
+from evoharness.compiler.sim.conversation import SimRequestError  # noqa: E402
+from evoharness.compiler.sim.engine import SimRequest, SimResult  # noqa: E402
+from evoharness.compiler.sim.faults import FaultKind  # noqa: E402
+from evoharness.compiler.sim.gold import GoldSource, WorkloadGoldSource  # noqa: E402
+from evoharness.compiler.sim.render import Rendered  # noqa: E402
+from evoharness.compiler.sim.service import PROCESSING_HEADER, SimOutcome, run_request  # noqa: E402
+from evoharness.compiler.sim.tiers import PROVIDER, TIERS  # noqa: E402
 from litellm import CustomLLM  # noqa: E402
 from litellm.types.utils import ChatCompletionMessageToolCall, Function  # noqa: E402
-
-from compiler.sim.conversation import SimRequestError  # noqa: E402
-from compiler.sim.engine import SimRequest, SimResult  # noqa: E402
-from compiler.sim.faults import FaultKind  # noqa: E402
-from compiler.sim.gold import GoldSource, WorkloadGoldSource  # noqa: E402
-from compiler.sim.render import Rendered  # noqa: E402
-from compiler.sim.service import PROCESSING_HEADER, SimOutcome, run_request  # noqa: E402
-from compiler.sim.tiers import PROVIDER, TIERS  # noqa: E402
 
 
 def _user(optional_params: Mapping[str, Any], litellm_params: Mapping[str, Any] | None,

@@ -10,13 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from compiler.runtime.trajectory import ToolCall
-from compiler.sim import errors
-from compiler.sim.conversation import Event
-from compiler.sim.features import HarnessFeatures, ToolDoc
-from compiler.sim.perturb import can_propagate, miscopy, perturb
-from compiler.sim.rng import Draws
-from compiler.sim.tiers import Tier
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.sim import errors
+from evoharness.compiler.sim.conversation import Event
+from evoharness.compiler.sim.features import HarnessFeatures, ToolDoc
+from evoharness.compiler.sim.perturb import can_propagate, miscopy, perturb
+from evoharness.compiler.sim.rng import Draws
+from evoharness.compiler.sim.tiers import Tier
 
 ErrorKind = Literal["wrong_tool", "wrong_value", "propagation", "malformed_quote",
                     "missing_fence", "skipped_read", "missing_tool"]

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compiler.sim.gold import GoldSource
-from compiler.sim.tiers import PROVIDER, TIERS
+from evoharness.compiler.sim.gold import GoldSource
+from evoharness.compiler.sim.tiers import PROVIDER, TIERS
 
 if TYPE_CHECKING:
-    from compiler.sim.handler import SimLLM
+    from evoharness.compiler.sim.handler import SimLLM
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # whoever imports litellm next: no price-map download
 
@@ -27,8 +27,7 @@ def register_sim_provider(gold: GoldSource | None = None) -> SimLLM:
     Calling again returns the same handler; passing ``gold`` swaps its gold source (tests).
     """
     import litellm
-
-    from compiler.sim.handler import SimLLM, _register_http_routes, model_info
+    from evoharness.compiler.sim.handler import SimLLM, _register_http_routes, model_info
 
     for entry in litellm.custom_provider_map:
         existing = entry.get("custom_handler")
@@ -46,8 +45,8 @@ def register_sim_provider(gold: GoldSource | None = None) -> SimLLM:
 
 
 def check_sim_params(route: str, params: Mapping[str, Any]) -> None:
-    """The provider's pre-run check (see compiler.runtime.llm.register_model_provider)."""
-    from compiler.sim.faults import SimConfig, with_overrides
+    """The provider's pre-run check (see evoharness.compiler.runtime.llm.register_model_provider)."""
+    from evoharness.compiler.sim.faults import SimConfig, with_overrides
 
     name = route.partition("/")[2]
     if name not in TIERS:
@@ -64,7 +63,7 @@ BEHAVIOUR_VERSION = 2  # bump when the same request may get another answer (2: d
 def sim_cache_tag(route: str) -> str:
     """Besides the request, the simulator's own code and the route's configured draw mode decide the
     answer: an edited simulator is never answered from the entries of the one before."""
-    from compiler.sim.faults import sim_config
+    from evoharness.compiler.sim.faults import sim_config
 
     return f"sim-v{BEHAVIOUR_VERSION};source={source_hash()[:16]};shared_draws={sim_config(route).shared_draws}"
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.sim.conversation import FAULT_MARKER
-from compiler.sim.policy import Action
+from evoharness.compiler.sim.conversation import FAULT_MARKER
+from evoharness.compiler.sim.policy import Action
 
 FENCE = "```tool"
 

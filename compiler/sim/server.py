@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from compiler.errors import OneLineParser
-from compiler.sim.conversation import SimRequestError
-from compiler.sim.engine import SimRequest
-from compiler.sim.faults import SimConfig, configure_sim
-from compiler.sim.gold import GoldSource, WorkloadGoldSource
-from compiler.sim.service import PROCESSING_HEADER, SimOutcome, run_request
-from compiler.sim.tiers import TIERS
+from evoharness.compiler.errors import OneLineParser
+from evoharness.compiler.sim.conversation import SimRequestError
+from evoharness.compiler.sim.engine import SimRequest
+from evoharness.compiler.sim.faults import SimConfig, configure_sim
+from evoharness.compiler.sim.gold import GoldSource, WorkloadGoldSource
+from evoharness.compiler.sim.service import PROCESSING_HEADER, SimOutcome, run_request
+from evoharness.compiler.sim.tiers import TIERS
 
 FAULT_STATUS = {"timeout": 504, "server_error": 500, "rate_limit": 429}
 
@@ -133,7 +133,7 @@ class _Server(ThreadingHTTPServer):
 
 def make_server(host: str = "127.0.0.1", port: int = 0,
                 gold: GoldSource | None = None) -> _Server:
-    from compiler.sim.provider import register_sim_provider
+    from evoharness.compiler.sim.provider import register_sim_provider
 
     # the same registration as the in-process route: litellm's token counting for sim/* depends on it,
     # and the endpoint must bill exactly what the in-process route bills

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.sim.engine import SimRequest, SimResult, simulate
-from compiler.sim.faults import FaultKind, decide_fault, next_attempt, sim_config, with_overrides
-from compiler.sim.gold import GoldSource
-from compiler.sim.render import Rendered, render_fault
-from compiler.sim.tiers import tier_for
+from evoharness.compiler.sim.engine import SimRequest, SimResult, simulate
+from evoharness.compiler.sim.faults import FaultKind, decide_fault, next_attempt, sim_config, with_overrides
+from evoharness.compiler.sim.gold import GoldSource
+from evoharness.compiler.sim.render import Rendered, render_fault
+from evoharness.compiler.sim.tiers import tier_for
 
 PROCESSING_HEADER = "openai-processing-ms"  # how the simulator reports its latency, as OpenAI reports processing time
 

@@ -1,1 +1,1 @@
-"""Workloads shipped with evoharness, each a Workload (compiler.runtime.workload) registered by name."""
+"""Workloads shipped with evoharness, each a Workload (evoharness.compiler.runtime.workload) registered by name."""

@@ -1,5 +1,5 @@
 """Hydra only discovers sweepers under ``hydra_plugins``: this shim registers ``hydra/sweeper=nsga2``
-and delegates to search.optimise.sweeper, imported lazily so that plugin discovery stays cheap.
+and delegates to evoharness.search.optimise.sweeper, imported lazily so that plugin discovery stays cheap.
 
 No `from __future__ import annotations` here: Hydra's plugin scan executes this module without
 registering it in sys.modules, and string annotations would make the dataclass look it up."""
@@ -25,7 +25,7 @@ class NSGA2Sweeper(Sweeper):
     """Search settings come from the ``search`` config group, not from the sweeper node."""
 
     def __init__(self) -> None:
-        from search.optimise.sweeper import NSGA2SweeperImpl
+        from evoharness.search.optimise.sweeper import NSGA2SweeperImpl
 
         self._impl = NSGA2SweeperImpl()
 

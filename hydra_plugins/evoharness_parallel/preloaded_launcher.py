@@ -1,7 +1,7 @@
 """``hydra/launcher=preloaded_joblib``: Hydra's joblib launcher whose worker processes are forked
 from a server that imported what every job needs once (litellm alone is seconds of CPU per
 process), instead of each worker importing it again. The default launcher (conf/hydra/launcher/
-parallel.yaml) is this one; the rest is search.optimise.workers, imported lazily so that plugin
+parallel.yaml) is this one; the rest is evoharness.search.optimise.workers, imported lazily so that plugin
 discovery stays cheap.
 
 No `from __future__ import annotations` here: Hydra's plugin scan executes this module without
@@ -24,7 +24,7 @@ class PreloadedJoblibLauncherConf(JobLibLauncherConf):
     # modules the fork server imports before it forks a worker: importable by a fresh interpreter
     # (installed, or on PYTHONPATH; not a path the search adds at run time). One that raises
     # ImportError is skipped, and the worker imports it itself; anything else it raises kills the server
-    preload: list[str] = field(default_factory=lambda: ["search.optimise.preload"])
+    preload: list[str] = field(default_factory=lambda: ["evoharness.search.optimise.preload"])
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="preloaded_joblib", node=PreloadedJoblibLauncherConf,
@@ -37,7 +37,7 @@ class PreloadedJoblibLauncher(JoblibLauncher):
         self.preload = [str(m) for m in preload]
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        from search.optimise.workers import start_fork_server
+        from evoharness.search.optimise.workers import start_fork_server
 
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         start_fork_server(self.preload, n_jobs=int(self.joblib.get("n_jobs", -1)))  # now: it imports while the search starts

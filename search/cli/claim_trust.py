@@ -44,11 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.names import is_name
-from compiler.release.registry import Registry, RegistryError, Snapshot, read_snapshot
-from compiler.secrets import public_url
-from search.records.claim_record import NoRecord, read_claim_record
-from search.records.versions import checked
+from evoharness.compiler.names import is_name
+from evoharness.compiler.release.registry import Registry, RegistryError, Snapshot, read_snapshot
+from evoharness.compiler.secrets import public_url
+from evoharness.search.records.claim_record import NoRecord, read_claim_record
+from evoharness.search.records.versions import checked
 
 _REVIEW = "or review the snapshot and promote it without --if-win"
 
@@ -131,7 +131,7 @@ def _same(study: str, what: str, where: str, found: Any, recorded: Any) -> None:
 
 def study_records(folder: Path, *, storage: str | None = None) -> StudyRecords:
     """The study's claim, read from its files and its database, which must agree."""
-    from search.optimise.finish import Frozen
+    from evoharness.search.optimise.finish import Frozen
 
     study = folder.name
     if not is_name(study):

@@ -9,14 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.atomic import write_text_atomic
+from evoharness.compiler.config_compile import compile_config, to_plain
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.models import check_model
+from evoharness.compiler.runtime.workload import WORKLOADS, Task, Workload
+from evoharness.compiler.variant import HarnessVariant
 from omegaconf import DictConfig, OmegaConf
-
-from compiler.atomic import write_text_atomic
-from compiler.config_compile import compile_config, to_plain
-from compiler.errors import ConfigError
-from compiler.runtime.models import check_model
-from compiler.runtime.workload import WORKLOADS, Task, Workload
-from compiler.variant import HarnessVariant
 
 SPLITS = ("train", "dev", "holdout")
 
@@ -71,7 +70,7 @@ def chosen_tasks(cfg: DictConfig, workload: Workload) -> list[Task]:
 
 
 def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
-    from compiler.cli import compile_validate
+    from evoharness.compiler.cli import compile_validate
 
     variant = compile_validate(cfg, overrides)
     if int(cfg.workload.samples) < 1:
@@ -84,7 +83,7 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
         raise ConfigError("workload.split", "holdout is the sealed split a search's claim is made on; every look at it weakens that claim",
                           "evaluate on dev, or pass unseal_holdout=true (the look is recorded in <registry_dir>/holdout_looks.jsonl)")
     if str(cfg.workload.split) == "holdout":  # the look is journaled in the registry: writable before it is paid for
-        from compiler.hydra_app import writable_dir
+        from evoharness.compiler.hydra_app import writable_dir
 
         writable_dir("registry_dir", cfg.registry_dir)
     chosen_tasks(cfg, make_workload(cfg))
@@ -92,17 +91,16 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
 
 
 def evaluate_task(cfg: DictConfig) -> None:
+    from evoharness.compiler.cli import released
+    from evoharness.compiler.runtime.cache import open_cache
+    from evoharness.compiler.secrets import public_url
+    from evoharness.search.evaluation.coverage import coverage_warning
+    from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.records import doctor
+    from evoharness.search.records.provenance import provenance
+    from evoharness.search.records.tables import metrics_table
+    from evoharness.search.records.versions import versioned
     from hydra.core.hydra_config import HydraConfig
-
-    from compiler.cli import released
-    from compiler.runtime.cache import open_cache
-    from compiler.secrets import public_url
-    from search.evaluation.coverage import coverage_warning
-    from search.evaluation.evaluate import evaluate_variant
-    from search.records import doctor
-    from search.records.provenance import provenance
-    from search.records.tables import metrics_table
-    from search.records.versions import versioned
 
     cfg = released(cfg)
     variant = compile_config(cfg)
@@ -132,7 +130,7 @@ def evaluate_task(cfg: DictConfig) -> None:
     )
     out = Path(HydraConfig.get().runtime.output_dir) / "eval.json"
     if str(cfg.workload.split) == "holdout":  # unsealed on purpose: the registry keeps the record of the look
-        from search.records.journal import append_lines
+        from evoharness.search.records.journal import append_lines
 
         append_lines(Path(str(cfg.registry_dir)) / "holdout_looks.jsonl", [{
             "at": datetime.now(UTC).isoformat(), "by": "evaluate", "variant_hash": variant.content_hash,
@@ -161,12 +159,12 @@ def evaluate_task(cfg: DictConfig) -> None:
 
 def search_task(cfg: DictConfig) -> Any:
     """A search job: the spec the nsga2 sweeper put in its override, compiled and evaluated."""
-    from search.optimise.trial import TrialSpec, run_trial
+    from evoharness.search.optimise.trial import TrialSpec, run_trial
 
     if "trial" not in cfg:
         raise ConfigError("hydra/sweeper", "the search runs as a multirun under the nsga2 sweeper",
                           "run `evoharness search` (it adds -m and hydra/sweeper=nsga2)")
-    from search.optimise.trial import JobInputError, job_signals
+    from evoharness.search.optimise.trial import JobInputError, job_signals
 
     job_signals()
     try:
@@ -178,11 +176,11 @@ def search_task(cfg: DictConfig) -> Any:
 def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     """The evaluate checks, then the search's settings built exactly as the search builds them
     (which validates every search, criteria and mutator setting) before anything is paid for."""
-    from search.optimise.settings import RunSettings
-    from search.optimise.study import check_storage
+    from evoharness.search.optimise.settings import RunSettings
+    from evoharness.search.optimise.study import check_storage
 
     variant = evaluate_validate(cfg, overrides)  # refuses +trial=..., the sweeper's own per-job setting
-    from compiler.hydra_app import writable_dir
+    from evoharness.compiler.hydra_app import writable_dir
 
     writable_dir("registry_dir", cfg.registry_dir)  # the champion's snapshot and the holdout looks go there
     workload = make_workload(cfg)
@@ -202,8 +200,8 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
 def doctor_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
     """The config compiles and the workload builds; the doctor reads every split (gold only: no
     agent is measured, so the holdout's seal is not touched)."""
-    from compiler.cli import compile_validate
-    from search.records.doctor import record_path
+    from evoharness.compiler.cli import compile_validate
+    from evoharness.search.records.doctor import record_path
 
     variant = compile_validate(cfg, overrides)
     workload = make_workload(cfg)
@@ -219,9 +217,9 @@ def doctor_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVa
 
 def doctor_task(cfg: DictConfig) -> None:
     """`evoharness doctor`: the workload check on every split (``workload.limit`` tasks of each)."""
-    from compiler.cli import released
-    from search.evaluation.doctor import doctor_table, run_doctor
-    from search.records.doctor import record_path, workload_hash, write_record
+    from evoharness.compiler.cli import released
+    from evoharness.search.evaluation.doctor import doctor_table, run_doctor
+    from evoharness.search.records.doctor import record_path, workload_hash, write_record
 
     variant = compile_config(released(cfg))
     workload = make_workload(cfg)
@@ -235,7 +233,7 @@ def doctor_task(cfg: DictConfig) -> None:
     gates = report.gates()
     write_record(path, workload=workload.name, digest=digest, passed=report.passed, gates=gates, rows=report.split_rows(),
                  checked=len(tasks), total=total)
-    from compiler.secrets import scrub
+    from evoharness.compiler.secrets import scrub
 
     lines = [f"doctor: workload {workload.name!r}, {len(tasks)} of {total} tasks, hash {digest[:12]}", doctor_table(report),
              *[f"  gold replay failed: {failure}" for failure in report.failures()],

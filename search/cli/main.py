@@ -5,9 +5,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from evoharness.compiler.secrets import scrub
 from omegaconf import DictConfig
-
-from compiler.secrets import scrub
 
 USAGE = """usage: evoharness <command> [hydra overrides] [-m]
 
@@ -34,9 +33,9 @@ Validate = Callable[[DictConfig, Sequence[str]], object]
 
 
 def _hydra_commands() -> dict[str, tuple[Task, Validate]]:
-    from compiler.cli import compile_task, compile_validate
-    from search.cli.commands import doctor_task, doctor_validate, evaluate_task, evaluate_validate, search_task, search_validate
-    from search.cli.registry import snapshot_task, snapshot_validate
+    from evoharness.compiler.cli import compile_task, compile_validate
+    from evoharness.search.cli.commands import doctor_task, doctor_validate, evaluate_task, evaluate_validate, search_task, search_validate
+    from evoharness.search.cli.registry import snapshot_task, snapshot_validate
 
     return {
         "compile": (compile_task, compile_validate),
@@ -85,20 +84,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "report":
-        from search.cli.report import report_main
+        from evoharness.search.cli.report import report_main
 
         return report_main(rest)
     if command == "serve-sim":
-        from compiler.sim.server import main as serve_main
+        from evoharness.compiler.sim.server import main as serve_main
 
         return int(serve_main(rest) or 0)
     if command in ("promote", "versions", "rollback"):
-        from search.cli import registry
+        from evoharness.search.cli import registry
 
         return int(getattr(registry, f"{command}_main")(rest))
     commands = _hydra_commands()
     if command in commands:
-        from compiler.hydra_app import run_hydra
+        from evoharness.compiler.hydra_app import run_hydra
 
         task, validate = commands[command]
         if command == "search":  # the search is always a multirun under the nsga2 sweeper
@@ -113,8 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rest = [*rest, "hydra/sweeper=nsga2"]
         if command == "evaluate" and any(a in ("-m", "--multirun") for a in rest):
             # a sweep ends with one table across its jobs (Hydra's multirun-end callback)
-            rest = [*rest, "+hydra.callbacks.sweep_summary._target_=search.records.sweep.SweepSummary"]
-        from search.cli.commands import sharing_workloads
+            rest = [*rest, "+hydra.callbacks.sweep_summary._target_=evoharness.search.records.sweep.SweepSummary"]
+        from evoharness.search.cli.commands import sharing_workloads
 
         with sharing_workloads():
             return run_hydra(command, rest, task, validate)

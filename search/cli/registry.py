@@ -13,13 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from evoharness.compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot, check_slot
+from evoharness.compiler.secrets import scrub
+from evoharness.search.cli.claim_trust import nothing_to_promote, study_folder, study_records, trusted_verdict
+from evoharness.search.cli.releasable import check_releasable
+from evoharness.search.records.format import fmt_metric
 from omegaconf import DictConfig
-
-from compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot, check_slot
-from compiler.secrets import scrub
-from search.cli.claim_trust import nothing_to_promote, study_folder, study_records, trusted_verdict
-from search.cli.releasable import check_releasable
-from search.records.format import fmt_metric
 
 
 class _Parser(argparse.ArgumentParser):
@@ -181,8 +180,8 @@ def rollback_main(argv: Sequence[str] | None = None) -> int:
 
 # -- `evoharness snapshot [overrides]`: record the current (released + overridden) config ------------
 def snapshot_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
-    from compiler.cli import compile_validate
-    from compiler.hydra_app import writable_dir
+    from evoharness.compiler.cli import compile_validate
+    from evoharness.compiler.hydra_app import writable_dir
 
     variant = compile_validate(cfg, overrides)
     writable_dir("registry_dir", cfg.registry_dir)  # the snapshot is written there
@@ -190,9 +189,8 @@ def snapshot_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
 
 
 def snapshot_task(cfg: DictConfig) -> None:
+    from evoharness.compiler.release.merge import apply_promoted, promoted_for, snapshot_from_config
     from hydra.core.hydra_config import HydraConfig
-
-    from compiler.release.merge import apply_promoted, promoted_for, snapshot_from_config
 
     overrides = list(HydraConfig.get().overrides.task)
     parent = promoted_for(cfg)

@@ -17,11 +17,10 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.names import NAME_RULE, is_name
+from evoharness.compiler.release.registry import RegistryError, Snapshot
 from omegaconf import DictConfig
-
-from compiler.errors import ConfigError
-from compiler.names import NAME_RULE, is_name
-from compiler.release.registry import RegistryError, Snapshot
 
 _FIX = ("promote a snapshot built from a config that compiles (`evoharness snapshot [overrides]`); "
         "if it compiles only with other overrides, give them after the ref")
@@ -38,7 +37,7 @@ def _first_line(exc: BaseException) -> str:
 def _merged(cfg: DictConfig, definition: Mapping[str, Any]) -> DictConfig:
     """``cfg`` with the definition in its place, by the release merge's own steps; a part that does
     not fit its schema is named down to the field."""
-    from compiler.release.merge import inert, replace_node
+    from evoharness.compiler.release.merge import inert, replace_node
 
     plain = inert(definition)  # data, as the release treats it: no ${...} in it resolves
     out = copy.deepcopy(cfg)
@@ -55,7 +54,7 @@ def _merged(cfg: DictConfig, definition: Mapping[str, Any]) -> DictConfig:
 
 
 def _compiles(cfg: DictConfig, snapshot: Snapshot) -> None:
-    from compiler.config_compile import compile_config
+    from evoharness.compiler.config_compile import compile_config
 
     released = _merged(cfg, snapshot.definition)
     try:
@@ -77,11 +76,10 @@ def check_releasable(snapshot: Snapshot, overrides: Sequence[str]) -> None:
         # the component is agent.name: the slot is keyed by it and compiled files are named after it
         raise RegistryError(f"snapshot {short} cannot be released: its component {snapshot.component!r} is not a plain name. "
                             f"Fix: rebuild it from an agent whose name uses {NAME_RULE}")
+    from evoharness.compiler.hydra_app import VERSION_BASE, UsageError, preflight, resolve_config_path
+    from evoharness.compiler.schema import register_configs
+    from evoharness.compiler.secrets import remember_credential_env, watch_env_resolver
     from hydra import version
-
-    from compiler.hydra_app import VERSION_BASE, UsageError, preflight, resolve_config_path
-    from compiler.schema import register_configs
-    from compiler.secrets import remember_credential_env, watch_env_resolver
 
     version.setbase(VERSION_BASE)
     register_configs()

@@ -6,11 +6,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from compiler.errors import ConfigError, OneLineParser
-from compiler.names import is_name
-from compiler.secrets import scrub
-from search.records.report import write_report
-from search.records.versions import checked
+from evoharness.compiler.errors import ConfigError, OneLineParser
+from evoharness.compiler.names import is_name
+from evoharness.compiler.secrets import scrub
+from evoharness.search.records.report import write_report
+from evoharness.search.records.versions import checked
 
 
 def report_main(argv: Sequence[str] | None = None) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from search.evaluation.metrics import EvalReport, paired_scores
-from search.evaluation.stats import MIN_DISCORDANT, noninferiority_verdict, paired_test, superiority_verdict
+from evoharness.search.evaluation.metrics import EvalReport, paired_scores
+from evoharness.search.evaluation.stats import MIN_DISCORDANT, noninferiority_verdict, paired_test, superiority_verdict
 
 
 def make_claim(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from compiler.runtime.workload import Task
+from evoharness.compiler.runtime.workload import Task
 
 
 def missing_tools(offered: Iterable[str], tasks: Sequence[Task]) -> dict[str, int]:

@@ -24,12 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.schema import CriteriaConfig, CriterionConfig
+from evoharness.search.evaluation.metrics import EvalReport, quantile_key, score_quantile
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-
-from compiler.errors import ConfigError
-from compiler.schema import CriteriaConfig, CriterionConfig
-from search.evaluation.metrics import EvalReport, quantile_key, score_quantile
 
 Direction = Literal["maximize", "minimize"]
 AGGREGATIONS = ("all", "weighted")

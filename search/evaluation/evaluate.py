@@ -18,15 +18,15 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from compiler.errors import ConfigError
-from compiler.runtime.cache import ReplyCache
-from compiler.runtime.llm import drain_litellm_logging
-from compiler.runtime.loop import run_episode
-from compiler.runtime.models import ModelClient
-from compiler.runtime.trajectory import Trajectory
-from compiler.runtime.workload import Task, Workload
-from compiler.variant import HarnessVariant, content_hash
-from search.evaluation.metrics import EpisodeResult, EvalReport, aggregate
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.cache import ReplyCache
+from evoharness.compiler.runtime.llm import drain_litellm_logging
+from evoharness.compiler.runtime.loop import run_episode
+from evoharness.compiler.runtime.models import ModelClient
+from evoharness.compiler.runtime.trajectory import Trajectory
+from evoharness.compiler.runtime.workload import Task, Workload
+from evoharness.compiler.variant import HarnessVariant, content_hash
+from evoharness.search.evaluation.metrics import EpisodeResult, EvalReport, aggregate
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Rules (SPEC "Evaluation rules"):
 - Contract gate: an undelivered episode is scored 0 and not passed, whatever its scorer said.
 - A metric that is undefined for the data (no scored episode, no task with two scored samples)
   is *omitted* from ``EvalReport.metrics`` rather than reported as NaN; criteria treat a missing
-  metric as unmeasured (see ``search.evaluation.criteria``).
+  metric as unmeasured (see ``evoharness.search.evaluation.criteria``).
 """
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-
-from compiler.runtime.trajectory import Trajectory
-from compiler.runtime.workload import EpisodeScore
+from evoharness.compiler.runtime.trajectory import Trajectory
+from evoharness.compiler.runtime.workload import EpisodeScore
 
 EpisodeResultStatus = Literal["scored", "skipped"]
 

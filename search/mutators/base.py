@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from compiler.plugins import NamedRegistry
-from compiler.runtime.workload import Failure
-from compiler.toolspec import ToolSpec
-from search.genome import Genome, PoolEntry, Pools, SlotKind, with_pool_entry
+from evoharness.compiler.plugins import NamedRegistry
+from evoharness.compiler.runtime.workload import Failure
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.search.genome import Genome, PoolEntry, Pools, SlotKind, with_pool_entry
 
 
 def _slot(pools: Pools, kind: SlotKind, key: str | None) -> tuple[PoolEntry, ...]:
@@ -81,11 +81,11 @@ MutatorFactory = Callable[..., Mutator]
 # only its module (the LLM mutators pull in the model client and jinja2).
 _BUILTINS = {
     **dict.fromkeys(("identity", "prompt_prefix", "prompt_suffix", "section_rewriter", "temperature", "tool_description_append",
-                     "tool_rule_add", "tool_format"), "search.mutators.edits"),
+                     "tool_rule_add", "tool_format"), "evoharness.search.mutators.edits"),
     **dict.fromkeys(("workflow_step_append", "workflow_step_remove", "tool_detach", "tool_attach", "model_swap"),
-                    "search.mutators.structure"),
-    "rule_miner": "search.mutators.evidence",
-    **dict.fromkeys(("llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter"), "search.mutators.llm"),
+                    "evoharness.search.mutators.structure"),
+    "rule_miner": "evoharness.search.mutators.evidence",
+    **dict.fromkeys(("llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter"), "evoharness.search.mutators.llm"),
 }
 MUTATORS: NamedRegistry[MutatorFactory] = NamedRegistry("mutator", builtins=_BUILTINS, decorator="@register_mutator")
 

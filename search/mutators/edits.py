@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 import re
 
-from compiler.errors import ConfigError
-from compiler.toolspec import ToolSpec
-from search.mutators.base import Control, MutationContext, Mutator, Proposal, register_mutator
-from search.mutators.evidence import (
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.search.mutators.base import Control, MutationContext, Mutator, Proposal, register_mutator
+from evoharness.search.mutators.evidence import (
     WRONG_CALL_KINDS,
     FunctionMutator,
     anchor,

@@ -1,6 +1,6 @@
 """Reading failure evidence, and the evidence-driven ``rule_miner``. Offline and deterministic.
 
-Evidence is the workload scorer's structured failure records (``compiler.runtime.workload.Failure``:
+Evidence is the workload scorer's structured failure records (``evoharness.compiler.runtime.workload.Failure``:
 kind, tool, argument, expected, got, turn); nothing here parses a scorer's wording. A record's
 ``expected`` and ``got`` may carry task values: everything here keeps only the kind, the tool and
 the argument (and masks the text of an error), so no mutator can copy a task value into a rule
@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compiler.errors import ConfigError
-from compiler.runtime.workload import FAILURE_KINDS
-from compiler.toolspec import ToolSpec
-from search.genome import Genome, PoolEntry, SlotKind
-from search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, register_mutator
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.workload import FAILURE_KINDS
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.search.genome import Genome, PoolEntry, SlotKind
+from evoharness.search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, register_mutator
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # Failure kinds, most specific first (a pair's rule follows its most frequent kind, ties by this order).

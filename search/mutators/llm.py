@@ -31,16 +31,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jinja2
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.cache import open_cache
+from evoharness.compiler.runtime.llm import drain_litellm_logging
+from evoharness.compiler.runtime.models import ModelClient, check_model
+from evoharness.compiler.schema import STEP_TRIGGERS
+from evoharness.compiler.variant import ModelParams, RouteSettings, check_route_settings
+from evoharness.search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
+from evoharness.search.mutators.evidence import FunctionMutator, call_args, pick_section, positive_int, proposal, section_text, summarise
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-from compiler.errors import ConfigError
-from compiler.runtime.cache import open_cache
-from compiler.runtime.llm import drain_litellm_logging
-from compiler.runtime.models import ModelClient, check_model
-from compiler.schema import STEP_TRIGGERS
-from compiler.variant import ModelParams, RouteSettings, check_route_settings
-from search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
-from search.mutators.evidence import FunctionMutator, call_args, pick_section, positive_int, proposal, section_text, summarise
 
 log = logging.getLogger(__name__)
 SYSTEM = ("You improve the harness (system prompt and workflow) of a tool-calling agent from evidence of its failures. "

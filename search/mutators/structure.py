@@ -6,8 +6,8 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 
-from search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
-from search.mutators.evidence import (
+from evoharness.search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
+from evoharness.search.mutators.evidence import (
     WRONG_CALL_KINDS,
     FunctionMutator,
     failure_counts,

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from search.genome import BASELINE, Genome, Pools, canonical
+from evoharness.search.genome import BASELINE, Genome, Pools, canonical
 
 Layer = tuple[str, Genome]
 

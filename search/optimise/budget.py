@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from search.optimise.settings import RunSettings
-from search.optimise.study import TrialRecord
-from search.records.spend import read_spend
+from evoharness.search.optimise.settings import RunSettings
+from evoharness.search.optimise.study import TrialRecord
+from evoharness.search.records.spend import read_spend
 
 
 def spent(journal: Path) -> float:

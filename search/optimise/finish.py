@@ -9,30 +9,29 @@ from datetime import UTC, datetime
 from typing import Any
 
 import yaml
-
-from compiler.atomic import write_json_atomic, write_text_atomic
-from compiler.errors import ConfigError
-from compiler.variant import HarnessVariant
-from search.evaluation.claim import make_claim
-from search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
-from search.evaluation.metrics import EvalReport, paired_scores
-from search.evaluation.stats import paired_test
-from search.genome import BASELINE, Genome, Pools, authors, describe, edits
-from search.optimise.ablation import ablation_jobs, ablation_rows
-from search.optimise.budget import spent
-from search.optimise.mutation import losses
-from search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, distinct_front, ledger_decision
-from search.optimise.select import dev_members as dev_members_of
-from search.optimise.settings import RunSettings, StudyPaths
-from search.optimise.snapshots import snapshot_for_search
-from search.optimise.study import TrialRecord
-from search.optimise.trial import TrialResult
-from search.records.claim_record import claim_record, record_claim
-from search.records.headline import headline
-from search.records.ledger import unified_diff, write_ledger
-from search.records.looks import append_look, champions_seen, look_row, read_looks
-from search.records.report import write_report
-from search.records.versions import versioned
+from evoharness.compiler.atomic import write_json_atomic, write_text_atomic
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.variant import HarnessVariant
+from evoharness.search.evaluation.claim import make_claim
+from evoharness.search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
+from evoharness.search.evaluation.metrics import EvalReport, paired_scores
+from evoharness.search.evaluation.stats import paired_test
+from evoharness.search.genome import BASELINE, Genome, Pools, authors, describe, edits
+from evoharness.search.optimise.ablation import ablation_jobs, ablation_rows
+from evoharness.search.optimise.budget import spent
+from evoharness.search.optimise.mutation import losses
+from evoharness.search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, distinct_front, ledger_decision
+from evoharness.search.optimise.select import dev_members as dev_members_of
+from evoharness.search.optimise.settings import RunSettings, StudyPaths
+from evoharness.search.optimise.snapshots import snapshot_for_search
+from evoharness.search.optimise.study import TrialRecord
+from evoharness.search.optimise.trial import TrialResult
+from evoharness.search.records.claim_record import claim_record, record_claim
+from evoharness.search.records.headline import headline
+from evoharness.search.records.ledger import unified_diff, write_ledger
+from evoharness.search.records.looks import append_look, champions_seen, look_row, read_looks
+from evoharness.search.records.report import write_report
+from evoharness.search.records.versions import versioned
 
 Evaluate = Callable[[Sequence[tuple[Genome, str, str]]], list[TrialResult | BaseException]]  # (genome, split, label) jobs
 

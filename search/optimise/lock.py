@@ -19,10 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.atomic import write_text_atomic
+from evoharness.compiler.errors import ConfigError
 from filelock import FileLock, Timeout
-
-from compiler.atomic import write_text_atomic
-from compiler.errors import ConfigError
 
 LOCK_FILE = ".search.lock"
 OWNER_FILE = ".search.owner"

@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.configpath import compose_option, current_dirs, group_files
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.names import checked_name
+from evoharness.compiler.schema import ModelConfig
+from evoharness.compiler.secrets import find_secret, remember_config
 from omegaconf import DictConfig, OmegaConf
-
-from compiler.configpath import compose_option, current_dirs, group_files
-from compiler.errors import ConfigError
-from compiler.names import checked_name
-from compiler.schema import ModelConfig
-from compiler.secrets import find_secret, remember_config
 
 
 def load_model_config(name: str, dirs: Sequence[str | Path] | None = None, *, path: str = "search.models") -> dict[str, Any]:

@@ -13,19 +13,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from compiler.atomic import write_json_atomic
-from compiler.catalog import build_catalog, select_tools
-from compiler.runtime.cache import open_cache
-from compiler.runtime.workload import Failure, Workload
-from compiler.variant import compile_agent, content_hash
-from search.evaluation.criteria import quality_objective
-from search.genome import Genome, Pools, SlotKind, initial_pools, live_len, pool_len, retire_one
-from search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, TeacherRunner, grow_pools
-from search.mutators.evidence import parse_failures, section_text
-from search.optimise.seeding import ControlRequest, NewEntry, anchors
-from search.optimise.settings import RunSettings, StudyPaths
-from search.optimise.study import TrialRecord
-from search.records.versions import checked
+from evoharness.compiler.atomic import write_json_atomic
+from evoharness.compiler.catalog import build_catalog, select_tools
+from evoharness.compiler.runtime.cache import open_cache
+from evoharness.compiler.runtime.workload import Failure, Workload
+from evoharness.compiler.variant import compile_agent, content_hash
+from evoharness.search.evaluation.criteria import quality_objective
+from evoharness.search.genome import Genome, Pools, SlotKind, initial_pools, live_len, pool_len, retire_one
+from evoharness.search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, TeacherRunner, grow_pools
+from evoharness.search.mutators.evidence import parse_failures, section_text
+from evoharness.search.optimise.seeding import ControlRequest, NewEntry, anchors
+from evoharness.search.optimise.settings import RunSettings, StudyPaths
+from evoharness.search.optimise.study import TrialRecord
+from evoharness.search.records.versions import checked
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def teacher_runner(settings: RunSettings, workload: Workload,
     teacher = settings.teacher
 
     def run(task_ids: Sequence[str]) -> dict[str, list[str]]:
-        from search.evaluation.evaluate import evaluate_variant_async
+        from evoharness.search.evaluation.evaluate import evaluate_variant_async
 
         variant = compile_agent(settings.agent, tool=settings.tool, model=teacher)
         tasks = [workload.task(t) for t in task_ids]

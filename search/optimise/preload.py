@@ -14,9 +14,9 @@ import threading
 _main = threading.current_thread() is threading.main_thread()
 _previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main else None
 try:
-    import search.evaluation.evaluate  # noqa: F401  # a job's first evaluation imports it
-    import search.optimise.trial  # noqa: F401  # the job's own code, and the compiler under it
-    from compiler.runtime.llm import litellm_module
+    import evoharness.search.evaluation.evaluate  # noqa: F401  # a job's first evaluation imports it
+    import evoharness.search.optimise.trial  # noqa: F401  # the job's own code, and the compiler under it
+    from evoharness.compiler.runtime.llm import litellm_module
 
     litellm_module()
 except Exception:

@@ -16,23 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-
-from compiler.atomic import write_json_atomic
-from compiler.errors import ConfigError
-from compiler.provenance import git_revision
-from compiler.runtime.workload import Workload, workload_factory
-from compiler.variant import HarnessVariant, content_hash
-from search.evaluation.coverage import coverage_warning
-from search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
-from search.evaluation.scorer import scorer_hash
-from search.genome import BASELINE, Genome, Pools, authors, canonical, param_space, params_to_genome, with_new_entry
-from search.optimise.budget import SpendWatch
-from search.optimise.finish import FinishAborted, Frozen, SearchTrials, finish
-from search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
-from search.optimise.progress import Progress, progress_line, study_progress
-from search.optimise.seeding import NewEntry, accumulated, round_queue
-from search.optimise.settings import RunSettings, StudyPaths
-from search.optimise.study import (
+from evoharness.compiler.atomic import write_json_atomic
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.provenance import git_revision
+from evoharness.compiler.runtime.workload import Workload, workload_factory
+from evoharness.compiler.variant import HarnessVariant, content_hash
+from evoharness.search.evaluation.coverage import coverage_warning
+from evoharness.search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
+from evoharness.search.evaluation.scorer import scorer_hash
+from evoharness.search.genome import BASELINE, Genome, Pools, authors, canonical, param_space, params_to_genome, with_new_entry
+from evoharness.search.optimise.budget import SpendWatch
+from evoharness.search.optimise.finish import FinishAborted, Frozen, SearchTrials, finish
+from evoharness.search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
+from evoharness.search.optimise.progress import Progress, progress_line, study_progress
+from evoharness.search.optimise.seeding import NewEntry, accumulated, round_queue
+from evoharness.search.optimise.settings import RunSettings, StudyPaths
+from evoharness.search.optimise.study import (
     TrialRecord,
     best_records,
     distinct_evaluations,
@@ -48,11 +47,11 @@ from search.optimise.study import (
     records,
     round_study,
 )
-from search.optimise.trial import JobInputError, TrialResult, TrialSpec, stored_result
-from search.records import doctor
-from search.records.provenance import split_strata, tasks_hash
-from search.records.spend import append_spend, mutator_spend_row, spend_row
-from search.records.versions import checked, versioned
+from evoharness.search.optimise.trial import JobInputError, TrialResult, TrialSpec, stored_result
+from evoharness.search.records import doctor
+from evoharness.search.records.provenance import split_strata, tasks_hash
+from evoharness.search.records.spend import append_spend, mutator_spend_row, spend_row
+from evoharness.search.records.versions import checked, versioned
 
 Launch = Callable[[Sequence[TrialSpec]], list[TrialResult | BaseException]]
 CONTROL_SEED_STRIDE = 7919  # identity controls draw fresh samples: a different seed per round
@@ -227,7 +226,7 @@ class SearchRun:
     @functools.cached_property
     def base_tools(self) -> list[str]:
         """The base agent's tools, from its config."""
-        from compiler.catalog import build_catalog, select_tools
+        from evoharness.compiler.catalog import build_catalog, select_tools
 
         return [s.name for s in select_tools(self.settings.agent.get("tools") or [], build_catalog(self.settings.tool))]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from search.genome import BASELINE, SLOT_KINDS, Genome, Pools, SlotKind, genome_to_params, param_space, with_new_entry
-from search.optimise.study import TrialRecord
+from evoharness.search.genome import BASELINE, SLOT_KINDS, Genome, Pools, SlotKind, genome_to_params, param_space, with_new_entry
+from evoharness.search.optimise.study import TrialRecord
 
 
 @dataclass(frozen=True)

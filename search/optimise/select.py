@@ -6,7 +6,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from search.optimise.study import TrialRecord
+from evoharness.search.optimise.study import TrialRecord
 
 Decision = Literal["champion", "front", "dominated", "infeasible", "failed"]
 

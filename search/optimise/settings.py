@@ -12,19 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.config_compile import to_plain
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.names import checked_name
+from evoharness.compiler.schema import TOOL_FORMATS, SearchConfig
+from evoharness.compiler.secrets import holds_secret, public_url
+from evoharness.search.evaluation.criteria import Objective, OptimisationCriterion, build_criteria
+from evoharness.search.evaluation.criteria import objectives as objectives_of
+from evoharness.search.mutators.base import MUTATORS, Mutator
+from evoharness.search.optimise.models_conf import load_model_config
+from evoharness.search.optimise.study import CROSSOVERS, SAMPLERS
+from evoharness.search.optimise.trial import WorkloadSettings
 from omegaconf import DictConfig, OmegaConf
-
-from compiler.config_compile import to_plain
-from compiler.errors import ConfigError
-from compiler.names import checked_name
-from compiler.schema import TOOL_FORMATS, SearchConfig
-from compiler.secrets import holds_secret, public_url
-from search.evaluation.criteria import Objective, OptimisationCriterion, build_criteria
-from search.evaluation.criteria import objectives as objectives_of
-from search.mutators.base import MUTATORS, Mutator
-from search.optimise.models_conf import load_model_config
-from search.optimise.study import CROSSOVERS, SAMPLERS
-from search.optimise.trial import WorkloadSettings
 
 # folders under runs_dir that are not studies: the registry, compiled variants, the response cache
 # and the Hydra run dirs of the other commands
@@ -36,7 +35,7 @@ FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "t
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """``cfg.search`` (compiler.schema.SearchConfig, where every field is documented), frozen."""
+    """``cfg.search`` (evoharness.compiler.schema.SearchConfig, where every field is documented), frozen."""
 
     study: str
     storage: str | None
@@ -147,7 +146,7 @@ class RunSettings:
     """Everything a search run reads from the config, as plain typed data."""
 
     search: SearchSettings
-    criteria: tuple[OptimisationCriterion, ...]  # validated (search.evaluation.criteria)
+    criteria: tuple[OptimisationCriterion, ...]  # validated (evoharness.search.evaluation.criteria)
     aggregation: str  # criteria.aggregation
     decision: str  # criteria.decision: best_quality | cheapest_noninferior
     margin: float  # criteria.margin
@@ -322,7 +321,7 @@ def _margin(value: float) -> float:
 
 def _cache_location(value: object) -> str | None:
     """A folder made absolute (the jobs may run elsewhere); a Redis URL as it is."""
-    from compiler.runtime.cache import is_url
+    from evoharness.compiler.runtime.cache import is_url
 
     if not value:
         return None

@@ -6,14 +6,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from compiler.atomic import write_text_atomic
-from compiler.provenance import git_revision
-from compiler.release.registry import Registry, make_snapshot
-from compiler.variant import HarnessVariant
-from search.genome import BASELINE, Genome, Pools, authors, genome_to_config
-from search.optimise.select import round_winner
-from search.optimise.settings import RunSettings, StudyPaths
-from search.optimise.study import TrialRecord
+from evoharness.compiler.atomic import write_text_atomic
+from evoharness.compiler.provenance import git_revision
+from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.variant import HarnessVariant
+from evoharness.search.genome import BASELINE, Genome, Pools, authors, genome_to_config
+from evoharness.search.optimise.select import round_winner
+from evoharness.search.optimise.settings import RunSettings, StudyPaths
+from evoharness.search.optimise.study import TrialRecord
 
 
 def _author(settings: RunSettings, g: Genome, pools: Pools) -> str:

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
+from evoharness.compiler.errors import ConfigError
+from evoharness.search.evaluation.criteria import Objective
+from evoharness.search.genome import Genome
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import BaseSampler, NSGAIISampler, RandomSampler, TPESampler
 from optuna.samplers.nsgaii import (
@@ -21,10 +24,6 @@ from optuna.samplers.nsgaii import (
     VSBXCrossover,
 )
 from optuna.trial import FrozenTrial, TrialState
-
-from compiler.errors import ConfigError
-from search.evaluation.criteria import Objective
-from search.genome import Genome
 
 CROSSOVERS: dict[str, type[UniformCrossover] | type[BLXAlphaCrossover] | type[SBXCrossover] | type[VSBXCrossover] | type[UNDXCrossover]
                  | type[SPXCrossover]] = {
@@ -212,10 +211,9 @@ def check_storage(url: str) -> None:
     from pathlib import Path
 
     import sqlalchemy
+    from evoharness.compiler.secrets import public_url
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
-
-    from compiler.secrets import public_url
 
     shown = public_url(url)
     connect_args: dict[str, Any] = {}

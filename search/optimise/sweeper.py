@@ -8,14 +8,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from evoharness.compiler.secrets import scrub
+from evoharness.search.optimise.trial import TrialResult, TrialSpec
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
-
-from compiler.secrets import scrub
-from search.optimise.trial import TrialResult, TrialSpec
 
 
 class StopRequest:
@@ -77,7 +76,7 @@ class NSGA2SweeperImpl:
         try:
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         except Exception as exc:  # the engine, not a job: nothing was told, and a resume re-runs the batch
-            from search.optimise.run import SearchAborted, SearchInterrupted
+            from evoharness.search.optimise.run import SearchAborted, SearchInterrupted
 
             what = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
             if self.stop is not None and self.stop.requested:
@@ -103,14 +102,14 @@ class NSGA2SweeperImpl:
         return out
 
     def sweep(self, arguments: list[str]) -> Any:
-        from compiler.errors import ConfigError
-        from compiler.release.merge import apply_promoted
-        from search.optimise.finish import FinishAborted
-        from search.optimise.lock import storage_lock, study_lock
-        from search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
-        from search.optimise.settings import RunSettings, StudyPaths
-        from search.optimise.trial import mark_orchestrator
-        from search.records.summary import print_summary
+        from evoharness.compiler.errors import ConfigError
+        from evoharness.compiler.release.merge import apply_promoted
+        from evoharness.search.optimise.finish import FinishAborted
+        from evoharness.search.optimise.lock import storage_lock, study_lock
+        from evoharness.search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
+        from evoharness.search.optimise.settings import RunSettings, StudyPaths
+        from evoharness.search.optimise.trial import mark_orchestrator
+        from evoharness.search.records.summary import print_summary
 
         assert self.config is not None
         mark_orchestrator()

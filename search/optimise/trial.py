@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import ConfigError
-from compiler.runtime.cache import open_cache
-from compiler.runtime.trajectory import Trajectory
-from compiler.runtime.workload import workload_factory
-from compiler.secrets import restore, scrub
-from compiler.variant import HarnessVariant, compile_agent, content_hash
-from search.evaluation.metrics import EvalReport
-from search.genome import Genome, Pools, genome_to_config
-from search.records.versions import checked, versioned
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.cache import open_cache
+from evoharness.compiler.runtime.trajectory import Trajectory
+from evoharness.compiler.runtime.workload import workload_factory
+from evoharness.compiler.secrets import restore, scrub
+from evoharness.compiler.variant import HarnessVariant, compile_agent, content_hash
+from evoharness.search.evaluation.metrics import EvalReport
+from evoharness.search.genome import Genome, Pools, genome_to_config
+from evoharness.search.records.versions import checked, versioned
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ def _signalled_gone(pid: int) -> bool:
 def run_trial(spec: TrialSpec) -> TrialResult:
     """Compile the genome and evaluate it. Nothing of the study is read or written here (the
     orchestrator keeps the result); the response cache is the only thing on disk, and it is optional."""
-    from search.evaluation.evaluate import evaluate_variant_async
+    from evoharness.search.evaluation.evaluate import evaluate_variant_async
 
     started, cpu = time.time(), time.process_time()
     variant = spec.variant()

@@ -7,7 +7,7 @@ imported them once and runs no Python thread (a BLAS pool, if numpy's allows mor
 thread, is re-made by the library after a fork), and a worker still shares nothing with the
 search's process. Two things a loky worker gets from loky reach these through the server's
 environment instead, set when it starts: the search's pid (a worker's parent is the server, so the
-worker watches the search itself, search.optimise.trial.job_signals) and joblib's per-worker
+worker watches the search itself, evoharness.search.optimise.trial.job_signals) and joblib's per-worker
 thread limits for OpenMP/BLAS (loky cannot pass them to a forkserver process)."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from multiprocessing import forkserver
 
-from search.optimise.trial import SEARCH_PID_ENV
+from evoharness.search.optimise.trial import SEARCH_PID_ENV
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from compiler.atomic import write_json_atomic
-from compiler.names import checked_name
-from compiler.runtime.workload import Task, Workload
-from compiler.variant import content_hash
-from search.evaluation.scorer import scorer_hash
-from search.records.provenance import tasks_hash
-from search.records.versions import versioned
+from evoharness.compiler.atomic import write_json_atomic
+from evoharness.compiler.names import checked_name
+from evoharness.compiler.runtime.workload import Task, Workload
+from evoharness.compiler.variant import content_hash
+from evoharness.search.evaluation.scorer import scorer_hash
+from evoharness.search.records.provenance import tasks_hash
+from evoharness.search.records.versions import versioned
 
 SPLITS = ("train", "dev", "holdout")
 

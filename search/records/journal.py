@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from compiler.secrets import scrub
+from evoharness.compiler.secrets import scrub
 
 
 def append_lines(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from compiler.atomic import write_text_atomic
-from compiler.variant import HarnessVariant
+from evoharness.compiler.atomic import write_text_atomic
+from evoharness.compiler.variant import HarnessVariant
 
 
 def variant_text(variant: HarnessVariant) -> list[str]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compiler.provenance import git_revision, package_versions
-from compiler.runtime.workload import Task
-from compiler.variant import content_hash
+from evoharness.compiler.provenance import git_revision, package_versions
+from evoharness.compiler.runtime.workload import Task
+from evoharness.compiler.variant import content_hash
 
 
 def tasks_hash(tasks: Sequence[Task]) -> str:

@@ -13,15 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from evoharness.compiler.atomic import write_text_atomic
+from evoharness.search.evaluation.criteria import quality_objective
+from evoharness.search.records.format import fmt_metric
+from evoharness.search.records.format import number as _num
+from evoharness.search.records.headline import headline
+from evoharness.search.records.report_svg import COMPARE, COST, LABELS, LATENCY, Point, scatter_svg
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
-
-from compiler.atomic import write_text_atomic
-from search.evaluation.criteria import quality_objective
-from search.records.format import fmt_metric
-from search.records.format import number as _num
-from search.records.headline import headline
-from search.records.report_svg import COMPARE, COST, LABELS, LATENCY, Point, scatter_svg
 
 # ---------------------------------------------------------------- view model
 
@@ -192,7 +191,7 @@ def _splits(splits: Mapping[str, Any]) -> dict[str, Any] | None:
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     # the summary it renders is data read from disk: sandboxed, like every template
-    return ImmutableSandboxedEnvironment(loader=jinja2.PackageLoader("search.records", "templates"), autoescape=True,
+    return ImmutableSandboxedEnvironment(loader=jinja2.PackageLoader("evoharness.search.records", "templates"), autoescape=True,
                                          undefined=jinja2.StrictUndefined)
 
 

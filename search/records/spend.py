@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from search.records.journal import append_lines, read_lines
-from search.records.versions import versioned
+from evoharness.search.records.journal import append_lines, read_lines
+from evoharness.search.records.versions import versioned
 
 
 def spend_row(*, eval_key: str, label: str, split: str, variant_hash: str, metrics: Mapping[str, Any],

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from search.evaluation.criteria import quality_objective
-from search.records.format import fmt_metric
-from search.records.headline import headline
+from evoharness.search.evaluation.criteria import quality_objective
+from evoharness.search.records.format import fmt_metric
+from evoharness.search.records.headline import headline
 
 
 def _fmt(metrics: Mapping[str, Any] | None, key: str) -> str:

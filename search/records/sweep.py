@@ -16,12 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.atomic import write_json_atomic, write_text_atomic
+from evoharness.search.records.format import fmt_metric
+from evoharness.search.records.versions import versioned
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
-
-from compiler.atomic import write_json_atomic, write_text_atomic
-from search.records.format import fmt_metric
-from search.records.versions import versioned
 
 COLUMNS = ("pass_rate", "cost_per_task", "latency_p95", "tokens_per_task", "skipped")
 # quality up, cost and latency down: the same objectives the search's default criteria use

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from search.evaluation.metrics import EvalReport
-from search.records.format import fmt_metric
+from evoharness.search.evaluation.metrics import EvalReport
+from evoharness.search.records.format import fmt_metric
 
 HEADLINE = ("pass_rate", "score_mean", "score_std", "latency_p50", "latency_p95", "cost_per_task", "tokens_per_task", "tool_failure_rate",
             "determinism", "skipped", "undelivered", "safety_violations")

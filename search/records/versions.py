@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError
 
 # record kind -> the version this code writes and reads
 VERSIONS = {"summary": 1, "claim": 1, "freeze": 1, "eval": 1, "trial_result": 1, "spend": 1, "holdout_look": 1,

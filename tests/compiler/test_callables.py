@@ -6,9 +6,8 @@ from subprocess import getoutput as shell_out  # noqa: F401  (a re-export under 
 from typing import Any, Literal
 
 import pytest
-
-from compiler.callables import call, spec_of, tool
-from compiler.errors import ConfigError
+from evoharness.compiler.callables import call, spec_of, tool
+from evoharness.compiler.errors import ConfigError
 
 
 @tool(mutates_state=True, group="orders")
@@ -59,7 +58,7 @@ def test_functions_a_model_cannot_call_well_are_one_error(fn: Any, expected: str
 
 
 def test_catalog_reads_callables_and_names_a_bad_import_path() -> None:
-    from compiler.catalog import build_catalog
+    from evoharness.compiler.catalog import build_catalog
 
     catalog = build_catalog({"callables": ["tests.compiler.test_callables.refund"]})
     assert list(catalog) == ["refund"] and catalog["refund"].mutates_state
@@ -88,7 +87,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("target", REFUSED)
 def test_functions_that_reach_the_system_are_refused(target: str) -> None:
-    from compiler.catalog import build_catalog
+    from evoharness.compiler.catalog import build_catalog
 
     with pytest.raises(ConfigError) as err:
         build_catalog({"callables": ["tests.compiler.test_callables.refund", target]})
@@ -98,7 +97,7 @@ def test_functions_that_reach_the_system_are_refused(target: str) -> None:
 
 
 def test_the_refusal_names_the_module_the_function_comes_from() -> None:
-    from compiler.callables import import_target
+    from evoharness.compiler.callables import import_target
 
     with pytest.raises(ConfigError, match=r"is a function of 'asyncio'.*standard-library \(asyncio\)"):  # refused before import
         import_target("tool.callables[0]", "asyncio.create_subprocess_shell")
@@ -109,7 +108,7 @@ def test_the_refusal_names_the_module_the_function_comes_from() -> None:
 @pytest.mark.parametrize("target", ["tests.compiler.test_callables.refund", "networkx.utils.misc.flatten"])
 def test_other_functions_still_import(target: str) -> None:
     # a user's own function, and a package's that neither loads code nor calls out
-    from compiler.callables import import_target
+    from evoharness.compiler.callables import import_target
 
     fn = import_target("tool.callables[0]", target)
     assert callable(fn) and fn.__name__ == target.rpartition(".")[2]

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     return subprocess.run(
-        [sys.executable, "-m", "compiler", f"runs_dir={tmp}", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "evoharness.compiler", f"runs_dir={tmp}", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120
     )
 
 
@@ -85,9 +86,8 @@ def test_a_run_composes_its_config_once_and_hydra_runs_it_as_its_own(tmp_path: P
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """The preflight's composition is the run's: Hydra's loader is asked once, and the run dir holds
     what Hydra's own run writes (the saved config with the command's overrides and job name)."""
+    from evoharness.search.cli.main import main
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
-    from search.cli.main import main
 
     calls: list[list[str]] = []
     real = ConfigLoaderImpl.load_configuration
@@ -113,7 +113,7 @@ def test_a_run_composes_its_config_once_and_hydra_runs_it_as_its_own(tmp_path: P
 def test_the_default_launcher_has_two_workers_per_usable_core_and_no_more_than_a_batch() -> None:
     import os
 
-    from compiler.hydra_app import usable_workers
+    from evoharness.compiler.hydra_app import usable_workers
 
     cores = len(os.sched_getaffinity(0))
     assert usable_workers(256) == min(2 * cores, 256) and usable_workers(1) == 1 and usable_workers(0) == 1
@@ -124,7 +124,7 @@ def test_a_run_on_a_primary_config_of_ones_own_stays_in_the_working_folder(tmp_p
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Hydra 1.3's rules hold for a composed run too: a config that does not set hydra.job.chdir is
     run where the command was given (Hydra's 1.1 rules would change into the run dir)."""
-    from search.cli.main import main
+    from evoharness.search.cli.main import main
 
     conf = tmp_path / "conf"
     conf.mkdir()

@@ -11,8 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from search.optimise.models_conf import load_model_config
+from evoharness.search.optimise.models_conf import load_model_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +20,7 @@ def run(cmd: str, *args: str, cwd: Path, pythonpath: Path | None = None) -> subp
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    entry = "compiler.cli" if cmd == "compile" else "search.cli.main"
+    entry = "evoharness.compiler.cli" if cmd == "compile" else "evoharness.search.cli.main"
     argv = [sys.executable, "-c", f"import sys; from {entry} import main; sys.exit(main(sys.argv[1:]))",
             *([] if cmd == "compile" else [cmd]), f"runs_dir={cwd / 'runs'}", *args]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
@@ -85,7 +84,7 @@ def test_a_primary_config_of_ones_own_is_named_with_config_name(user_dir: Path, 
 
 
 def test_search_models_resolve_on_the_same_search_path(user_dir: Path, tmp_path: Path) -> None:
-    from conf import CONF_DIR
+    from evoharness.conf import CONF_DIR
 
     m = load_model_config("my_small", [user_dir, Path(CONF_DIR)])
     assert m["route"] == "sim/small" and m["temperature"] == 0.3 and m["concurrency"] == 16  # composed: the defaults list applies
@@ -101,8 +100,8 @@ PLUGIN = '''\
 """A plugin: registers a workload (BFCL's base category alone) and brings its config dir."""
 from pathlib import Path
 
-from compiler.runtime.workload import register_workload
-from compiler.workloads.bfcl.workload import BfclWorkload
+from evoharness.compiler.runtime.workload import register_workload
+from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
 
 CONFIG_DIR = Path(__file__).parent / "conf"
 

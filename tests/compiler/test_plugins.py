@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compiler.catalog import CATALOGS
-from compiler.plugins import NamedRegistry
-from compiler.runtime.llm import MODEL_PROVIDERS
-from compiler.runtime.workload import WORKLOADS
+from evoharness.compiler.catalog import CATALOGS
+from evoharness.compiler.plugins import NamedRegistry
+from evoharness.compiler.runtime.llm import MODEL_PROVIDERS
+from evoharness.compiler.runtime.workload import WORKLOADS
 
 
 @dataclass
@@ -42,7 +41,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     modules = {role: f"evo_fake_{role}_{tag}" for role in ("holder", "attr", "registering", "ep_attr", "ep_registering")}
     group = f"evoharness.fakes_{tag}"
     sources = {
-        "holder": (f"from compiler.plugins import NamedRegistry\n"
+        "holder": (f"from evoharness.compiler.plugins import NamedRegistry\n"
                    f"REG = NamedRegistry('fake', builtins={{'attr': '{modules['attr']}:VALUE', 'nested': '{modules['attr']}:Holder.value',"
                    f" 'registering': '{modules['registering']}', 'sibling': '{modules['registering']}'}},"
                    f" decorator='@register_fake', group='{group}')\n"),
@@ -143,7 +142,7 @@ def test_each_extension_point_has_its_entry_point_group(registry: NamedRegistry[
 
 
 def test_an_entry_point_whose_module_is_gone_is_one_line_naming_it() -> None:
-    from compiler.errors import ConfigError
+    from evoharness.compiler.errors import ConfigError
 
     reg: NamedRegistry[object] = NamedRegistry("workload", builtins={}, decorator="@register_workload")
     reg._plugins = {"ghost": "no_such_module_for_evoharness:thing"}  # what an uninstalled package leaves in metadata

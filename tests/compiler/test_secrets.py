@@ -8,13 +8,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from evoharness.compiler import secrets
+from evoharness.compiler.atomic import write_json_atomic, write_text_atomic
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.hydra_app import scrub_files
+from evoharness.compiler.release.merge import inert
 from omegaconf import OmegaConf
-
-from compiler import secrets
-from compiler.atomic import write_json_atomic, write_text_atomic
-from compiler.errors import ConfigError
-from compiler.hydra_app import scrub_files
-from compiler.release.merge import inert
 
 PLAIN = "Zq8rT5vW2xY7bN4mK9pL3sD6fG1hJ0aQwErTyUiO"  # 40 characters, no known key shape
 SHAPED = "sk-proj-abcdefghijklmnopqrstuvwx0123456789"

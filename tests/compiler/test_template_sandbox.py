@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.render import render_text
+from evoharness.compiler.template_bounds import FIX
+from evoharness.compiler.variant import compile_agent
 
-from compiler.errors import ConfigError
-from compiler.release.registry import Registry, make_snapshot
-from compiler.render import render_text
-from compiler.template_bounds import FIX
-from compiler.variant import compile_agent
 from tests.compiler.fixtures import configs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def payloads(marker: Path) -> list[str]:
 
 def compile_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "compiler", f"runs_dir={tmp / 'runs'}", *args], cwd=tmp, env=env,
+    return subprocess.run([sys.executable, "-m", "evoharness.compiler", f"runs_dir={tmp / 'runs'}", *args], cwd=tmp, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -64,12 +64,11 @@ def test_payload_in_an_override_exits_2_and_writes_nothing(tmp_path: Path) -> No
 
 
 def test_payload_in_a_promoted_snapshot_exits_2_and_runs_nothing(tmp_path: Path) -> None:
+    from evoharness.compiler.config_compile import to_plain
+    from evoharness.compiler.schema import register_configs
+    from evoharness.conf import CONF_DIR
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-
-    from compiler.config_compile import to_plain
-    from compiler.schema import register_configs
-    from conf import CONF_DIR
 
     marker = tmp_path / "pwned"
     register_configs()
@@ -163,7 +162,7 @@ def test_unbounded_work_is_refused_quickly_in_little_memory(payload: str) -> Non
 
 @pytest.mark.parametrize("where", ["workflow", "template"])
 def test_the_bounds_hold_wherever_template_text_comes_from(tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler import template_bounds
+    from evoharness.compiler import template_bounds
 
     monkeypatch.setattr(template_bounds, "MAX_SECONDS", 60.0)  # the loop bound is the one under test, on any machine
     agent, tool, model = configs()
@@ -174,7 +173,7 @@ def test_the_bounds_hold_wherever_template_text_comes_from(tmp_path: Path, where
         with pytest.raises(ConfigError, match=re.escape(expected)):
             compile_agent(agent, tool=tool, model=model)
     else:
-        from compiler.render import render_system_prompt
+        from evoharness.compiler.render import render_system_prompt
 
         (tmp_path / "bomb.md.j2").write_text(payload + "{{ sections|length }}", encoding="utf-8")
         with pytest.raises(ConfigError, match=re.escape("agent.template: template exceeds a render bound: more than")):
@@ -182,7 +181,7 @@ def test_the_bounds_hold_wherever_template_text_comes_from(tmp_path: Path, where
 
 
 def test_each_bound_names_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler import template_bounds
+    from evoharness.compiler import template_bounds
 
     def problem(text: str) -> str:
         with pytest.raises(ConfigError) as err:
@@ -204,7 +203,7 @@ def test_each_bound_names_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_an_unbounded_override_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from search.cli.main import main
+    from evoharness.search.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     override = "agent.prompt_sections.role='{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}'"
@@ -249,7 +248,7 @@ def test_ordinary_templates_render_as_plain_jinja_does() -> None:
 
 def test_the_bounds_hold_for_a_whole_compile_not_each_template(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each section alone is under the loop bound; twenty of them together are not."""
-    from compiler import template_bounds
+    from evoharness.compiler import template_bounds
 
     monkeypatch.setattr(template_bounds, "MAX_SECONDS", 60.0)  # the loop bound is the one under test, on any machine
     agent, tool, model = configs()
@@ -267,7 +266,7 @@ def test_importing_the_tools_is_not_template_work(tmp_path: Path, monkeypatch: p
     does not use it up before the first template renders."""
     import sys
 
-    from compiler import template_bounds
+    from evoharness.compiler import template_bounds
 
     (tmp_path / "slow_tools_for_bounds.py").write_text(
         "import time\nstart = time.thread_time()\nwhile time.thread_time() - start < 0.4:\n    pass\n\n\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.variant import HarnessVariant, compile_agent
 
-from compiler.errors import ConfigError
-from compiler.variant import HarnessVariant, compile_agent
 from tests.compiler.fixtures import configs
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -110,7 +110,7 @@ def test_route_settings_do_not_change_the_hash() -> None:
 
 def test_hash_stable_across_processes() -> None:
     code = (
-        "from compiler.variant import compile_agent; from tests.compiler.fixtures import configs;"
+        "from evoharness.compiler.variant import compile_agent; from tests.compiler.fixtures import configs;"
         "a,t,m=configs(); print(compile_agent(a,tool=t,model=m).content_hash)"
     )
     root = Path(__file__).resolve().parents[2]

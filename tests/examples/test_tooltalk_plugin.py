@@ -36,7 +36,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def cli(site: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(site)}
-    return subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", *args,
+    return subprocess.run([sys.executable, "-m", "evoharness", *args,
                            f"runs_dir={tmp}", "workload=tooltalk", "agent=tooltalk_agent", "tool=tooltalk"],
                           cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
 

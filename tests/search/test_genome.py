@@ -4,9 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from compiler.variant import compile_agent
-from search.genome import (
+from evoharness.compiler.variant import compile_agent
+from evoharness.search.genome import (
     BASELINE,
     Genome,
     PoolEntry,
@@ -20,6 +19,7 @@ from search.genome import (
     params_to_genome,
     with_pool_entry,
 )
+
 from tests.compiler.fixtures import configs
 
 MODELS = {"base": {"route": "sim/small", "temperature": 0.0}, "sim_large": {"route": "sim/large", "temperature": 0.0}}

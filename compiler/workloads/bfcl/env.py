@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bfcl_eval.constants.executable_backend_config import STATELESS_CLASSES
-
-from compiler.runtime.trajectory import ToolCall, ToolCallRecord, Trajectory
-from compiler.runtime.workload import Task
-from compiler.workloads.bfcl.tools import backend_class, bfcl_tool_catalog, tool_owner, tool_signature
+from evoharness.compiler.runtime.trajectory import ToolCall, ToolCallRecord, Trajectory
+from evoharness.compiler.runtime.workload import Task
+from evoharness.compiler.workloads.bfcl.tools import backend_class, bfcl_tool_catalog, tool_owner, tool_signature
 
 Instances = dict[str, Any]
 

@@ -28,17 +28,16 @@ from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
     response_checker,
     state_checker,
 )
-
-from compiler.runtime.trajectory import ToolCall, Trajectory
-from compiler.runtime.workload import Environment, EpisodeScore, Failure, Task
-from compiler.workloads.bfcl.env import (
+from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
+from evoharness.compiler.runtime.workload import Environment, EpisodeScore, Failure, Task
+from evoharness.compiler.workloads.bfcl.env import (
     BfclEnvironment,
     ExecutedCall,
     error_result,
     invoke,
     task_instances,
 )
-from compiler.workloads.bfcl.tools import bfcl_tool_catalog, render_call
+from evoharness.compiler.workloads.bfcl.tools import bfcl_tool_catalog, render_call
 
 _DETAIL_CHARS = 300
 

@@ -19,9 +19,8 @@ from bfcl_eval.constants.executable_backend_config import (
     CLASS_FILE_PATH_MAPPING,
     MULTI_TURN_FUNC_DOC_FILE_MAPPING,
 )
-
-from compiler.runtime.trajectory import ToolCall
-from compiler.toolspec import ToolSpec
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.toolspec import ToolSpec
 
 # The classes of the multi-turn categories. bfcl-eval's mappings also list the web-search and
 # memory backends, which belong to its agentic categories and are not part of this workload.

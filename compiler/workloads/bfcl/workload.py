@@ -17,14 +17,13 @@ from typing import Any
 from bfcl_eval.constants.category_mapping import MULTI_TURN_CATEGORY, VERSION_PREFIX
 from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
 from bfcl_eval.constants.eval_config import POSSIBLE_ANSWER_PATH, PROMPT_PATH
-
-from compiler.runtime.trajectory import Trajectory
-from compiler.runtime.workload import Environment, EpisodeScore, Task
-from compiler.toolspec import ToolSpec
-from compiler.workloads.bfcl.env import BfclEnvironment
-from compiler.workloads.bfcl.scoring import score_episode
-from compiler.workloads.bfcl.splits import assign, stratified_order, stratum
-from compiler.workloads.bfcl.tools import (
+from evoharness.compiler.runtime.trajectory import Trajectory
+from evoharness.compiler.runtime.workload import Environment, EpisodeScore, Task
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.compiler.workloads.bfcl.env import BfclEnvironment
+from evoharness.compiler.workloads.bfcl.scoring import score_episode
+from evoharness.compiler.workloads.bfcl.splits import assign, stratified_order, stratum
+from evoharness.compiler.workloads.bfcl.tools import (
     load_bfcl_tool_specs,
     parse_call,
     tools_of_class,

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compiler.runtime.trajectory import ToolCall, Trajectory
-from compiler.runtime.workload import EpisodeScore, Failure, Task
+from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
+from evoharness.compiler.runtime.workload import EpisodeScore, Failure, Task
 
 
 def _norm(text: str) -> str:

@@ -29,15 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-
-from compiler.callables import call, callable_tools, import_target, is_live
-from compiler.errors import ConfigError
-from compiler.names import is_name
-from compiler.runtime.snapshots import ToolOutputs
-from compiler.runtime.trajectory import ToolCall, Trajectory
-from compiler.runtime.workload import EpisodeScore, Task
-from compiler.toolspec import ToolSpec
-from compiler.workloads.tasks.scoring import score_episode
+from evoharness.compiler.callables import call, callable_tools, import_target, is_live
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.names import is_name
+from evoharness.compiler.runtime.snapshots import ToolOutputs
+from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
+from evoharness.compiler.runtime.workload import EpisodeScore, Task
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.compiler.workloads.tasks.scoring import score_episode
 
 SPLITS = ("train", "dev", "holdout")
 RECORD = {

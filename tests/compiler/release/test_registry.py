@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compiler.release.registry import Registry, RegistryError, Snapshot, definition_hash, find_secret, make_snapshot
-from search.cli.registry import promote_main, rollback_main, versions_main
+from evoharness.compiler.release.registry import Registry, RegistryError, Snapshot, definition_hash, find_secret, make_snapshot
+from evoharness.search.cli.registry import promote_main, rollback_main, versions_main
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -350,7 +349,7 @@ def test_cli_tampered_snapshot_and_help_in_a_real_process(tmp_path: Path) -> Non
     _edit(reg.path_of(a), lambda d: d["definition"]["model"].update(route="sim/large"))
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
-        code = "import sys; from search.cli.registry import promote_main; sys.exit(promote_main(sys.argv[1:]))"
+        code = "import sys; from evoharness.search.cli.registry import promote_main; sys.exit(promote_main(sys.argv[1:]))"
         return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
 
     proc = run(a[:8], "--registry", str(tmp_path))
@@ -368,7 +367,7 @@ def _rehash(path: Path) -> str:
 
 
 def test_versions_reports_a_tampered_snapshot_and_still_lists_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from search.cli.registry import versions_main
+    from evoharness.search.cli.registry import versions_main
 
     reg = Registry(tmp_path)
     a, b = stored(reg, "A", "B")

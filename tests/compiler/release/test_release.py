@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evoharness.compiler.config_compile import compile_config, to_plain
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.release.merge import apply_promoted, promoted_for, snapshot_from_config
+from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.schema import register_configs
+from evoharness.compiler.variant import compile_agent
 from omegaconf import DictConfig, OmegaConf
-
-from compiler.config_compile import compile_config, to_plain
-from compiler.errors import ConfigError
-from compiler.release.merge import apply_promoted, promoted_for, snapshot_from_config
-from compiler.release.registry import Registry, make_snapshot
-from compiler.schema import register_configs
-from compiler.variant import compile_agent
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -163,7 +162,8 @@ def test_snapshot_from_config_round_trips_through_the_release(compose: Any) -> N
 def test_snapshot_command_then_promote_cli_then_release(tmp_path: Path) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     snapshot_cmd = (
-        "import sys; from compiler.hydra_app import run_hydra; from search.cli.registry import snapshot_task, snapshot_validate;"
+        "import sys; from evoharness.compiler.hydra_app import run_hydra; "
+        "from evoharness.search.cli.registry import snapshot_task, snapshot_validate;"
         "sys.exit(run_hydra('snapshot', sys.argv[1:], snapshot_task, snapshot_validate))"
     )
     proc = subprocess.run(
@@ -172,7 +172,7 @@ def test_snapshot_command_then_promote_cli_then_release(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     digest = proc.stdout.split()[-2]
-    promote_cmd = "import sys; from search.cli.registry import promote_main; sys.exit(promote_main(sys.argv[1:]))"
+    promote_cmd = "import sys; from evoharness.search.cli.registry import promote_main; sys.exit(promote_main(sys.argv[1:]))"
     proc = subprocess.run([sys.executable, "-c", promote_cmd, digest[:8], "--registry", str(tmp_path / "registry")],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.split() == ["bfcl_agent", "default", digest], proc.stderr

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from compiler.runtime.llm import litellm_module
+from evoharness.compiler.runtime.llm import litellm_module
 
 Script = Callable[[list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]
 SCRIPTS: dict[str, Script] = {}

@@ -11,11 +11,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-from compiler.runtime.cache import ResponseCache
-from compiler.runtime.llm import litellm_module
-from compiler.runtime.models import ModelClient, provider_latency
-from compiler.variant import ModelParams, RouteSettings
+from evoharness.compiler.runtime.cache import ResponseCache
+from evoharness.compiler.runtime.llm import litellm_module
+from evoharness.compiler.runtime.models import ModelClient, provider_latency
+from evoharness.compiler.variant import ModelParams, RouteSettings
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -88,7 +87,7 @@ def test_a_new_route_revision_is_a_cache_miss(monkeypatch: pytest.MonkeyPatch, t
 
 
 def test_the_simulators_cache_tag_carries_a_hash_of_its_source() -> None:
-    from compiler.sim import provider
+    from evoharness.compiler.sim import provider
 
     before = provider.sim_cache_tag("sim/small")
     provider.source_hash.cache_clear()
@@ -116,8 +115,9 @@ def test_an_unwritable_cache_is_one_warning_and_the_calls_go_on(monkeypatch: pyt
 
 
 def test_the_simulator_reports_its_latency_as_a_provider_would() -> None:
-    from compiler.sim import configure_sim, reset_sim
-    from compiler.sim.provider import register_sim_provider
+    from evoharness.compiler.sim import configure_sim, reset_sim
+    from evoharness.compiler.sim.provider import register_sim_provider
+
     from tests.compiler.sim.sim_selfplay import openai_tools
     from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, start
 
@@ -177,8 +177,8 @@ def test_a_reply_asked_again_before_its_entry_is_written_is_not_paid_twice(monke
 
 def test_the_backoff_stops_doubling_at_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ten retries from a 100 s backoff would wait 28 hours doubling; capped, each wait is at most MAX_BACKOFF_S."""
-    from compiler.runtime import models
-    from compiler.runtime.models import MAX_BACKOFF_S, InfraError
+    from evoharness.compiler.runtime import models
+    from evoharness.compiler.runtime.models import MAX_BACKOFF_S, InfraError
 
     async def outage(**_: Any) -> Any:
         raise litellm_module().InternalServerError("down", llm_provider="openai", model="fake")

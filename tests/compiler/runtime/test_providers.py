@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evoharness.compiler.plugins import NamedRegistry
+from evoharness.compiler.runtime import llm
+from evoharness.compiler.runtime.llm import ensure_providers, litellm_module, register_model_provider
+from evoharness.compiler.sim.faults import configure_sim, reset_sim
+from evoharness.compiler.sim.handler import SimLLM
+from evoharness.compiler.sim.provider import register_sim_provider
 
-from compiler.plugins import NamedRegistry
-from compiler.runtime import llm
-from compiler.runtime.llm import ensure_providers, litellm_module, register_model_provider
-from compiler.sim.faults import configure_sim, reset_sim
-from compiler.sim.handler import SimLLM
-from compiler.sim.provider import register_sim_provider
 from tests.compiler.sim.sim_selfplay import openai_tools
 from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, start
 
@@ -49,10 +49,10 @@ def test_ensure_providers_registers_every_provider_or_the_one_the_route_names(
 
 
 def test_sim_is_a_builtin_import_path_not_imported_by_listing_providers() -> None:
-    assert llm.MODEL_PROVIDERS.builtins["sim"] == "compiler.sim.provider:register_sim_provider"
+    assert llm.MODEL_PROVIDERS.builtins["sim"] == "evoharness.compiler.sim.provider:register_sim_provider"
     assert llm.MODEL_PROVIDERS.get("sim") is register_sim_provider
-    probe = ("import sys; from compiler.runtime.llm import MODEL_PROVIDERS; names = MODEL_PROVIDERS.names(); "
-             "print(names, 'litellm' in sys.modules, 'compiler.sim.provider' in sys.modules)")
+    probe = ("import sys; from evoharness.compiler.runtime.llm import MODEL_PROVIDERS; names = MODEL_PROVIDERS.names(); "
+             "print(names, 'litellm' in sys.modules, 'evoharness.compiler.sim.provider' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["['sim']", "False", "False"]
 
@@ -106,9 +106,9 @@ def test_a_providers_cache_tag_keeps_a_changed_mode_out_of_old_cache_entries(tmp
     """The sim's draw mode is configured outside the request; its cache tag is part of the key, so
     switching to shared draws is a cache miss (the old answers were drawn the other way), and
     switching back finds the first entry again."""
-    from compiler.runtime.cache import ResponseCache
-    from compiler.runtime.models import ModelClient
-    from compiler.variant import ModelParams, RouteSettings
+    from evoharness.compiler.runtime.cache import ResponseCache
+    from evoharness.compiler.runtime.models import ModelClient
+    from evoharness.compiler.variant import ModelParams, RouteSettings
 
     handler = register_sim_provider()
     previous = handler.gold

@@ -13,8 +13,7 @@ import time
 from typing import Any, cast
 
 import pytest
-
-from compiler.runtime.arguments import (
+from evoharness.compiler.runtime.arguments import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
     MAX_REPLY_CHARS,
@@ -22,10 +21,11 @@ from compiler.runtime.arguments import (
     echoed_arguments,
     too_deep,
 )
-from compiler.runtime.bash_calls import _open_quote, decode_text_calls
-from compiler.runtime.loop import run_episode
-from compiler.runtime.models import ModelClient, ModelReply, NativeCall
-from compiler.runtime.trajectory import Trajectory
+from evoharness.compiler.runtime.bash_calls import _open_quote, decode_text_calls
+from evoharness.compiler.runtime.loop import run_episode
+from evoharness.compiler.runtime.models import ModelClient, ModelReply, NativeCall
+from evoharness.compiler.runtime.trajectory import Trajectory
+
 from tests.compiler.runtime.test_runtime import TASK, FileEnv, variant
 
 MB5 = 5_000_000

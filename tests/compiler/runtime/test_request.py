@@ -3,9 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from evoharness.compiler.runtime.models import ModelClient
+from evoharness.compiler.variant import compile_agent
 
-from compiler.runtime.models import ModelClient
-from compiler.variant import compile_agent
 from tests.compiler.fixtures import configs
 
 
@@ -30,7 +30,7 @@ def test_the_opt_in_is_not_part_of_the_variant_hash() -> None:
 @pytest.mark.parametrize("stored", ["{truncated", "[1, 2]", '{"content": 3}', '{"content": null, "tool_calls": [{"id": "a"}]}',
                                     '{"content": "x", "tool_calls": [], "latency_s": "slow"}', b"\xff\xfe".decode("latin-1")])
 def test_a_cache_entry_that_is_not_a_reply_is_a_miss(tmp_path: Any, stored: str) -> None:
-    from compiler.runtime.cache import ResponseCache
+    from evoharness.compiler.runtime.cache import ResponseCache
 
     cache = ResponseCache(tmp_path)
     good = {"content": "hi", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1,
@@ -42,7 +42,7 @@ def test_a_cache_entry_that_is_not_a_reply_is_a_miss(tmp_path: Any, stored: str)
 
 
 def test_the_memoised_request_key_is_the_plain_one_and_sees_every_change() -> None:
-    from compiler.runtime.cache import RequestKeyer, request_key
+    from evoharness.compiler.runtime.cache import RequestKeyer, request_key
 
     agent, tool, model = configs()
     v = compile_agent(agent, tool=tool, model={**model, "route": "sim/small"})
@@ -66,8 +66,8 @@ def test_the_memoised_request_key_is_the_plain_one_and_sees_every_change() -> No
 def test_model_extra_cannot_replace_what_the_harness_sends() -> None:
     """model.extra holds generation parameters: the tools, messages, endpoint and key are the harness's.
     Refused at compile, and by the client itself for a variant built some other way."""
-    from compiler.errors import ConfigError
-    from compiler.variant import ModelParams, RouteSettings
+    from evoharness.compiler.errors import ConfigError
+    from evoharness.compiler.variant import ModelParams, RouteSettings
 
     agent, tool, model = configs()
     for key, value in (("tools", [{"type": "function", "name": "X"}]), ("messages", []), ("api_base", "http://127.0.0.1:1/v1"),
@@ -83,7 +83,7 @@ def test_model_extra_cannot_replace_what_the_harness_sends() -> None:
 def test_a_memoised_message_changed_after_it_was_sent_is_keyed_as_it_is_now() -> None:
     """A message's text is reused only while the message holds the same values: a replaced, added or
     removed value is encoded afresh, and the key stays the plain one."""
-    from compiler.runtime.cache import RequestKeyer, request_key
+    from evoharness.compiler.runtime.cache import RequestKeyer, request_key
 
     keyer = RequestKeyer()
     system = {"role": "system", "content": "be brief"}
@@ -102,7 +102,7 @@ def test_a_memoised_message_changed_after_it_was_sent_is_keyed_as_it_is_now() ->
 
 
 def test_the_message_memo_is_bounded() -> None:
-    from compiler.runtime.cache import RequestKeyer, request_key
+    from evoharness.compiler.runtime.cache import RequestKeyer, request_key
 
     keyer = RequestKeyer()
     messages = [{"role": "user", "content": str(i)} for i in range(RequestKeyer.MESSAGES_HELD + 50)]

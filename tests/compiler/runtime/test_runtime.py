@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evoharness.compiler.runtime.cache import ResponseCache
+from evoharness.compiler.runtime.loop import run_episode
+from evoharness.compiler.runtime.models import ModelClient
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.runtime.workload import Task
+from evoharness.compiler.variant import RouteSettings, compile_agent
 
-from compiler.runtime.cache import ResponseCache
-from compiler.runtime.loop import run_episode
-from compiler.runtime.models import ModelClient
-from compiler.runtime.trajectory import ToolCall
-from compiler.runtime.workload import Task
-from compiler.variant import RouteSettings, compile_agent
 from tests.compiler.fixtures import configs
 from tests.compiler.runtime.scripted_model import CALLS, SCRIPTS, register_scripted_provider
 
@@ -90,7 +90,7 @@ def gold_player(fmt: str) -> Any:
         call = gold[done]
         if fmt == "json":
             return {"tool_calls": [{"name": call.name, "arguments": json.dumps(dict(call.arguments))}]}
-        from compiler.runtime.bash_calls import format_call_line
+        from evoharness.compiler.runtime.bash_calls import format_call_line
 
         return {"content": "Running:\n```tool\n" + format_call_line(call) + "\n```"}
 
@@ -185,7 +185,7 @@ def test_max_turns_bounds_a_looping_model() -> None:
 
 
 def test_infra_faults_retried_then_skipped_not_scored() -> None:
-    lm = __import__("compiler.runtime.llm", fromlist=["x"]).litellm_module()
+    lm = __import__("evoharness.compiler.runtime.llm", fromlist=["x"]).litellm_module()
     fails = {"n": 0}
 
     def flaky(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:

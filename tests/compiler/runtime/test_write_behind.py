@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compiler.runtime.cache import ResponseCache, WriteBehind
+from evoharness.compiler.runtime.cache import ResponseCache, WriteBehind
 
 REPLY = {"content": "hi", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1,
          "latency_s": 0.1, "cost_usd": 0.0, "attempts": 1, "infra_s": 0.0}
@@ -78,7 +78,7 @@ def test_the_writer_idles_out_without_a_flush(tmp_path: Path) -> None:
 
 
 def test_a_process_that_exits_without_a_flush_still_stores_what_it_handed_over(tmp_path: Path) -> None:
-    code = ("import sys; from compiler.runtime.cache import ResponseCache, WriteBehind; "
+    code = ("import sys; from evoharness.compiler.runtime.cache import ResponseCache, WriteBehind; "
             f"w = WriteBehind(ResponseCache(sys.argv[1])); [w.put(f'{{i:064x}}', {json.dumps(REPLY)!s}) for i in range(200)]")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60, cwd=Path(__file__).resolve().parents[3])
     assert all(ResponseCache(tmp_path).get(f"{i:064x}") == REPLY for i in range(200))
@@ -111,7 +111,7 @@ def test_a_writer_killed_by_a_base_exception_is_replaced_and_flush_returns(tmp_p
 
 
 def test_a_long_name_that_the_temp_suffix_would_make_too_long_is_still_written(tmp_path: Path) -> None:
-    from compiler.atomic import write_text_atomic
+    from evoharness.compiler.atomic import write_text_atomic
 
     target = tmp_path / ("n" * 240)
     write_text_atomic(target, "x\n", fsync=False)

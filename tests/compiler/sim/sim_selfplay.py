@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler.runtime.trajectory import ToolCall
-from compiler.runtime.workload import Task
-from compiler.sim.engine import SimRequest, SimResult, simulate
-from compiler.sim.features import extract_features
-from compiler.sim.gold import GoldSource
-from compiler.toolspec import ToolSpec
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.runtime.workload import Task
+from evoharness.compiler.sim.engine import SimRequest, SimResult, simulate
+from evoharness.compiler.sim.features import extract_features
+from evoharness.compiler.sim.gold import GoldSource
+from evoharness.compiler.toolspec import ToolSpec
 
 ToolFn = Callable[[str, Mapping[str, Any]], str]  # raises on tool failure
 _BLOCK = re.compile(r"```tool\n(.*?)```", re.DOTALL)

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-pytest.importorskip("compiler.workloads.bfcl.workload")
+pytest.importorskip("evoharness.compiler.workloads.bfcl.workload")
 
-from compiler.sim.faults import configure_sim, reset_sim  # noqa: E402
-from compiler.sim.gold import WorkloadGoldSource  # noqa: E402
-from compiler.sim.tiers import TIERS  # noqa: E402
+from evoharness.compiler.sim.faults import configure_sim, reset_sim  # noqa: E402
+from evoharness.compiler.sim.gold import WorkloadGoldSource  # noqa: E402
+from evoharness.compiler.sim.tiers import TIERS  # noqa: E402
 
 AGENT = {
     "name": "bfcl_sim_test", "tool_format": "json", "tools": ["*"], "max_turns": 12,
@@ -30,9 +30,9 @@ def test_gold_source_reads_bfcl():
 
 
 def test_error_free_tier_passes_bfcl_through_the_real_loop(monkeypatch):
-    from compiler.runtime.loop import run_episode
-    from compiler.variant import compile_agent
-    from compiler.workloads.bfcl.workload import BfclWorkload
+    from evoharness.compiler.runtime.loop import run_episode
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
 
     perfect = dataclasses.replace(TIERS["large"], wrong_tool=0, wrong_value=0, propagation=0, malformed=0,
                                   skip_read=0, premature_stop=0)

@@ -8,10 +8,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from compiler.runtime.trajectory import ToolCall
-from compiler.runtime.workload import Task
-from compiler.sim.gold import StaticGoldSource
-from compiler.toolspec import ToolSpec
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.runtime.workload import Task
+from evoharness.compiler.sim.gold import StaticGoldSource
+from evoharness.compiler.toolspec import ToolSpec
+
 from tests.compiler.sim.sim_selfplay import EpisodeLog, openai_tools, play_episode, render_system_prompt
 
 TOOL_DESC = "A file system tool that does exactly what its name says, in the current directory."

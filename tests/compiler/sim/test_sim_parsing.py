@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from compiler.sim.conversation import FAULT_MARKER, SimRequestError, classify, is_error_result, parse_user, split_conversation
-from compiler.sim.features import extract_features, names
-from compiler.variant import compile_agent
+from evoharness.compiler.sim.conversation import FAULT_MARKER, SimRequestError, classify, is_error_result, parse_user, split_conversation
+from evoharness.compiler.sim.features import extract_features, names
+from evoharness.compiler.variant import compile_agent
 
 TOOLS = {
     "source": None,

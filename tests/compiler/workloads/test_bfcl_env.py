@@ -4,15 +4,14 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from compiler.workloads.bfcl.env import (
+from evoharness.compiler.workloads.bfcl.env import (
     BfclEnvironment,
     ToolArgumentError,
     ToolNotOfferedError,
     format_result,
     play,
 )
-from compiler.workloads.bfcl.workload import BfclWorkload, category_tasks
+from evoharness.compiler.workloads.bfcl.workload import BfclWorkload, category_tasks
 
 WORKLOAD = BfclWorkload()
 

@@ -11,12 +11,11 @@ from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
     multi_turn_checker,
     multi_turn_irrelevance_checker,
 )
-
-from compiler.runtime.trajectory import ToolCall
-from compiler.runtime.workload import Task
-from compiler.workloads.bfcl.env import play
-from compiler.workloads.bfcl.tools import bfcl_tool_catalog, render_call
-from compiler.workloads.bfcl.workload import BfclWorkload, category_tasks
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.runtime.workload import Task
+from evoharness.compiler.workloads.bfcl.env import play
+from evoharness.compiler.workloads.bfcl.tools import bfcl_tool_catalog, render_call
+from evoharness.compiler.workloads.bfcl.workload import BfclWorkload, category_tasks
 
 WORKLOAD = BfclWorkload()
 Calls = list[list[ToolCall]]

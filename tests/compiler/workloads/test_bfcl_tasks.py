@@ -7,10 +7,9 @@ from collections import Counter
 
 import pytest
 from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
-
-from compiler.runtime.workload import Workload, workload_factory
-from compiler.workloads.bfcl.tools import tools_of_class
-from compiler.workloads.bfcl.workload import CATEGORIES, BfclWorkload, category_tasks, normalize_category, split_of
+from evoharness.compiler.runtime.workload import Workload, workload_factory
+from evoharness.compiler.workloads.bfcl.tools import tools_of_class
+from evoharness.compiler.workloads.bfcl.workload import CATEGORIES, BfclWorkload, category_tasks, normalize_category, split_of
 
 ALL = ("multi_turn_base", "multi_turn_miss_param", "multi_turn_miss_func",
        "multi_turn_long_context")
@@ -51,7 +50,7 @@ def test_every_class_of_dev_and_holdout_is_in_train_in_proportion() -> None:
 
 
 def test_the_assignment_is_deterministic_and_seeded_by_the_salt(monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler.workloads.bfcl import splits
+    from evoharness.compiler.workloads.bfcl import splits
 
     classes = {i: ("A",) if i % 2 else ("B", "C") for i in range(50)}
     assert splits.assign(classes) == splits.assign(dict(reversed(list(classes.items()))))

@@ -7,11 +7,10 @@ import json
 import pytest
 from bfcl_eval.constants.eval_config import MULTI_TURN_FUNC_DOC_PATH
 from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
-
-from compiler.runtime.trajectory import ToolCall
-from compiler.toolspec import JSON_TYPES
-from compiler.workloads.bfcl.env import task_instances
-from compiler.workloads.bfcl.tools import (
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.toolspec import JSON_TYPES
+from evoharness.compiler.workloads.bfcl.env import task_instances
+from evoharness.compiler.workloads.bfcl.tools import (
     MULTI_TURN_CLASSES,
     BfclToolError,
     bfcl_tool_catalog,
@@ -21,7 +20,7 @@ from compiler.workloads.bfcl.tools import (
     to_json_schema,
     tool_owner,
 )
-from compiler.workloads.bfcl.workload import category_tasks
+from evoharness.compiler.workloads.bfcl.workload import category_tasks
 
 
 def _schema_types(node: object) -> list[object]:

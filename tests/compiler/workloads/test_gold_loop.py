@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+from evoharness.compiler.runtime.bash_calls import format_call_line
+from evoharness.compiler.runtime.loop import run_episode
+from evoharness.compiler.runtime.models import ModelClient
+from evoharness.compiler.variant import RouteSettings, compile_agent
+from evoharness.compiler.workloads.bfcl.tools import render_call
+from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
 
-from compiler.runtime.bash_calls import format_call_line
-from compiler.runtime.loop import run_episode
-from compiler.runtime.models import ModelClient
-from compiler.variant import RouteSettings, compile_agent
-from compiler.workloads.bfcl.tools import render_call
-from compiler.workloads.bfcl.workload import BfclWorkload
 from tests.compiler.runtime.scripted_model import USER_SCRIPTS, register_scripted_provider
 
 WORKLOAD = BfclWorkload()

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evoharness.compiler.runtime.trajectory import ToolCallRecord, Trajectory
+from evoharness.compiler.workloads.tasks.workload import TasksFileWorkload, _hashed_split
 
-from compiler.runtime.trajectory import ToolCallRecord, Trajectory
-from compiler.workloads.tasks.workload import TasksFileWorkload, _hashed_split
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,7 +72,7 @@ def test_unreadable_files_name_the_file(tmp_path: Path) -> None:
 
 
 def test_a_scorer_that_raises_or_returns_nonsense_stops_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler.errors import ConfigError
+    from evoharness.compiler.errors import ConfigError
 
     (tmp_path / "bad_scorers.py").write_text("def boom(task, traj, state):\n    raise RuntimeError('scorer exploded')\n"
                                              "def nan(task, traj, state):\n    return float('nan')\n", encoding="utf-8")
@@ -117,7 +117,7 @@ def test_the_default_scorer_records_each_failure_in_kind_tool_argument() -> None
 
 def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(EXAMPLE)}
-    return subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", *args,
+    return subprocess.run([sys.executable, "-m", "evoharness", *args,
                            f"runs_dir={tmp}", "plugins=[refunds_shop]", "workload=refunds", "agent=refunds_agent", "tool=refunds"],
                           cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
 
@@ -151,7 +151,7 @@ def tasks_cli(tmp: Path, tasks: list[Any], *args: str, env: dict[str, str] | Non
         '    raise RuntimeError("auth failed for key " + os.environ["OPENAI_API_KEY"])\n', encoding="utf-8")
     path = write(tmp, tasks)
     full = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(tmp), **(env or {})}
-    return subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", *args,
+    return subprocess.run([sys.executable, "-m", "evoharness", *args,
                            f"runs_dir={tmp / 'runs'}", "workload.name=tasks", "~workload.options.categories", "tool.source=null",
                            "tool.callables=[leaky_tools.leak]", "agent.tools=[leak]", f"+workload.options.path={path}",
                            "+workload.options.tools=[leaky_tools.leak]"], cwd=tmp, env=full, capture_output=True, text=True, timeout=300)

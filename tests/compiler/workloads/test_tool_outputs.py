@@ -27,7 +27,7 @@ import json
 import os
 import urllib.request
 
-from compiler.callables import tool
+from evoharness.compiler.callables import tool
 
 
 @tool(live=True, group="travel")
@@ -96,7 +96,7 @@ def evaluate(tmp: Path, mode: str, *, url: str = "http://127.0.0.1:9", on_miss: 
     tools = "[flight_tools.search_flights,flight_tools.book]"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(tmp), "FLIGHTS_URL": url}
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", "evaluate",
+        [sys.executable, "-m", "evoharness", "evaluate",
          f"runs_dir={tmp / out}", "cache_dir=null", "model=sim_large", "workload.name=tasks", "tool.source=null",
          f"tool.callables={tools}", "agent.tools=[search_flights,book]",
          "~workload.options.categories", f"+workload.options.path={tmp / 'flights.jsonl'}", f"+workload.options.tools={tools}",
@@ -147,8 +147,8 @@ def test_a_replay_miss_is_one_line_or_a_skip_never_a_live_call(tmp_path: Path, s
 
 
 def test_the_replayed_snapshot_is_part_of_the_workload_hash(tmp_path: Path, service: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler.workloads.tasks.workload import TasksFileWorkload
-    from search.records.doctor import workload_hash
+    from evoharness.compiler.workloads.tasks.workload import TasksFileWorkload
+    from evoharness.search.records.doctor import workload_hash
 
     setup(tmp_path, ROUTES[:1])
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -168,8 +168,8 @@ def test_the_replayed_snapshot_is_part_of_the_workload_hash(tmp_path: Path, serv
 
 
 def test_a_recording_that_cannot_be_stored_is_refused_before_any_episode(tmp_path: Path) -> None:
-    from compiler.errors import ConfigError
-    from compiler.runtime.snapshots import ToolOutputs
+    from evoharness.compiler.errors import ConfigError
+    from evoharness.compiler.runtime.snapshots import ToolOutputs
 
     (tmp_path / "folder").mkdir()
     with pytest.raises(ConfigError, match="is a folder"):

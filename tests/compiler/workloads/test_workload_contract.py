@@ -6,7 +6,7 @@ WORKLOAD_CASES. The cases are the registered "bfcl" workload (default and all ca
 ToyWorkload below, a small key-value workload written only against the protocol, which shows the
 suite is not BFCL-specific.
 
-Episodes are replayed here the way compiler.runtime.loop plays them: a call to a tool the task does
+Episodes are replayed here the way evoharness.compiler.runtime.loop plays them: a call to a tool the task does
 not offer (yet) never reaches the environment, a call that raises is recorded as an error, and
 every turn is ended with ``end_turn`` in order. Environment-heavy tests use a few tasks per split
 (SAMPLE_PER_SPLIT, spread over the split) to keep the suite fast.
@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compiler.catalog import validate_parameters
-from compiler.runtime.trajectory import ToolCall, ToolCallRecord, Trajectory
-from compiler.runtime.workload import EpisodeScore, Task, Workload, register_workload, workload_factory
-from compiler.toolspec import ToolSpec
-from compiler.variant import content_hash
-from compiler.workloads.bfcl.workload import CATEGORIES
+from evoharness.compiler.catalog import validate_parameters
+from evoharness.compiler.runtime.trajectory import ToolCall, ToolCallRecord, Trajectory
+from evoharness.compiler.runtime.workload import EpisodeScore, Task, Workload, register_workload, workload_factory
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.compiler.variant import content_hash
+from evoharness.compiler.workloads.bfcl.workload import CATEGORIES
 
 SPLITS = ("train", "dev", "holdout")
 SAMPLE_PER_SPLIT = 8
@@ -260,7 +259,7 @@ def test_is_a_workload_with_a_plain_name(workload: Workload) -> None:
 
 
 def test_registered_factory_without_arguments_resolves_every_task(workload: Workload, sample: list[Task]) -> None:
-    """compiler.sim.gold builds ``workload_factory(<task id prefix>)()`` and asks it for any task."""
+    """evoharness.compiler.sim.gold builds ``workload_factory(<task id prefix>)()`` and asks it for any task."""
     default = workload_factory(workload.name)()
     assert default.name == workload.name
     for task in sample:

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compiler.release.registry import make_snapshot
-from search.cli.main import main
-from search.records.versions import versioned
+from evoharness.compiler.release.registry import make_snapshot
+from evoharness.search.cli.main import main
+from evoharness.search.records.versions import versioned
 
 Setup = Callable[[Path, pytest.MonkeyPatch], list[str]]  # writes the bad input, returns argv to append
 

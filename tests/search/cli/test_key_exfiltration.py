@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compiler import secrets
-from compiler.release.registry import Registry, make_snapshot
-from search.cli.main import main
+from evoharness.compiler import secrets
+from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.search.cli.main import main
 
 AGENT = {"name": "bfcl_agent", "tools": ["*"], "prompt_sections": {"role": "You are an agent."}}
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"

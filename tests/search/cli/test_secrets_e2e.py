@@ -24,7 +24,7 @@ TINY = [ONE_AT_A_TIME, "search.study=sec", "search.rounds=1", "search.trials_per
 def evoharness(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "ROUTE_KEY": SHAPED, "TEAM_TOKEN_PLAIN": PLAIN,
            "EVO_SERVICE_PASSWORD": LITERAL}
-    proc = subprocess.run([sys.executable, "-c", "from search.cli.main import entry; entry()", *args], cwd=cwd, env=env,
+    proc = subprocess.run([sys.executable, "-m", "evoharness", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     for value in (SHAPED, PLAIN, LITERAL):
         assert value not in proc.stdout and value not in proc.stderr, proc.stderr[-2000:]

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from compiler import secrets
-from compiler.release.registry import Registry, make_snapshot
-from search.cli.main import main
+from evoharness.compiler import secrets
+from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.search.cli.main import main
 
 VALUE = "hunter2hunter2xyz-plain"
 TOKEN = "ghtokenvalue12345-plain"
@@ -52,7 +51,7 @@ def test_the_sweep_record_is_scrubbed(tmp_path: Path) -> None:
 
 def test_the_sweep_record_is_scrubbed_where_the_sweep_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Jobs on another machine (Ray, SLURM) never touch this one's multirun.yaml: the sweep scrubs it itself."""
-    import compiler.hydra_app as app
+    import evoharness.compiler.hydra_app as app
 
     monkeypatch.setattr(app, "_scrubbing", lambda task: task)  # the jobs scrub nothing here, as remote ones would not
     assert main(["evaluate", "-m", "workload.limit=1", f"+agent.vars.x={TOKEN}", "model=sim_small,sim_medium", "runs_dir=runs",

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from search.cli.main import main
+from evoharness.search.cli.main import main
 
 PASSWORD = "rd-Secret-4b81e0aa"  # read from REDIS_PASSWORD only: never in the URL, so never in the config a record keeps
 ARGS = ["model=sim_small", "workload.limit=2", "workload.samples=1", "workload.options.categories=[multi_turn_base]"]
@@ -94,8 +93,7 @@ def test_two_folders_share_one_redis_cache(tmp_path: Path, server: tuple[str, in
 def test_a_damaged_entry_is_a_miss_and_a_lost_server_one_warning(tmp_path: Path, server: tuple[str, int],
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     import redis
-
-    from compiler.runtime.cache import open_cache
+    from evoharness.compiler.runtime.cache import open_cache
 
     url, port = server
     cache = open_cache(url)

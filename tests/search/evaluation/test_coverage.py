@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compiler.runtime.trajectory import ToolCall
-from compiler.runtime.workload import Task
-from search.evaluation.coverage import coverage_warning, missing_tools
+from evoharness.compiler.runtime.trajectory import ToolCall
+from evoharness.compiler.runtime.workload import Task
+from evoharness.search.evaluation.coverage import coverage_warning, missing_tools
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -28,7 +28,7 @@ def test_counts_tasks_per_missing_tool() -> None:
 
 def test_evaluate_warns_when_the_agent_offers_too_few_tools(tmp_path: Path) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    argv = [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", "evaluate",
+    argv = [sys.executable, "-m", "evoharness", "evaluate",
             f"runs_dir={tmp_path}", "model=sim_small", "workload.limit=3", "workload.options.categories=[multi_turn_base]"]
     narrow = subprocess.run([*argv, "agent.tools=[ls,cd]"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert narrow.returncode == 0, narrow.stderr[-2000:]

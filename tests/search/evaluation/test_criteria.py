@@ -4,9 +4,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omegaconf import DictConfig, OmegaConf
-
-from search.evaluation.criteria import (
+from evoharness.search.evaluation.criteria import (
     DEFAULT_OBJECTIVES,
     KINDS,
     CriteriaConfig,
@@ -19,7 +17,8 @@ from search.evaluation.criteria import (
     objectives,
     rank_key,
 )
-from search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from omegaconf import DictConfig, OmegaConf
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "criteria"
 

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compiler.runtime.trajectory import ToolCall, Trajectory
-from compiler.runtime.workload import EpisodeScore, Task
-from compiler.toolspec import ToolSpec
-from compiler.variant import HarnessVariant
-from search.evaluation.doctor import run_doctor
+from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
+from evoharness.compiler.runtime.workload import EpisodeScore, Task
+from evoharness.compiler.toolspec import ToolSpec
+from evoharness.compiler.variant import HarnessVariant
+from evoharness.search.evaluation.doctor import run_doctor
 
 ROOT = Path(__file__).resolve().parents[3]
 SPECS = (ToolSpec("read_x", "Read the stored number.", {"type": "object", "properties": {}}),
@@ -79,12 +78,11 @@ class Toy:
 @pytest.fixture(scope="module")
 def variant() -> HarnessVariant:
     """The example agent's harness over the toy's tools (a tool catalog registered by name)."""
+    from evoharness.compiler.catalog import CATALOGS, register_tool_catalog
+    from evoharness.compiler.config_compile import compile_config
+    from evoharness.compiler.schema import register_configs
+    from evoharness.conf import CONF_DIR
     from hydra import compose, initialize_config_dir
-
-    from compiler.catalog import CATALOGS, register_tool_catalog
-    from compiler.config_compile import compile_config
-    from compiler.schema import register_configs
-    from conf import CONF_DIR
 
     if "toy" not in CATALOGS:
         register_tool_catalog("toy")(lambda: SPECS)
@@ -129,7 +127,7 @@ def test_a_missing_split_fails_and_a_gate_nothing_tests_is_not_a_pass(variant: H
 
 def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", *args,
+    return subprocess.run([sys.executable, "-m", "evoharness", *args,
                            f"runs_dir={tmp}", "workload.options.categories=[multi_turn_base]", "model=sim_small"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
@@ -157,7 +155,7 @@ def test_doctor_on_bfcl_writes_its_record_and_evaluate_reads_it(tmp_path: Path) 
     whole = cli(tmp_path, "evaluate", "workload.limit=1", "+workload.options.limit_per_split=2")
     assert whole.returncode == 0 and "warning" not in whole.stderr
     # another workload option is another workload: the record does not vouch for it
-    other = subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))",
+    other = subprocess.run([sys.executable, "-m", "evoharness",
                             "evaluate", f"runs_dir={tmp_path}", "workload.limit=1", "model=sim_small"], cwd=ROOT,
                            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, capture_output=True, text=True, timeout=600)
     assert "the last one checked other tasks, scorer or agent tools" in other.stderr

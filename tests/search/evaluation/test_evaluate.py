@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evoharness.compiler.sim import configure_sim, reset_sim
+from evoharness.compiler.variant import compile_agent
+from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
+from evoharness.search.evaluation.evaluate import evaluate_variant
 from omegaconf import OmegaConf
-
-from compiler.sim import configure_sim, reset_sim
-from compiler.variant import compile_agent
-from compiler.workloads.bfcl.workload import BfclWorkload
-from search.evaluation.evaluate import evaluate_variant
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKLOAD = BfclWorkload()
@@ -82,7 +81,7 @@ def test_infra_faults_are_retried_then_skipped_never_scored_zero() -> None:
 
 def cli(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))", "evaluate", f"runs_dir={tmp}",
+        [sys.executable, "-m", "evoharness", "evaluate", f"runs_dir={tmp}",
          "workload.limit=6", *args],
         cwd=ROOT, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})}, capture_output=True, text=True, timeout=300,
     )
@@ -145,8 +144,8 @@ def test_sampled_or_flaky_repeats_are_all_paid() -> None:
 
 
 def test_repeats_identical_compares_what_the_samples_did() -> None:
-    from compiler.runtime.trajectory import ToolCallRecord, Trajectory
-    from search.evaluation.evaluate import repeats_identical
+    from evoharness.compiler.runtime.trajectory import ToolCallRecord, Trajectory
+    from evoharness.search.evaluation.evaluate import repeats_identical
 
     def traj(task: str, sample: int, value: str, status: str = "completed") -> Trajectory:
         return Trajectory(task, sample, 0, "h", status,  # type: ignore[arg-type]
@@ -159,8 +158,8 @@ def test_repeats_identical_compares_what_the_samples_did() -> None:
 
 
 def test_a_later_task_lost_to_the_infrastructure_runs_its_other_samples() -> None:
-    from compiler.runtime.trajectory import Trajectory
-    from search.evaluation import evaluate as ev
+    from evoharness.compiler.runtime.trajectory import Trajectory
+    from evoharness.search.evaluation import evaluate as ev
 
     real = ev._episode
     victim = DEV[6].task_id

@@ -5,10 +5,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from compiler.runtime.trajectory import ModelCallRecord, ToolCallRecord, Trajectory
-from compiler.runtime.workload import EpisodeScore
-from search.evaluation.metrics import (
+from evoharness.compiler.runtime.trajectory import ModelCallRecord, ToolCallRecord, Trajectory
+from evoharness.compiler.runtime.workload import EpisodeScore
+from evoharness.search.evaluation.metrics import (
     EpisodeResult,
     EvalReport,
     aggregate,

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from search.evaluation.scorer import scorer_hash
-from search.records.provenance import provenance
+from evoharness.search.evaluation.scorer import scorer_hash
+from evoharness.search.records.provenance import provenance
 
 
 @pytest.fixture()

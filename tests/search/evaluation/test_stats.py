@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from search.evaluation.stats import MIN_DISCORDANT, PairedTest, paired_test, superiority_verdict
+from evoharness.search.evaluation.stats import MIN_DISCORDANT, PairedTest, paired_test, superiority_verdict
 
 
 def pair(diffs: list[float], base: float = 0.4) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +78,7 @@ def test_negative_min_effect_is_rejected() -> None:
 
 
 def test_noninferiority_needs_both_quality_within_margin_and_a_real_saving() -> None:
-    from search.evaluation.stats import noninferiority_verdict
+    from evoharness.search.evaluation.stats import noninferiority_verdict
 
     rng = np.random.default_rng(4)
     same = list(rng.choice([-0.02, 0.0, 0.02], size=80))

@@ -1,7 +1,7 @@
 """Mutators: one contract suite run against every registered mutator, then per-mutator tests.
 
 LLM mutators go through litellm for real: a custom provider registered here answers with
-``compiler.sim.rewriter.rewrite_reply`` (what the sim provider will answer once hooked).
+``evoharness.compiler.sim.rewriter.rewrite_reply`` (what the sim provider will answer once hooked).
 """
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evoharness.compiler.catalog import build_catalog, select_tools
+from evoharness.compiler.runtime.llm import litellm_module
+from evoharness.compiler.runtime.workload import Failure as Record
+from evoharness.compiler.sim.rewriter import rewrite_reply
+from evoharness.compiler.variant import compile_agent
+from evoharness.search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
+from evoharness.search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
+from evoharness.search.mutators.evidence import Failure, mask_values, parse_failures, section_text
+from evoharness.search.mutators.llm import check_section, check_step, redact_call
 from omegaconf import OmegaConf
 
-from compiler.catalog import build_catalog, select_tools
-from compiler.runtime.llm import litellm_module
-from compiler.runtime.workload import Failure as Record
-from compiler.sim.rewriter import rewrite_reply
-from compiler.variant import compile_agent
-from search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
-from search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
-from search.mutators.evidence import Failure, mask_values, parse_failures, section_text
-from search.mutators.llm import check_section, check_step, redact_call
 from tests.compiler.fixtures import configs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -406,7 +406,7 @@ def test_llm_output_that_guts_the_section_is_rejected(caplog: pytest.LogCaptureF
 def test_a_route_failure_raises() -> None:
     ctx, _ = fixture_ctx()
     _register("failtest", lambda task, msgs: None)  # the handler answers None with a 400
-    from compiler.runtime.models import RouteConfigError
+    from evoharness.compiler.runtime.models import RouteConfigError
 
     # through the model client a 400 is a route error: every call would repeat it
     with pytest.raises(RouteConfigError, match="BadRequestError"):

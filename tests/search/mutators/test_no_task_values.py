@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import evoharness.compiler.sim.server as sim_server
 import pytest
+from evoharness.compiler.catalog import build_catalog
+from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
 
-import compiler.sim.server as sim_server
-from compiler.catalog import build_catalog
-from compiler.workloads.bfcl.workload import BfclWorkload
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -76,7 +76,7 @@ def test_no_task_value_reaches_a_proposal_or_a_request(tmp_path: Path, endpoint:
             "model.api_key_env=SIM_HTTP_KEY", "model.send_episode_id=true", f"mutators.enabled={mutators}",
             "criteria.decision=best_quality"]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "SIM_HTTP_KEY": "sk-local-simulator-key"}
-    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *args], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "evoharness.search", f"runs_dir={tmp_path}", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
 

@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compiler.plugins import NamedRegistry
-from search.mutators import base
-from search.mutators.base import MUTATORS, known_mutators, make_mutator, register_mutator
+from evoharness.compiler.plugins import NamedRegistry
+from evoharness.search.mutators import base
+from evoharness.search.mutators.base import MUTATORS, known_mutators, make_mutator, register_mutator
 
 REPO = Path(__file__).resolve().parents[3]
-SOURCE = {m.group(1): f"search.mutators.{path.stem}"
+SOURCE = {m.group(1): f"evoharness.search.mutators.{path.stem}"
           for path in sorted((REPO / "search" / "mutators").glob("*.py"))
           for m in re.finditer(r'^@register_mutator\("([^"]+)"\)', path.read_text(), re.MULTILINE)}
 
 
 def test_the_source_scan_finds_the_builtins() -> None:
-    assert len(SOURCE) >= 17 and SOURCE["identity"] == "search.mutators.edits" and SOURCE["teacher_gap_rewriter"] == "search.mutators.llm"
+    assert len(SOURCE) >= 17 and SOURCE["identity"] == "evoharness.search.mutators.edits"
+    assert SOURCE["teacher_gap_rewriter"] == "evoharness.search.mutators.llm"
 
 
 def test_every_decorated_mutator_is_a_builtin_of_its_module() -> None:
@@ -46,9 +46,10 @@ def test_an_unknown_mutator_is_a_one_line_error(name: str) -> None:
 
 
 def test_listing_or_making_an_offline_mutator_does_not_import_the_llm_mutators() -> None:
-    probe = ("import sys; from search.mutators.base import known_mutators, make_mutator; n = len(known_mutators()); "
-             "make_mutator('identity'); print(n, 'search.mutators.edits' in sys.modules, 'search.mutators.llm' in sys.modules, "
-             "'compiler.runtime.models' in sys.modules)")
+    probe = ("import sys; from evoharness.search.mutators.base import known_mutators, make_mutator; n = len(known_mutators()); "
+             "make_mutator('identity'); print(n, 'evoharness.search.mutators.edits' in sys.modules, "
+             "'evoharness.search.mutators.llm' in sys.modules, "
+             "'evoharness.compiler.runtime.models' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.split() == [str(len(SOURCE)), "True", "False", "False"]
 
@@ -84,7 +85,7 @@ def test_an_installed_distribution_adds_a_mutator_by_entry_point(fresh: NamedReg
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     module = f"evo_fake_mutators_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{module}.py").write_text(
-        "from search.mutators.base import register_mutator\n"
+        "from evoharness.search.mutators.base import register_mutator\n"
         "from tests.search.mutators.test_registry import Noop\n"
         "register_mutator('plugin_noop')(Noop)\n")
     info = tmp_path / "evo_fake_mutators-0.1.dist-info"

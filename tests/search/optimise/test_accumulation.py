@@ -8,16 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from compiler.runtime.workload import Failure as Record
-from compiler.schema import register_configs
-from conf import CONF_DIR
-from search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools, live_len, param_space, retire_one
-from search.mutators.base import Evidence, make_mutator
-from search.optimise.mutation import mutate
-from search.optimise.seeding import NewEntry, round_queue
-from search.optimise.settings import RunSettings
-from search.optimise.study import TrialRecord
+from evoharness.compiler.runtime.workload import Failure as Record
+from evoharness.compiler.schema import register_configs
+from evoharness.conf import CONF_DIR
+from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools, live_len, param_space, retire_one
+from evoharness.search.mutators.base import Evidence, make_mutator
+from evoharness.search.optimise.mutation import mutate
+from evoharness.search.optimise.seeding import NewEntry, round_queue
+from evoharness.search.optimise.settings import RunSettings
+from evoharness.search.optimise.study import TrialRecord
 
 AGENT = {"name": "a", "prompt_sections": {"role": "You help."}, "tools": ["ls", "cd"], "tool_format": "json",
          "workflow": [{"name": "verify", "instructions": "check", "optional": True, "enabled": False}]}
@@ -132,7 +131,7 @@ def test_a_full_slot_retires_what_no_front_member_picks_never_a_waiting_entry(se
 
 
 def test_the_entries_that_improved_an_anchor_are_combined_for_the_next_round() -> None:
-    from search.optimise.seeding import accumulated
+    from evoharness.search.optimise.seeding import accumulated
 
     anchor = Genome(model=1, steps={"verify": True})
 
@@ -150,7 +149,7 @@ def test_the_entries_that_improved_an_anchor_are_combined_for_the_next_round() -
 
 
 def test_the_cheap_anchor_is_judged_against_the_baselines_own_result() -> None:
-    from search.optimise.seeding import anchors
+    from evoharness.search.optimise.seeding import anchors
 
     best = rec(1, Genome(steps={"verify": True}), 0.9, 1.4)
     medium = rec(2, Genome(model=2, steps={"verify": True}), 0.8, 0.4)
@@ -163,8 +162,8 @@ def test_the_cheap_anchor_is_judged_against_the_baselines_own_result() -> None:
 def test_combining_compares_genomes_recorded_under_different_pools() -> None:
     """The anchor was recorded in an earlier round, before any tool had an edit; this round's
     records spell the same genome with every tool at 0. They are one genome."""
-    from search.genome import canonical
-    from search.optimise.seeding import accumulated
+    from evoharness.search.genome import canonical
+    from evoharness.search.optimise.seeding import accumulated
 
     anchor = Genome(model=1, steps={"verify": True}, tool_format="json")
     spelled = Genome(model=1, steps={"verify": True}, tool_format="json", tools={"cd": 0, "mv": 0}, sections={"role": 0})
@@ -180,8 +179,8 @@ def test_combining_compares_genomes_recorded_under_different_pools() -> None:
 
 
 def test_the_ablation_peels_the_model_then_the_base_settings_then_the_mutators_edits() -> None:
-    from search.optimise.ablation import decompose, layers
-    from search.records.summary import ablation_line as line
+    from evoharness.search.optimise.ablation import decompose, layers
+    from evoharness.search.records.summary import ablation_line as line
 
     base = initial_pools(AGENT, models=["m"], temperatures=[0.0, 0.7], base_model="base", base_temperature=0.0)
     p = replace(base, tools={"cd": (PoolEntry({}, "baseline"), PoolEntry({"rules": ["r"]}, "rule_miner"))},
@@ -205,7 +204,7 @@ def test_with_no_cheap_member_qualifying_yet_the_cheap_anchor_is_the_closest_che
     """Round 0 without a verify step: no cheaper member is within the margin of the baseline. New
     entries must still be tried on a cheap model (the best cheaper member), or an edit that would
     lift it, such as a verify step, is only ever tried on the dear model."""
-    from search.optimise.seeding import anchors
+    from evoharness.search.optimise.seeding import anchors
 
     dear = rec(1, Genome(temperature=1), 0.74, 0.10)
     medium = rec(2, Genome(model=2), 0.65, 0.024)

@@ -6,14 +6,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from evoharness.compiler.schema import register_configs
+from evoharness.conf import CONF_DIR
+from evoharness.search.optimise.budget import Estimate, estimate, may_start, projection
+from evoharness.search.optimise.finish import FinishAborted
+from evoharness.search.optimise.run import SearchRun
+from evoharness.search.optimise.settings import RunSettings
+from evoharness.search.records.spend import read_spend
 
-from compiler.schema import register_configs
-from conf import CONF_DIR
-from search.optimise.budget import Estimate, estimate, may_start, projection
-from search.optimise.finish import FinishAborted
-from search.optimise.run import SearchRun
-from search.optimise.settings import RunSettings
-from search.records.spend import read_spend
 from tests.search.optimise.test_run import OVERRIDES, Launcher
 
 
@@ -80,8 +80,7 @@ def test_a_cap_below_the_finish_stops_with_one_line(make: Callable[[str, float |
 
 def test_the_progress_line_reads_the_round(tmp_path: Path) -> None:
     import optuna
-
-    from search.optimise.progress import study_progress
+    from evoharness.search.optimise.progress import study_progress
 
     study = optuna.create_study(directions=["maximize"])
     for q, cost in ((0.8, 0.10), (0.7, 0.02), (0.5, 0.001)):

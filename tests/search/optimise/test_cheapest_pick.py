@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from search.evaluation.metrics import EvalReport, TaskRow
-from search.optimise.finish import FinishAborted, _cheapest
+from evoharness.search.evaluation.metrics import EvalReport, TaskRow
+from evoharness.search.optimise.finish import FinishAborted, _cheapest
 
 
 def report(passes: list[float], cost: float) -> EvalReport:
@@ -24,12 +23,11 @@ def member(trial: int, rep: EvalReport, feasible: bool = True) -> tuple[tuple[fl
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Any:
+    from evoharness.compiler.schema import register_configs
+    from evoharness.conf import CONF_DIR
+    from evoharness.search.optimise.settings import RunSettings
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-
-    from compiler.schema import register_configs
-    from conf import CONF_DIR
-    from search.optimise.settings import RunSettings
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -20,7 +20,8 @@ ARGS = [ONE_AT_A_TIME, "search.study=cheap", "search.rounds=1", "search.trials_p
 
 def test_cheapest_noninferior_ships_the_cheapest_member_within_the_margin(tmp_path: Path) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *ARGS], cwd=ROOT, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "evoharness", "search",
+                           f"runs_dir={tmp_path}", *ARGS], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "cheap" / "summary.json").read_text(encoding="utf-8"))
@@ -55,7 +56,8 @@ def test_a_named_reference_model_is_what_the_champion_must_match(tmp_path: Path)
     compare with it, and the summary says so."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     args = [a for a in ARGS if not a.startswith(("model=", "search.models=", "search.study="))]
-    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *args, "search.study=ref", "model=sim_small",
+    proc = subprocess.run([sys.executable, "-m", "evoharness", "search",
+                           f"runs_dir={tmp_path}", *args, "search.study=ref", "model=sim_small",
                            "search.models=[sim_medium,sim_large]", "criteria.reference=sim_large"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -74,7 +76,8 @@ def test_when_nothing_cheaper_is_as_good_the_incumbent_stays_and_the_holdout_sta
     answer is "keep what you run", with nothing to promote and no holdout look spent."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     args = [a for a in ARGS if not a.startswith(("model=", "search.models=", "search.study="))]
-    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *args, "search.study=keep", "model=sim_small",
+    proc = subprocess.run([sys.executable, "-m", "evoharness", "search",
+                           f"runs_dir={tmp_path}", *args, "search.study=keep", "model=sim_small",
                            "search.models=[sim_large]", "search.formats=[json]", "search.temperatures=[0.0]"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -14,8 +14,8 @@ from typing import Any
 
 import optuna
 import pytest
+from evoharness.search.optimise.study import distinct_evaluations
 
-from search.optimise.study import distinct_evaluations
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,7 +29,8 @@ MALFORMED = "+model.extra.sim_faults={malformed_rate: 0.05}"
 
 def search(tmp: Path, *extra: str) -> dict[str, dict[str, Any]]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp}", "search.study=f", *ARGS, *extra], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "evoharness", "search",
+                           f"runs_dir={tmp}", "search.study=f", *ARGS, *extra], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     study = optuna.load_study(study_name="f/r0", storage=f"sqlite:///{tmp / 'f' / 'study.db'}")

@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from search.records.looks import read_looks
+from evoharness.search.records.looks import read_looks
+
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,7 +23,7 @@ TINY = [ONE_AT_A_TIME, "search.study=look", "search.trials_per_round=3", "mutato
 
 def run(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-c", "from search.cli.main import entry; entry()", *args, f"runs_dir={tmp}"],
+    return subprocess.run([sys.executable, "-m", "evoharness", *args, f"runs_dir={tmp}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 

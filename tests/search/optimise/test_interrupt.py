@@ -13,8 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-
-from search.optimise.study import distinct_evaluations
+from evoharness.search.optimise.study import distinct_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
@@ -25,7 +24,7 @@ ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "
 @pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)])
 def test_interrupt_then_resume(tmp_path: Path, sig: signal.Signals, group: bool) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    cmd = [sys.executable, "-m", "search", f"runs_dir={tmp_path}", "search.study=cut", *ARGS]
+    cmd = [sys.executable, "-m", "evoharness.search", f"runs_dir={tmp_path}", "search.study=cut", *ARGS]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     db = tmp_path / "cut" / "study.db"
     deadline = time.time() + 300
@@ -58,7 +57,7 @@ def test_a_killed_search_leaves_no_worker_behind(tmp_path: Path) -> None:
     """SIGKILL to the search alone (the OOM killer's choice, `kill -9 PID`): its worker processes
     exit within seconds instead of idling for minutes, or finishing a job nothing can take."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    cmd = [sys.executable, "-m", "search", f"runs_dir={tmp_path}", "search.study=cut", *ARGS]
+    cmd = [sys.executable, "-m", "evoharness.search", f"runs_dir={tmp_path}", "search.study=cut", *ARGS]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     spend = tmp_path / "cut" / "spend.jsonl"
     deadline = time.time() + 300

@@ -17,13 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import evoharness.compiler.sim.server as sim_server
 import optuna
 import pytest
-
-import compiler.sim.server as sim_server
-from compiler.release.registry import Registry
-from search.optimise.study import eval_keys, paid_evaluations
-from search.records.spend import read_spend
+from evoharness.compiler.release.registry import Registry
+from evoharness.search.optimise.study import eval_keys, paid_evaluations
+from evoharness.search.records.spend import read_spend
 
 ROOT = Path(__file__).resolve().parents[3]
 ROUNDS, PER_ROUND = 2, 4
@@ -65,7 +64,7 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Calls]]:
 
 def command(tmp: Path, api_base: str) -> tuple[list[str], dict[str, str]]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "SIM_HTTP_KEY": "sk-local-simulator-key"}
-    return [sys.executable, "-m", "search", f"runs_dir={tmp}", f"model.api_base={api_base}", *ARGS], env
+    return [sys.executable, "-m", "evoharness.search", f"runs_dir={tmp}", f"model.api_base={api_base}", *ARGS], env
 
 
 KILLS: list[float] = []
@@ -95,7 +94,7 @@ def journal_has(tmp: Path, marker: str) -> Callable[[], bool]:
 
 def serving(calls: Calls, split: str, n: int) -> Callable[[], bool]:
     """The endpoint has served ``n`` requests for ``split``'s tasks: that split's evaluations are under way."""
-    from compiler.runtime.workload import workload_factory
+    from evoharness.compiler.runtime.workload import workload_factory
 
     ids = {t.task_id for t in workload_factory("bfcl")(categories=["multi_turn_base"]).tasks(split)}
     return lambda: sum(t in ids for t in calls.tasks) >= n
@@ -153,7 +152,7 @@ def test_sigkill_at_four_moments_then_resume(tmp_path: Path, endpoint: tuple[str
     target = champion if champion.exists() else sorted((tmp_path / "registry" / "snapshots").glob("*.json"))[0]
     registry = tmp_path / "registry"
     for delay in (0.2, 0.5, 0.8, 1.1, 1.4, 1.7):
-        proc = subprocess.Popen([sys.executable, "-c", "from search.cli.main import entry; entry()", "promote", str(target),
+        proc = subprocess.Popen([sys.executable, "-m", "evoharness", "promote", str(target),
                                  "--registry", str(registry), "--force"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         time.sleep(delay)
@@ -164,7 +163,7 @@ def test_sigkill_at_four_moments_then_resume(tmp_path: Path, endpoint: tuple[str
         assert tampered == []
         history = json.loads((registry / "promotions.json").read_text(encoding="utf-8")) if (registry / "promotions.json").exists() else {}
         assert isinstance(history, dict)
-    last = subprocess.run([sys.executable, "-c", "from search.cli.main import entry; entry()", "promote", str(target),
+    last = subprocess.run([sys.executable, "-m", "evoharness", "promote", str(target),
                            "--registry", str(registry), "--force"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert last.returncode == 0, last.stderr
     assert not list(registry.rglob("*.tmp"))  # the next write cleared any temp file a killed writer left

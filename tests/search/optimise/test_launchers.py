@@ -32,7 +32,7 @@ ARGS = ["search.train_limit=4", "workload.options.categories=[multi_turn_base]",
 
 def search(runs: Path, *extra: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "search", f"runs_dir={runs}", *ARGS, *extra], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "evoharness.search", f"runs_dir={runs}", *ARGS, *extra], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from compiler.errors import ConfigError
-from search.optimise.models_conf import load_model_config
+from evoharness.compiler.errors import ConfigError
+from evoharness.search.optimise.models_conf import load_model_config
 
 
 @pytest.fixture

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from search.evaluation.criteria import Objective, quality_objective
-from search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools
-from search.optimise.seeding import ControlRequest, NewEntry, anchors, round_queue
-from search.optimise.select import champion_index, dev_picks, distinct_front, ledger_decision, round_winner
-from search.optimise.study import TrialRecord
+from evoharness.search.evaluation.criteria import Objective, quality_objective
+from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools
+from evoharness.search.optimise.seeding import ControlRequest, NewEntry, anchors, round_queue
+from evoharness.search.optimise.select import champion_index, dev_picks, distinct_front, ledger_decision, round_winner
+from evoharness.search.optimise.study import TrialRecord
 
 AGENT = {
     "name": "a",
@@ -163,7 +162,7 @@ def test_quality_objective(objectives: tuple[Any, ...], expected: str) -> None:
 
 
 def _dev(quality: float, cost: float, feasible: bool = True, low: float | None = None):
-    from search.optimise.select import DevCandidate
+    from evoharness.search.optimise.select import DevCandidate
 
     return DevCandidate(quality, quality - 0.85 if low is None else low, cost, feasible)
 
@@ -180,13 +179,13 @@ def _dev(quality: float, cost: float, feasible: bool = True, low: float | None =
     ([_dev(0.82, 0.01, low=-0.12), _dev(0.60, 0.005, low=-0.3)], 0.05, (0, "point")),  # only point estimates: flagged
 ])
 def test_cheapest_noninferior(candidates, margin: float, expected) -> None:
-    from search.optimise.select import cheapest_noninferior
+    from evoharness.search.optimise.select import cheapest_noninferior
 
     assert cheapest_noninferior(candidates, reference=0.85, margin=margin) == expected
 
 
 def test_cheapest_noninferior_never_picks_what_costs_more_than_the_incumbent() -> None:
-    from search.optimise.select import cheapest_noninferior
+    from evoharness.search.optimise.select import cheapest_noninferior
 
     assert cheapest_noninferior([_dev(0.9, 0.12), _dev(0.85, 0.085)], reference=0.85, margin=0.05, reference_cost=0.078) is None
     assert cheapest_noninferior([_dev(0.9, 0.12), _dev(0.85, 0.05)], reference=0.85, margin=0.05, reference_cost=0.078) == (1, "interval")
@@ -199,7 +198,7 @@ def test_cheapest_noninferior_never_picks_what_costs_more_than_the_incumbent() -
     ([0.05, 0.01], 6, [0, 1]),  # all fit
 ])
 def test_dev_members_always_include_the_cheapest_and_the_best(costs: list[float], cap: int, expected: list[int]) -> None:
-    from search.optimise.select import dev_members
+    from evoharness.search.optimise.select import dev_members
 
     picks = dev_members(costs, cap)
     assert picks == expected and len(picks) <= max(1, cap)
@@ -208,9 +207,9 @@ def test_dev_members_always_include_the_cheapest_and_the_best(costs: list[float]
 def test_every_new_entry_of_one_slot_is_tried_under_its_own_author() -> None:
     """Three mutators add entries to the ls tool in one round: each is queued on the anchor with its
     own pool index and labelled with its own author (the old rule tried only the newest entry)."""
-    from search.genome import authors
-    from search.mutators.base import Proposal, grow_pools
-    from search.optimise.mutation import new_entries
+    from evoharness.search.genome import authors
+    from evoharness.search.mutators.base import Proposal, grow_pools
+    from evoharness.search.optimise.mutation import new_entries
 
     base = pools()
     p = Pools(sections=base.sections,
@@ -253,9 +252,8 @@ def test_re_reads_of_earlier_rounds_do_not_use_up_the_queue_budget() -> None:
 
 def test_proposals_no_trial_carried_are_handed_to_the_next_round() -> None:
     import optuna
-
-    from search.optimise.mutation import RoundPools
-    from search.optimise.run import round_line, unevaluated
+    from evoharness.search.optimise.mutation import RoundPools
+    from evoharness.search.optimise.run import round_line, unevaluated
 
     study = optuna.create_study(directions=["maximize"])
     for genome in (BASELINE, Genome(tools={"ls": 1})):
@@ -283,7 +281,7 @@ def test_under_cheapest_noninferior_the_cheap_anchor_is_the_cheapest_within_the_
 
 
 def test_dev_runs_go_to_the_members_that_can_qualify_first() -> None:
-    from search.optimise.select import dev_members
+    from evoharness.search.optimise.select import dev_members
 
     costs = [1.0, 0.04, 0.03, 0.025, 0.004, 0.003]  # best quality first
     qualifies = [False, True, True, False, False, False]  # only two cheap members are near the bar on train

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-
-from search.optimise.study import distinct_evaluations
+from evoharness.search.optimise.study import distinct_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]
 PASSWORD = "pg-Secret-7f3a9c1e55"  # no provider key shape: only the by-value scrub can keep it out of files
@@ -83,7 +82,7 @@ def postgres() -> Iterator[str]:
 
 def command(runs: Path, url: str) -> tuple[list[str], dict[str, str]]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "EVO_STORAGE": url}
-    return [sys.executable, "-m", "search", f"runs_dir={runs}", *ARGS], env
+    return [sys.executable, "-m", "evoharness.search", f"runs_dir={runs}", *ARGS], env
 
 
 def test_a_search_on_postgres_is_killed_and_resumed_exactly(postgres: str, tmp_path: Path) -> None:

@@ -10,16 +10,15 @@ from typing import Any
 
 import optuna
 import pytest
-
-from compiler.schema import register_configs
-from conf import CONF_DIR
-from search.evaluation.metrics import EpisodeResult, aggregate
-from search.genome import Genome
-from search.optimise import trial as trial_module
-from search.optimise.finish import FinishAborted
-from search.optimise.run import CONTROL_SEED_STRIDE, SearchRun
-from search.optimise.settings import RunSettings
-from search.optimise.trial import TrialResult, TrialSpec
+from evoharness.compiler.schema import register_configs
+from evoharness.conf import CONF_DIR
+from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.genome import Genome
+from evoharness.search.optimise import trial as trial_module
+from evoharness.search.optimise.finish import FinishAborted
+from evoharness.search.optimise.run import CONTROL_SEED_STRIDE, SearchRun
+from evoharness.search.optimise.settings import RunSettings
+from evoharness.search.optimise.trial import TrialResult, TrialSpec
 
 OVERRIDES = [
     "search.rounds=2", "search.trials_per_round=10", "search.population_size=4", "search.train_limit=3", "search.samples=1",
@@ -54,7 +53,7 @@ def settings(tmp_path: Path) -> Iterator[RunSettings]:
 
 
 def settings_tasks(st: RunSettings) -> list[str]:
-    from compiler.runtime.workload import workload_factory
+    from evoharness.compiler.runtime.workload import workload_factory
 
     return [t.task_id for t in workload_factory(st.workload.name)(**dict(st.workload.options)).tasks("dev")]
 
@@ -129,7 +128,7 @@ def test_rounds_dev_and_holdout_on_a_known_surface(settings: RunSettings, monkey
 
 
 def test_every_round_is_in_one_dashboard_study_once(settings: RunSettings) -> None:
-    from search.optimise.study import mirror_round
+    from evoharness.search.optimise.study import mirror_round
 
     SearchRun(settings, launch=Launcher(), echo=lambda _: None).execute()
     storage = f"sqlite:///{settings.runs_dir / 'bfcl_sim' / 'study.db'}"
@@ -148,7 +147,7 @@ def test_the_configured_sampler_proposes_the_rounds_trials(settings: RunSettings
     """search.sampler reaches every round's study, and a round run by it completes with sampled trials."""
     from dataclasses import replace
 
-    from search.optimise import run as run_module
+    from evoharness.search.optimise import run as run_module
 
     used: list[str] = []
     original = run_module.round_study
@@ -167,8 +166,8 @@ def test_the_configured_sampler_proposes_the_rounds_trials(settings: RunSettings
 
 
 def test_only_the_orchestrator_stores_and_a_stored_or_repeated_evaluation_launches_no_job(settings: RunSettings) -> None:
-    from search.genome import BASELINE
-    from search.optimise.mutation import first_pools
+    from evoharness.search.genome import BASELINE
+    from evoharness.search.optimise.mutation import first_pools
 
     launcher = Launcher()
     run = SearchRun(settings, launch=launcher, echo=lambda _: None)
@@ -185,9 +184,9 @@ def test_only_the_orchestrator_stores_and_a_stored_or_repeated_evaluation_launch
 
 
 def test_a_job_that_compiled_another_variant_is_refused(settings: RunSettings) -> None:
-    from compiler.errors import ConfigError
-    from search.genome import BASELINE
-    from search.optimise.mutation import first_pools
+    from evoharness.compiler.errors import ConfigError
+    from evoharness.search.genome import BASELINE
+    from evoharness.search.optimise.mutation import first_pools
 
     launcher = Launcher()
     launcher.compile = lambda spec: TrialSpec.variant(replace_agent(spec))  # type: ignore[assignment]
@@ -207,11 +206,11 @@ def replace_agent(spec: TrialSpec) -> TrialSpec:
 
 
 def test_a_jobs_bad_input_stops_the_search_after_the_batchs_finished_results_are_kept(settings: RunSettings) -> None:
-    from compiler.errors import ConfigError
-    from search.genome import BASELINE
-    from search.optimise.mutation import first_pools
-    from search.optimise.trial import JobInputError
-    from search.records.spend import read_spend
+    from evoharness.compiler.errors import ConfigError
+    from evoharness.search.genome import BASELINE
+    from evoharness.search.optimise.mutation import first_pools
+    from evoharness.search.optimise.trial import JobInputError
+    from evoharness.search.records.spend import read_spend
 
     good = Launcher()
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-
-from search.optimise.study import distinct_evaluations, eval_keys, free_rereads, paid_evaluations
+from evoharness.search.optimise.study import distinct_evaluations, eval_keys, free_rereads, paid_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ["search.train_limit=6",
@@ -21,7 +20,8 @@ TINY = ["search.train_limit=6",
 
 def search(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp}", *TINY, *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "evoharness", "search",
+                           f"runs_dir={tmp}", *TINY, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
 
 
@@ -131,7 +131,7 @@ def test_promote_champion_then_compile_ships_it(first_run: tuple[Path, subproces
         return
     snap = json.loads(champion.read_text())
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    cli = [sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))"]
+    cli = [sys.executable, "-m", "evoharness"]
     promote = subprocess.run([*cli, "promote", str(champion), "--registry", str(tmp / "registry")],
                              cwd=ROOT, env=env, capture_output=True, text=True)
     if snap["provenance"]["claim"]["verdict"] != "win":
@@ -152,7 +152,7 @@ def test_interrupted_search_resumes_without_redoing_trials(tmp_path: Path) -> No
 
     args = ["search.study=cut", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]"]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.Popen([sys.executable, "-m", "search", f"runs_dir={tmp_path}", *TINY, *args], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "evoharness", "search", f"runs_dir={tmp_path}", *TINY, *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     db = tmp_path / "cut" / "study.db"
     deadline = time.time() + 300

@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from compiler.errors import ConfigError
-from compiler.schema import register_configs
-from conf import CONF_DIR
-from search.optimise.settings import RunSettings, SearchSettings, StudyPaths
-from search.records.versions import VERSIONS, checked, versioned
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.schema import register_configs
+from evoharness.conf import CONF_DIR
+from evoharness.search.optimise.settings import RunSettings, SearchSettings, StudyPaths
+from evoharness.search.records.versions import VERSIONS, checked, versioned
 
 
 @pytest.fixture()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import optuna
 import pytest
+from evoharness.compiler.errors import ConfigError
+from evoharness.search.optimise.lock import OWNER_FILE, study_lock
+from evoharness.search.optimise.study import distinct_evaluations
 
-from compiler.errors import ConfigError
-from search.optimise.lock import OWNER_FILE, study_lock
-from search.optimise.study import distinct_evaluations
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,7 +25,8 @@ ARGS = [ONE_AT_A_TIME, "search.study=both", "search.rounds=1", "search.trials_pe
 def test_the_lock_names_its_holder_and_is_released(tmp_path: Path) -> None:
     with study_lock(tmp_path / "s", "s"):
         assert (tmp_path / "s" / OWNER_FILE).read_text().strip() == str(os.getpid())
-        probe = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from search.optimise.lock import study_lock\n"
+        probe = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path\n"
+                                "from evoharness.search.optimise.lock import study_lock\n"
                                 f"with study_lock(Path({str(tmp_path / 's')!r}), 's'): pass"],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert probe.returncode != 0 and f"being searched by process {os.getpid()}" in probe.stderr
@@ -43,7 +44,7 @@ def test_a_second_holder_in_the_same_process_is_refused(tmp_path: Path) -> None:
 
 def test_two_searches_on_one_study(tmp_path: Path) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    cmd = [sys.executable, "-m", "search", f"runs_dir={tmp_path}", *ARGS]
+    cmd = [sys.executable, "-m", "evoharness", "search", f"runs_dir={tmp_path}", *ARGS]
     first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     owner = tmp_path / "both" / OWNER_FILE
     deadline = time.time() + 120
@@ -69,13 +70,14 @@ def test_two_searches_through_one_sqlite_file_from_two_output_folders(tmp_path: 
     db = tmp_path / "shared" / "study.db"
     db.parent.mkdir()
     url = f"sqlite:///{db}"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from search.optimise.lock import storage_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from evoharness.search.optimise.lock import storage_lock\n"
                                f"with storage_lock({url!r}, 'both'):\n    print('held', flush=True); time.sleep(120)"],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        second = subprocess.run([sys.executable, "-m", "search", f"runs_dir={tmp_path / 'other'}", *ARGS, f"search.storage='{url}'"],
+        second = subprocess.run([sys.executable, "-m", "evoharness", "search",
+                                 f"runs_dir={tmp_path / 'other'}", *ARGS, f"search.storage='{url}'"],
                                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     finally:
         holder.kill()

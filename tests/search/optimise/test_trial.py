@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.variant import compile_agent
+from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.optimise.trial import FailedEpisode, TrialResult, TrialSpec, stored_result
 
-from compiler.errors import ConfigError
-from compiler.variant import compile_agent
-from search.evaluation.metrics import EpisodeResult, aggregate
-from search.optimise.trial import FailedEpisode, TrialResult, TrialSpec, stored_result
 from tests.compiler.fixtures import configs
 
 
@@ -64,15 +64,14 @@ def test_a_stored_result_that_is_not_json_is_one_line(tmp_path: Path) -> None:
 
 
 def spec(tmp_path: Path) -> TrialSpec:
+    from evoharness.compiler.schema import register_configs
+    from evoharness.conf import CONF_DIR
+    from evoharness.search.genome import BASELINE
+    from evoharness.search.optimise.mutation import first_pools
+    from evoharness.search.optimise.run import SearchRun
+    from evoharness.search.optimise.settings import RunSettings
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-
-    from compiler.schema import register_configs
-    from conf import CONF_DIR
-    from search.genome import BASELINE
-    from search.optimise.mutation import first_pools
-    from search.optimise.run import SearchRun
-    from search.optimise.settings import RunSettings
 
     register_configs()
     GlobalHydra.instance().clear()
@@ -118,7 +117,7 @@ def test_a_spec_whose_variable_is_not_set_where_the_job_runs_is_one_line(tmp_pat
 def test_a_jobs_config_error_comes_back_whole_through_a_pickle() -> None:
     import pickle
 
-    from search.optimise.trial import JobInputError
+    from evoharness.search.optimise.trial import JobInputError
 
     back = pickle.loads(pickle.dumps(JobInputError(ConfigError("tool", "replay missed", "record again"))))
     assert isinstance(back, JobInputError) and back.error.one_line() == "tool: replay missed. Fix: record again"
@@ -126,8 +125,8 @@ def test_a_jobs_config_error_comes_back_whole_through_a_pickle() -> None:
 
 def test_a_launcher_that_fails_is_one_line_and_after_a_stop_request_an_interrupt(tmp_path: Path,
                                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from search.optimise.run import SearchAborted, SearchInterrupted
-    from search.optimise.sweeper import NSGA2SweeperImpl, StopRequest
+    from evoharness.search.optimise.run import SearchAborted, SearchInterrupted
+    from evoharness.search.optimise.sweeper import NSGA2SweeperImpl, StopRequest
 
     class Broken:
         def launch(self, overrides: object, initial_job_idx: int) -> object:

@@ -14,7 +14,7 @@ import joblib
 PROBE = """
 import json, os, sys
 from joblib import Parallel, delayed
-from search.optimise.workers import start_fork_server
+from evoharness.search.optimise.workers import start_fork_server
 
 def probe():
     return {"litellm": "litellm" in sys.modules, "ppid": os.getppid(), "search": os.environ.get("EVOHARNESS_SEARCH_PID"),
@@ -35,7 +35,7 @@ def run_probe(start: str) -> dict[str, object]:
 
 
 def test_a_worker_starts_with_litellm_imported_by_the_fork_server_not_by_the_search() -> None:
-    out = run_probe('start_fork_server(["search.optimise.preload"], n_jobs=2)')
+    out = run_probe('start_fork_server(["evoharness.search.optimise.preload"], n_jobs=2)')
     workers = out["workers"]
     assert all(w["litellm"] for w in workers)  # type: ignore[index,union-attr]
     assert all(w["ppid"] != out["orchestrator"] for w in workers)  # type: ignore[index,union-attr]  # forked by the server
@@ -55,5 +55,5 @@ def test_without_the_fork_server_a_worker_imports_for_itself_and_a_missing_modul
 
 
 def test_one_job_at_a_time_starts_no_fork_server() -> None:
-    out = run_probe('assert start_fork_server(["search.optimise.preload"], n_jobs=1) is False')
+    out = run_probe('assert start_fork_server(["evoharness.search.optimise.preload"], n_jobs=1) is False')
     assert not any(w["litellm"] for w in out["workers"])  # type: ignore[index,union-attr]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from search.records.headline import headline
+from evoharness.search.records.headline import headline
 
 
 def summary(verdict: str, *, decision: str = "cheapest_noninferior", diff: float = -0.02, low: float = -0.045,

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from search.records.format import fmt_metric
-from search.records.report import render_report, write_report
-from search.records.report_svg import Point, nice_ticks, scatter_svg
+from evoharness.search.records.format import fmt_metric
+from evoharness.search.records.report import render_report, write_report
+from evoharness.search.records.report_svg import Point, nice_ticks, scatter_svg
 
 OBJECTIVES = [
     {"metric": "pass_rate", "direction": "maximize"},
@@ -190,7 +189,7 @@ def test_one_champion_star_when_trial_numbers_repeat_across_rounds() -> None:
     summary = make_summary()
     twin = dict(summary["front"][1], trial=summary["champion"]["trial"], round=summary["champion"]["round"] + 1, champion=False)
     summary["front"].append(twin)  # the same trial number in another round, another variant
-    from search.records.report import report_context
+    from evoharness.search.records.report import report_context
 
     rows = report_context(summary)["rows"]
     assert sum(r["champion"] for r in rows) == 1
@@ -204,7 +203,7 @@ def test_the_report_shows_the_splits_strata() -> None:
 
 
 def test_a_cost_axis_spanning_decades_is_log_scale() -> None:
-    from search.records.report_svg import log_domain
+    from evoharness.search.records.report_svg import log_domain
 
     lo, hi, ticks = log_domain([0.003, 0.1]) or (0.0, 0.0, [])
     assert (lo, hi) == (pytest.approx(0.001), pytest.approx(0.1))
@@ -218,7 +217,7 @@ def test_a_cost_axis_spanning_decades_is_log_scale() -> None:
 
 
 def test_the_banner_carries_the_decision_headline_escaped() -> None:
-    from search.records.headline import headline
+    from evoharness.search.records.headline import headline
 
     summary = make_summary("inconclusive")
     summary["champion"] = {**summary["champion"], "changes": "model=<b>x</b>"}
@@ -252,7 +251,7 @@ def test_each_front_member_shows_where_it_loses_reward() -> None:
 def test_losses_count_failed_episodes_per_kind(tmp_path: Path) -> None:
     import json
 
-    from search.optimise.mutation import losses
+    from evoharness.search.optimise.mutation import losses
 
     evals = tmp_path / "evals"
     evals.mkdir()

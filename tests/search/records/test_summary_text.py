@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from search.genome import Genome, PoolEntry, describe, edits, initial_pools
-from search.records.summary import summary_text
+from evoharness.search.genome import Genome, PoolEntry, describe, edits, initial_pools
+from evoharness.search.records.summary import summary_text
 
 AGENT = {"prompt_sections": {"role": "You act.", "policy": "Be careful."}, "tools": ["mv", "cd"],
          "workflow": [{"name": "act", "instructions": "act"}, {"name": "verify", "instructions": "v", "optional": True}]}

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from search.records.sweep import pareto
+from evoharness.search.records.sweep import pareto
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -24,7 +24,7 @@ def test_pareto_marks_the_non_dominated_rows() -> None:
 
 def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))",
+    proc = subprocess.run([sys.executable, "-m", "evoharness",
                            "evaluate", "-m", "model=sim_small,sim_large",
                            "agent.tool_format=json,bash", "workload.limit=3", "workload.options.categories=[multi_turn_base]",
                            f"runs_dir={tmp_path}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -49,13 +49,13 @@ def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
 
 
 def test_a_sweep_stopped_by_a_failed_job_still_leaves_its_comparison(tmp_path: Path) -> None:
-    import compiler.sim.server as sim_server
+    import evoharness.compiler.sim.server as sim_server
 
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "SIM_HTTP_KEY": "sk-local-simulator-key"}
     with sim_server.BackgroundServer() as srv:
         # the second job reaches the simulator's HTTP route without the episode id it needs: a 400,
         # a configuration error no retry fixes, so the job fails and Hydra's basic sweeper stops there
-        proc = subprocess.run([sys.executable, "-c", "import sys; from search.cli.main import main; sys.exit(main(sys.argv[1:]))",
+        proc = subprocess.run([sys.executable, "-m", "evoharness",
                                "evaluate", "-m", "model.route=openai/sim/small", f"model.api_base={srv.api_base}",
                                "model.api_key_env=SIM_HTTP_KEY", "model.send_episode_id=true,false", "workload.limit=2",
                                "workload.options.categories=[multi_turn_base]", f"runs_dir={tmp_path}"],
