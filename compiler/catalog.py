@@ -15,9 +15,7 @@ from evoharness.compiler.toolspec import JSON_TYPES, ToolSpec
 
 CatalogLoader = Callable[[], Sequence[ToolSpec]]
 
-CATALOGS: NamedRegistry[CatalogLoader] = NamedRegistry(
-    "tool catalog", builtins={"bfcl": "evoharness.compiler.workloads.bfcl.tools:load_bfcl_tool_specs"}, decorator="@register_tool_catalog"
-)
+CATALOGS: NamedRegistry[CatalogLoader] = NamedRegistry("tool catalog", decorator="@register_tool_catalog")
 
 
 def register_tool_catalog(name: str) -> Callable[[CatalogLoader], CatalogLoader]:

@@ -3,13 +3,15 @@
 An entry comes from one of three places, looked up in this order:
 
 1. a ``register(name)`` decorator (how a user adds one in their own code);
-2. a built-in, given as an import path so that looking one up never imports the others
-   (bfcl-eval, say, is imported only when the bfcl workload is used). ``"module:attribute"``
-   is the entry itself; a bare ``"module"`` is a module whose import registers the entry with
-   the decorator, for modules that hold many entries (the mutators);
-3. an entry point of an installed distribution, in the group ``evoharness.<kind>s`` (for
+2. a built-in: an entry point of evoharness's own distribution, in the group
+   ``evoharness.<kind>s`` (declared in its pyproject.toml, so no module here names a module of a
+   higher layer). Its value is an import path, imported only when that name is used (bfcl-eval,
+   say, is imported only when the bfcl workload is used): ``"module:attribute"`` is the entry
+   itself; a bare ``"module"`` is a module whose import registers the entry with the decorator,
+   for modules that hold many entries (the mutators);
+3. an entry point of another installed distribution, in the same group (for
    ``[project.entry-points."evoharness.mutators"] my_mutator = "my_pkg.mutators"``), read only
-   when the name is in neither of the above. Its value is an import path as in 2.
+   when the name is in neither of the above: a plugin cannot take a built-in's name.
 
 A **plugin** is a module that registers any number of entries when imported and may bring its own
 config dir (``CONFIG_DIR``, a folder of YAML groups: ``workload/``, ``agent/``, ``model/``, ...,
@@ -29,16 +31,34 @@ from typing import Any, Generic, TypeVar
 from evoharness.compiler.errors import ConfigError
 
 T = TypeVar("T")
+DISTRIBUTION = "evoharness"  # whose entry points are the built-ins
+
+
+def _entry_points(group: str, *, own: bool) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for ep in metadata.entry_points(group=group):
+        if (ep.dist is not None and ep.dist.name == DISTRIBUTION) == own:
+            found.setdefault(ep.name, f"{ep.module}:{ep.attr}" if ep.attr else ep.module)
+    return found
 
 
 class NamedRegistry(Generic[T]):
-    def __init__(self, kind: str, *, builtins: Mapping[str, str], decorator: str, group: str | None = None) -> None:
+    def __init__(self, kind: str, *, decorator: str, group: str | None = None, builtins: Mapping[str, str] | None = None) -> None:
         self.kind = kind  # e.g. "workload", for messages
-        self.builtins = dict(builtins)  # name -> "module:attribute" or "module" (which registers name on import)
         self.decorator = decorator  # how a user registers one, for messages
         self.group = group or f"evoharness.{kind.replace(' ', '_')}s"
+        # name -> "module:attribute" or "module" (which registers name on import); None: this
+        # distribution's own entry points in the group
+        self._builtins = dict(builtins) if builtins is not None else None
         self._entries: dict[str, T] = {}
         self._plugins: dict[str, str] | None = None  # entry-point name -> import path, read once
+
+    @property
+    def builtins(self) -> dict[str, str]:
+        """The built-ins: name -> import path, not imported."""
+        if self._builtins is None:  # read once: installed distributions do not change during a run
+            self._builtins = _entry_points(self.group, own=True)
+        return self._builtins
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorate(entry: T) -> T:
@@ -48,14 +68,11 @@ class NamedRegistry(Generic[T]):
         return decorate
 
     def plugins(self) -> dict[str, str]:
-        """Entry points of installed distributions in this registry's group, not imported."""
+        """Entry points of other installed distributions in this registry's group, not imported."""
         # Cached: scanning every distribution's metadata costs milliseconds, and ensure_providers
         # asks for every model call; installed distributions do not change during a run.
         if self._plugins is None:
-            found: dict[str, str] = {}
-            for ep in metadata.entry_points(group=self.group):
-                found.setdefault(ep.name, f"{ep.module}:{ep.attr}" if ep.attr else ep.module)
-            self._plugins = found
+            self._plugins = _entry_points(self.group, own=False)
         return self._plugins
 
     def names(self) -> list[str]:

@@ -27,9 +27,7 @@ from evoharness.compiler.plugins import NamedRegistry
 
 ProviderRegistrar = Callable[[], object]
 
-MODEL_PROVIDERS: NamedRegistry[ProviderRegistrar] = NamedRegistry(
-    "model provider", builtins={"sim": "evoharness.compiler.sim.provider:register_sim_provider"}, decorator="@register_model_provider"
-)
+MODEL_PROVIDERS: NamedRegistry[ProviderRegistrar] = NamedRegistry("model provider", decorator="@register_model_provider")
 
 
 ParamsCheck = Callable[[str, Mapping[str, Any]], None]  # (route, completion params) -> raises ValueError

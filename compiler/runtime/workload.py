@@ -108,10 +108,7 @@ class Workload(Protocol):
 
 WorkloadFactory = Callable[..., Workload]
 
-WORKLOADS: NamedRegistry[WorkloadFactory] = NamedRegistry(
-    "workload", builtins={"bfcl": "evoharness.compiler.workloads.bfcl.workload:BfclWorkload",
-                          "tasks": "evoharness.compiler.workloads.tasks.workload:tasks_workload"}, decorator="@register_workload"
-)
+WORKLOADS: NamedRegistry[WorkloadFactory] = NamedRegistry("workload", decorator="@register_workload")
 
 
 def register_workload(name: str) -> Callable[[WorkloadFactory], WorkloadFactory]:

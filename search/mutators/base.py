@@ -77,17 +77,9 @@ class Mutator(Protocol):
 
 
 MutatorFactory = Callable[..., Mutator]
-# Each built-in names the module whose import registers it, so that making one mutator imports
-# only its module (the LLM mutators pull in the model client and jinja2).
-_BUILTINS = {
-    **dict.fromkeys(("identity", "prompt_prefix", "prompt_suffix", "section_rewriter", "temperature", "tool_description_append",
-                     "tool_rule_add", "tool_format"), "evoharness.search.mutators.edits"),
-    **dict.fromkeys(("workflow_step_append", "workflow_step_remove", "tool_detach", "tool_attach", "model_swap"),
-                    "evoharness.search.mutators.structure"),
-    "rule_miner": "evoharness.search.mutators.evidence",
-    **dict.fromkeys(("llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter"), "evoharness.search.mutators.llm"),
-}
-MUTATORS: NamedRegistry[MutatorFactory] = NamedRegistry("mutator", builtins=_BUILTINS, decorator="@register_mutator")
+# The built-ins are entry points in pyproject.toml, each naming the module whose import registers it,
+# so that making one mutator imports only its module (the LLM mutators pull in the model client).
+MUTATORS: NamedRegistry[MutatorFactory] = NamedRegistry("mutator", decorator="@register_mutator")
 
 
 def register_mutator(name: str) -> Callable[[MutatorFactory], MutatorFactory]:

@@ -152,3 +152,17 @@ def test_an_entry_point_whose_module_is_gone_is_one_line_naming_it() -> None:
     assert message.startswith("workload.name: workload 'ghost' (entry point in group 'evoharness.workloads' "
                               "'no_such_module_for_evoharness:thing') cannot be imported: ModuleNotFoundError")
     assert "\n" not in message and "Fix: reinstall or uninstall" in message
+
+
+def test_builtins_are_this_distributions_own_entry_points_and_a_plugin_cannot_take_their_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tag = uuid.uuid4().hex[:8]
+    (tmp_path / f"evo_fake_impostor_{tag}.py").write_text("def make(**_):\n    return 'impostor'\n")
+    write_dist(tmp_path, "evoharness.workloads", {"bfcl": f"evo_fake_impostor_{tag}:make", f"extra_{tag}": f"evo_fake_impostor_{tag}:make"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh: NamedRegistry[Any] = NamedRegistry("workload", decorator="@register_workload")  # reads the installed metadata
+    assert fresh.builtins["bfcl"] == "evoharness.compiler.workloads.bfcl.workload:BfclWorkload"
+    assert fresh.builtins["tasks"] == "evoharness.compiler.workloads.tasks.workload:tasks_workload"
+    assert f"extra_{tag}" not in fresh.builtins and fresh.plugins()[f"extra_{tag}"] == f"evo_fake_impostor_{tag}:make"
+    assert fresh.get(f"extra_{tag}")() == "impostor"
+    assert fresh.get("bfcl").__name__ == "BfclWorkload"  # the built-in, not the other distribution's entry of that name
