@@ -1,0 +1,123 @@
+"""The Python API does what the CLI does: the same composition, checks, records and answer, from a
+script and from inside a running event loop (a notebook's cell). Each case runs in its own
+interpreter, as a user's script or kernel would, on the refunds example workload."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REFUNDS = ROOT / "examples" / "refunds"
+SHOP = ["plugins=[refunds_shop]", "workload=refunds", "agent=refunds_agent", "tool=refunds"]
+TINY_SEARCH = [*SHOP, "hydra/launcher=basic", "model=sim_small", "search.models=[sim_large]", "criteria.decision=best_quality",
+               "search.rounds=1", "search.population_size=2", "search.trials_per_round=2", "search.train_limit=3",
+               "search.samples=1", "search.max_front_dev=2", "search.resamples=200", "mutators.enabled=[]", "search.teacher=null",
+               "search.formats=[json]", "search.temperatures=[0.0]", "search.study=api"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(REFUNDS)}
+
+
+def _script(folder: Path, body: str) -> subprocess.CompletedProcess[str]:
+    path = folder / "notebook.py"
+    path.write_text(textwrap.dedent(body))
+    return subprocess.run([sys.executable, str(path)], cwd=folder, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+def test_evaluate_runs_inside_a_running_event_loop_and_writes_what_the_cli_writes(tmp_path: Path) -> None:
+    args = [*SHOP, "workload.split=dev", "workload.limit=3", "workload.samples=1", f"runs_dir={tmp_path / 'runs'}", "cache_dir=null"]
+    proc = _script(tmp_path, f"""
+        import asyncio, json
+        import evoharness
+
+        async def cell():
+            # the way a notebook runs it: the kernel's loop is running
+            awaited = await evoharness.evaluate_async({args!r})
+            blocking = evoharness.evaluate({args!r})  # a plain call inside the running loop
+            return awaited, blocking
+
+        awaited, blocking = asyncio.run(cell())
+        print(json.dumps({{"types": [type(awaited).__name__, type(blocking).__name__],
+                           "pass_rate": [awaited.metrics["pass_rate"], blocking.metrics["pass_rate"]],
+                           "tasks": len(awaited.to_dict()["tasks"])}}))
+        """)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["types"] == ["EvalReport", "EvalReport"]
+    assert out["tasks"] == 3
+    assert out["pass_rate"][0] == out["pass_rate"][1]
+    records = sorted((tmp_path / "runs").rglob("eval.json"))
+    assert len(records) == 2, records  # each call wrote its record where the CLI writes it
+    cli = subprocess.run([sys.executable, "-m", "evoharness", "evaluate", *args], cwd=tmp_path, env=_env(), capture_output=True,
+                         text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr
+    written = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs").rglob("eval.json"))]
+    assert len(written) == 3
+    assert len({w["variant_hash"] for w in written}) == 1
+    assert len({json.dumps(w["metrics"]["pass_rate"]) for w in written}) == 1
+
+
+def test_a_bad_value_raises_config_error_naming_it_before_anything_runs(tmp_path: Path) -> None:
+    proc = _script(tmp_path, f"""
+        import evoharness
+        from evoharness.plugin import ConfigError
+        try:
+            evoharness.evaluate({{"workload.samples": 0, "runs_dir": {str(tmp_path / 'runs')!r}}})
+        except ConfigError as exc:
+            print("refused:", exc)
+        """)
+    assert proc.returncode == 0, proc.stderr
+    assert "refused: workload.samples: must be at least 1, got 0" in proc.stdout
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("eval.json"))
+
+
+def test_compile_takes_a_mapping_and_a_composed_config_and_gives_the_clis_hash(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = _script(tmp_path, f"""
+        import json
+        import evoharness
+        from hydra import compose, initialize_config_module
+
+        by_list = evoharness.compile(["model=sim_small", "model.temperature=0.5", "runs_dir={runs}"])
+        by_map = evoharness.compile({{"model": "sim_small", "model.temperature": 0.5, "runs_dir": "{runs}"}})
+        with initialize_config_module(config_module="evoharness.conf", version_base=None):
+            cfg = compose(config_name="config", overrides=["model=sim_small", "model.temperature=0.5", "runs_dir={runs}"])
+        by_cfg = evoharness.compile(cfg)
+        print(json.dumps([by_list.content_hash, by_map.content_hash, by_cfg.content_hash]))
+        """)
+    assert proc.returncode == 0, proc.stderr
+    hashes = json.loads(proc.stdout.strip().splitlines()[-1])
+    cli = subprocess.run([sys.executable, "-m", "evoharness", "compile", "model=sim_small", "model.temperature=0.5", f"runs_dir={runs}"],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    assert hashes == [cli.stdout.split()[0]] * 3
+
+
+@pytest.mark.slow
+def test_search_returns_the_outcome_whose_champion_is_the_clis(tmp_path: Path) -> None:
+    api_runs, cli_runs = tmp_path / "api", tmp_path / "cli"
+    args = [*TINY_SEARCH, "seed=3"]
+    proc = _script(tmp_path, f"""
+        import json
+        import evoharness
+        outcome = evoharness.search({[*args, f"runs_dir={api_runs}", f"registry_dir={api_runs / 'registry'}"]!r})
+        print(json.dumps({{"type": type(outcome).__name__, "champion": outcome.champion_hash,
+                           "front": sorted(m.variant_hash for m in outcome.front)}}))
+        """)
+    assert proc.returncode == 0, proc.stderr
+    api = json.loads(proc.stdout.strip().splitlines()[-1])
+    cli = subprocess.run([sys.executable, "-m", "evoharness", "search", *args, f"runs_dir={cli_runs}",
+                          f"registry_dir={cli_runs / 'registry'}"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900)
+    assert cli.returncode == 0, cli.stderr
+    summary = json.loads((cli_runs / "api" / "summary.json").read_text())
+    assert api["type"] == "SearchOutcome"
+    assert api["champion"] is not None  # the large model beats the small incumbent: a champion to compare
+    assert api["champion"] == summary["champion"]["variant_hash"]
+    assert api["front"] == sorted(m["variant_hash"] for m in summary["front"])
