@@ -32,7 +32,7 @@ import jsonschema
 from evoharness.compiler.callables import call, callable_tools, import_target, is_live
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.names import is_name
-from evoharness.compiler.runtime.snapshots import ToolOutputs
+from evoharness.compiler.runtime.tool_outputs import ToolOutputs
 from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore, Task
 from evoharness.compiler.toolspec import ToolSpec
