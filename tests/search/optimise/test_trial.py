@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.variant import compile_agent
 from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
-from evoharness.search.optimise.trial import FailedEpisode, TrialResult, TrialSpec, stored_result
+from evoharness.search.mutators.base import FailedEpisode
+from evoharness.search.optimise.trial import TrialResult, TrialSpec, stored_result
 
 from tests.compiler.fixtures import configs
 
@@ -22,7 +24,8 @@ def result(label: str = "r0-t1") -> TrialResult:
                             model_calls=1, tool_calls=1, tool_errors=1, detail="ls: wrong value for 'path'")
     report = aggregate([episode], variant_hash=variant.content_hash, split="train", samples=1)
     return TrialResult(label=label, split="train", variant=variant, report=report,
-                       evidence=(FailedEpisode("t/1", 0, "ls: wrong value for 'path'", ("ls: no such dir",)),))
+                       evidence=(FailedEpisode("t/1", 0, "ls: wrong value for 'path'", ("ls: no such dir",),
+                                               (Failure("wrong_value", "ls", "path", expected="/tmp", got="/temp", turn=0),)),))
 
 
 def test_a_stored_result_reads_back_equal_and_marked_reused(tmp_path: Path) -> None:
@@ -34,6 +37,7 @@ def test_a_stored_result_reads_back_equal_and_marked_reused(tmp_path: Path) -> N
     back = stored_result(path, r.variant)
     assert back is not None and back.reused and not r.reused
     assert (back.report, back.evidence, back.variant_hash, back.label) == (r.report, r.evidence, r.variant_hash, r.label)
+    assert back.evidence[0].failures[0].argument == "path"  # the scorer's record reads back as a record, not a mapping
     assert r.to_dict()["schema_version"] == 1 and next(iter(r.to_dict())) == "schema_version"
 
 
@@ -44,6 +48,8 @@ def test_a_stored_result_reads_back_equal_and_marked_reused(tmp_path: Path) -> N
         (lambda d: {**d, "schema_version": 2}, "schema_version"),
         (lambda d: {k: v for k, v in d.items() if k != "report"}, "is not a stored evaluation (KeyError"),
         (lambda d: [1, 2], "a JSON object expected"),
+        (lambda d: {**d, "split": "test"}, "is not a stored evaluation (ValueError: unknown split 'test'"),
+        (lambda d: {**d, "evidence": [{**d["evidence"][0], "failures": [{"kind": "typo"}]}]}, "failure kind 'typo' is unknown"),
     ],
 )
 def test_a_stored_result_that_does_not_match_is_one_line_naming_the_file(tmp_path: Path, tamper: object, expected: str) -> None:
