@@ -150,3 +150,23 @@ def test_a_launcher_that_fails_is_one_line_and_after_a_stop_request_an_interrupt
     err = capsys.readouterr().err
     assert "the batch in flight was lost after the stop request (RuntimeError: A task has failed to un-serialize)" in err
     assert "the rest of a traceback" not in err
+
+
+def test_a_jobs_failed_episodes_reach_the_mutators_as_they_were_scored_with_the_genome_that_failed_them(tmp_path: Path) -> None:
+    from evoharness.search.genome import Genome
+    from evoharness.search.optimise.mutation import front_evidence
+    from evoharness.search.optimise.settings import StudyPaths
+    from evoharness.search.optimise.study import TrialRecord
+
+    r = result()
+    paths = StudyPaths(dir=tmp_path, storage="sqlite://", storage_public="sqlite://")
+    paths.evals.mkdir(parents=True)
+    (paths.evals / "k.json").write_text(json.dumps(r.to_dict()), encoding="utf-8")
+    # two genomes that compile to one variant share its stored evaluation: each reads it as its own
+    a, b = Genome(toolset=1), Genome(toolset=2)
+    front = [TrialRecord(number=n, round=0, state="COMPLETE", genome=g, eval_key="k") for n, g in enumerate((a, b))]
+    front.append(TrialRecord(number=2, round=0, state="COMPLETE", genome=Genome(), eval_key="not-stored"))
+    read = front_evidence(paths, front)
+    assert [e.genome for e in read] == [a, b]
+    assert all((e.task_id, e.sample, e.tool_errors, e.failures) == (r.evidence[0].task_id, 0, ("ls: no such dir",), r.evidence[0].failures)
+               for e in read)
