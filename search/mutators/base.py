@@ -7,7 +7,7 @@ recording the mutator as its author, or asks for a control re-evaluation of a kn
 skipped as a duplicate.
 
 The kit every mutator builds on is here: the protocol and its registry, the context a mutator
-reads (the failed episodes among it), the proposals it returns, and the readers of what the
+reads (among it the front's failed episodes), the proposals it returns, and the readers of what the
 anchor genome already picks, so that edits stack on what the front found instead of restarting
 from the baseline.
 """
