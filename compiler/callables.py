@@ -44,7 +44,7 @@ DENIED_MODULES = (
 def tool(*, mutates_state: bool = False, group: str = "", name: str | None = None, live: bool = False) -> Callable[[F], F]:
     """Label a tool function: whether a call can change the environment, its API group, its name,
     and whether its output is live (a service, the clock): live tools are what tool-output
-    snapshots record and replay (compiler/runtime/snapshots.py)."""
+    snapshots record and replay (compiler/runtime/tool_outputs.py)."""
     def label(fn: F) -> F:
         fn.__evoharness_tool__ = {"mutates_state": bool(mutates_state), "group": str(group), "name": name,  # type: ignore[attr-defined]
                                   "live": bool(live)}

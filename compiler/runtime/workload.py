@@ -6,17 +6,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from evoharness.compiler.plugins import NamedRegistry
 from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
 from evoharness.compiler.toolspec import ToolSpec
 
+# The three splits every workload divides its tasks into: the search fits on train, picks its
+# champion on dev, and reports the champion's claim on holdout, which nothing before it has seen.
+Split = Literal["train", "dev", "holdout"]
+SPLITS: tuple[Split, ...] = get_args(Split)
+
+
+def checked_split(split: object) -> Split:
+    """``split`` as a Split; anything else is a ValueError naming the splits there are."""
+    for s in SPLITS:
+        if split == s:
+            return s
+    raise ValueError(f"unknown split {split!r}; use one of {list(SPLITS)}")
+
 
 @dataclass(frozen=True)
 class Task:
     task_id: str  # globally unique, "<workload>/<id>", e.g. "bfcl/multi_turn_base_0"
-    split: str  # train | dev | holdout
+    split: Split
     turns: tuple[tuple[Mapping[str, Any], ...], ...]  # user messages per turn (a turn may be empty)
     tool_names: tuple[str, ...]  # tools offered at the start of the episode
     gold: tuple[tuple[ToolCall, ...], ...] = ()  # reference calls per turn, keyword arguments
@@ -97,7 +110,7 @@ class Workload(Protocol):
 
     def tool_specs(self) -> Sequence[ToolSpec]: ...
 
-    def tasks(self, split: str) -> Sequence[Task]: ...
+    def tasks(self, split: str) -> Sequence[Task]: ...  # split as a config names it: checked_split refuses another
 
     def task(self, task_id: str) -> Task: ...
 

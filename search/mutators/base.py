@@ -5,14 +5,22 @@ pool entries (a section text, a tool edit, a step, a tool list, a model, a tempe
 recording the mutator as its author, or asks for a control re-evaluation of a known genome
 (identity), which is evaluated with fresh samples so that it measures noise instead of being
 skipped as a duplicate.
+
+The kit every mutator builds on is here: the protocol and its registry, the context a mutator
+reads (among it the front's failed episodes), the proposals it returns, and the readers of what the
+anchor genome already picks, so that edits stack on what the front found instead of restarting
+from the baseline.
 """
 from __future__ import annotations
 
+import copy
+import fnmatch
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.plugins import NamedRegistry
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.toolspec import ToolSpec
@@ -30,14 +38,27 @@ def _slot(pools: Pools, kind: SlotKind, key: str | None) -> tuple[PoolEntry, ...
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """One failed train episode of a front member."""
+class FailedEpisode:
+    """A scored episode that failed: what a job sends back with its evaluation, and what the
+    evidence-driven mutators read."""
 
     task_id: str
-    detail: str  # the scorer's first failure reason, for people (mutators read ``failures``)
+    sample: int = 0
+    detail: str = ""  # the scorer's first failure reason, for people (mutators read ``failures``)
     tool_errors: tuple[str, ...] = ()  # "tool: error" for calls that raised
-    genome: Genome = field(default_factory=Genome)
     failures: tuple[Failure, ...] = ()  # the scorer's structured records: kind, tool, argument, ...
+    # the front member that failed it, set when the mutators read it: a stored evaluation is keyed by
+    # its variant, which several genomes can compile to, so the stored form leaves the genome out
+    genome: Genome = field(default_factory=Genome)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "sample": self.sample, "detail": self.detail, "tool_errors": list(self.tool_errors),
+                "failures": [f.to_dict() for f in self.failures]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FailedEpisode:
+        return cls(task_id=str(d["task_id"]), sample=int(d["sample"]), detail=str(d["detail"]), tool_errors=tuple(d.get("tool_errors", ())),
+                   failures=tuple(Failure.from_dict(f) for f in d.get("failures", ())))
 
 
 TeacherRunner = Callable[[Sequence[str]], Mapping[str, Sequence[str]]]  # task ids -> teacher's call lines
@@ -49,7 +70,7 @@ class MutationContext:
     tools: Mapping[str, ToolSpec]  # the baseline's tools after catalog overrides
     pools: Pools
     front: tuple[Genome, ...]  # current Pareto front (train)
-    evidence: tuple[Evidence, ...]
+    evidence: tuple[FailedEpisode, ...]
     models: tuple[str, ...]  # model config names the search may use
     round: int
     run_teacher: TeacherRunner | None = None  # runs a stronger route on task ids (teacher-gap rewriter)
@@ -117,3 +138,82 @@ def grow_pools(
         if ok:
             added.append(p)
     return pools, added, controls
+
+
+# -- readers of what the anchor picks, and helpers every mutator shares --------------------
+
+def anchor(ctx: MutationContext) -> Genome:
+    """The genome new entries build on: the best front member (the search tries each new entry on it)."""
+    return ctx.front[0] if ctx.front else Genome()
+
+
+def section_text(ctx: MutationContext, name: str) -> str:
+    entries = ctx.pools.sections[name]
+    idx = anchor(ctx).sections.get(name, 0)
+    return str(entries[idx].value if 0 <= idx < len(entries) else entries[0].value)
+
+
+def tool_edit(ctx: MutationContext, name: str) -> dict[str, Any]:
+    entries = ctx.pools.tools.get(name, ())
+    idx = anchor(ctx).tools.get(name, 0)
+    value = entries[idx].value if 0 <= idx < len(entries) else {}
+    return copy.deepcopy(dict(value or {}))
+
+
+def toolset_names(ctx: MutationContext, genome: Genome | None = None) -> list[str]:
+    """The tool names a genome's toolset offers, patterns expanded against ctx.tools."""
+    g = anchor(ctx) if genome is None else genome
+    patterns = ctx.pools.toolsets[g.toolset].value if 0 <= g.toolset < len(ctx.pools.toolsets) else list(ctx.tools)
+    names: dict[str, None] = {}
+    for p in patterns:
+        glob = any(c in p for c in "*?[")
+        for n in [t for t in ctx.tools if fnmatch.fnmatchcase(t, p)] if glob else [p]:
+            names.setdefault(n, None)
+    return list(names)
+
+
+def pick_section(ctx: MutationContext, mutator: str, section: str | None, role: str | None) -> str | None:
+    """The section to edit: an explicit one must exist; otherwise the first section whose role
+    (declared in agent.section_roles, else read from its name) is ``role``, or None."""
+    if section is not None:
+        if section not in ctx.pools.sections:
+            raise ValueError(f"{mutator}: section {section!r} is not a prompt section; "
+                             f"set params.section to one of {sorted(ctx.pools.sections)}")
+        return section
+    if role is None:
+        return None
+    return next((name for name in ctx.pools.sections if section_role(ctx.agent, name) == role), None)
+
+
+def section_role(agent: Mapping[str, Any], name: str) -> str | None:
+    """A section's role: the one agent.section_roles declares, else the one its name implies."""
+    declared = (agent.get("section_roles") or {}).get(name)
+    return str(declared) if declared else ROLE_BY_NAME.get(name)
+
+
+ROLE_BY_NAME = {"policy": "rules", "rules": "rules", "style": "style", "role": "identity", "identity": "identity"}
+
+
+def proposal(kind: SlotKind, key: str | None, value: Any, author: str, note: str) -> Proposal:
+    return Proposal(kind, key, PoolEntry(value, author, note))
+
+
+@dataclass
+class FunctionMutator:
+    """A named mutator around a propose function; factories close over their parameters.
+
+    Not frozen only because the Mutator protocol declares ``name`` as a settable attribute;
+    nothing assigns to it.
+    """
+
+    name: str
+    fn: Callable[[MutationContext, random.Random], Sequence[Proposal | Control]]
+
+    def propose(self, ctx: MutationContext, *, rng: random.Random) -> Sequence[Proposal | Control]:
+        return tuple(self.fn(ctx, rng))
+
+
+def positive_int(mutator: str, param: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"params.{param}", f"{mutator} needs a positive integer, got {value!r}", "set it to 1 or more")
+    return value

@@ -1,6 +1,6 @@
 """The rule-based text mutators: offline, deterministic given the rng, one small edit each.
 
-Edits build on what the best front genome already picks (see ``evidence.anchor``), so a good
+Edits build on what the best front genome already picks (see ``base.anchor``), so a good
 section or tool edit found in one round is extended, not thrown away, in the next. Text edits
 only ever add: the original section stays in the result.
 """
@@ -11,21 +11,23 @@ import re
 
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.toolspec import ToolSpec
-from evoharness.search.mutators.base import Control, MutationContext, Mutator, Proposal, register_mutator
-from evoharness.search.mutators.evidence import (
-    WRONG_CALL_KINDS,
+from evoharness.search.mutators.base import (
+    Control,
     FunctionMutator,
+    MutationContext,
+    Mutator,
+    Proposal,
     anchor,
-    failure_counts,
     pick_section,
     positive_int,
     proposal,
-    ranked_pairs,
+    register_mutator,
     section_role,
     section_text,
     tool_edit,
     toolset_names,
 )
+from evoharness.search.mutators.rule_miner import WRONG_CALL_KINDS, failure_counts, ranked_pairs
 
 GENERIC_SENTENCES = (
     "Copy every argument value exactly from the user's request or an earlier tool result.",

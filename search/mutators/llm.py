@@ -14,7 +14,7 @@ chat request per proposal: a system message, then one user message made of tagge
     then a plain-text instruction naming the reply format.
 
 Evidence lines name tools as `tool` and tool/argument pairs as `tool.arg`; they never carry a
-task's values (see ``evidence.summarise``), and teacher calls keep only argument names. Replies:
+task's values (see ``rule_miner.summarise``), and teacher calls keep only argument names. Replies:
 the full new section text between ``<section>`` and ``</section>``, or one step as JSON
 ``{"name", "instructions", "trigger"}`` between ``<step>`` and ``</step>``. Replies are parsed
 as text, never executed. The request's ``user`` is ``task_id=mutator/<mutator>;sample=0;seed=N``
@@ -37,8 +37,18 @@ from evoharness.compiler.runtime.llm import drain_litellm_logging
 from evoharness.compiler.runtime.models import ModelClient, check_model
 from evoharness.compiler.schema import STEP_TRIGGERS
 from evoharness.compiler.variant import ModelParams, RouteSettings, check_route_settings
-from evoharness.search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
-from evoharness.search.mutators.evidence import FunctionMutator, call_args, pick_section, positive_int, proposal, section_text, summarise
+from evoharness.search.mutators.base import (
+    FunctionMutator,
+    MutationContext,
+    Mutator,
+    Proposal,
+    pick_section,
+    positive_int,
+    proposal,
+    register_mutator,
+    section_text,
+)
+from evoharness.search.mutators.rule_miner import call_args, summarise
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 log = logging.getLogger(__name__)

@@ -6,16 +6,17 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 
-from evoharness.search.mutators.base import MutationContext, Mutator, Proposal, register_mutator
-from evoharness.search.mutators.evidence import (
-    WRONG_CALL_KINDS,
+from evoharness.search.mutators.base import (
     FunctionMutator,
-    failure_counts,
+    MutationContext,
+    Mutator,
+    Proposal,
     positive_int,
     proposal,
-    ranked_pairs,
+    register_mutator,
     toolset_names,
 )
+from evoharness.search.mutators.rule_miner import WRONG_CALL_KINDS, failure_counts, ranked_pairs
 
 STEP_LIBRARY = (
     ("verify_results", "before_final", "Before your final answer, verify each tool result of this request against what was asked; "

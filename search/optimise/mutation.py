@@ -16,12 +16,21 @@ from typing import Any
 from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.runtime.cache import open_cache
-from evoharness.compiler.runtime.workload import Failure, Workload
+from evoharness.compiler.runtime.workload import Workload
 from evoharness.compiler.variant import compile_agent, content_hash
 from evoharness.search.evaluation.criteria import quality_objective
 from evoharness.search.genome import Genome, Pools, SlotKind, initial_pools, live_len, pool_len, retire_one
-from evoharness.search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, TeacherRunner, grow_pools
-from evoharness.search.mutators.evidence import parse_failures, section_text
+from evoharness.search.mutators.base import (
+    Control,
+    FailedEpisode,
+    MutationContext,
+    Mutator,
+    Proposal,
+    TeacherRunner,
+    grow_pools,
+    section_text,
+)
+from evoharness.search.mutators.rule_miner import parse_failures
 from evoharness.search.optimise.seeding import ControlRequest, NewEntry, anchors
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.study import TrialRecord
@@ -64,10 +73,10 @@ def stored_evidence(paths: StudyPaths, eval_key: str | None) -> list[dict[str, A
     return list(checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored).get("evidence", []))
 
 
-def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[Evidence]:
-    """The failed train episodes of the front members, from their stored evaluations."""
-    return [Evidence(e["task_id"], e["detail"], tuple(e.get("tool_errors", [])), t.genome,
-                     tuple(Failure.from_dict(f) for f in e.get("failures", [])))
+def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[FailedEpisode]:
+    """The failed train episodes of the front members, from their stored evaluations, each with
+    the front member that failed it."""
+    return [replace(FailedEpisode.from_dict(e), genome=t.genome)
             for t in front if t.genome is not None for e in stored_evidence(paths, t.eval_key)]
 
 
@@ -105,7 +114,7 @@ def teacher_runner(settings: RunSettings, workload: Workload,
 
 
 def mutate(
-    settings: RunSettings, k: int, pools: Pools, front: Sequence[TrialRecord], evidence: Sequence[Evidence], *,
+    settings: RunSettings, k: int, pools: Pools, front: Sequence[TrialRecord], evidence: Sequence[FailedEpisode], *,
     mutators: Sequence[tuple[Mutator, float]], run_teacher: TeacherRunner | None, echo: Callable[[str], None],
     keep: Sequence[Genome] = (), reference: tuple[float, float] | None = None, costs: list[tuple[str, float]] | None = None,
 ) -> RoundPools:

@@ -30,11 +30,12 @@ from typing import Any
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.cache import open_cache
 from evoharness.compiler.runtime.trajectory import Trajectory
-from evoharness.compiler.runtime.workload import workload_factory
+from evoharness.compiler.runtime.workload import Failure, Split, checked_split, workload_factory
 from evoharness.compiler.secrets import restore, scrub
 from evoharness.compiler.variant import HarnessVariant, compile_agent, content_hash
 from evoharness.search.evaluation.metrics import EvalReport
 from evoharness.search.genome import Genome, Pools, genome_to_config
+from evoharness.search.mutators.base import FailedEpisode
 from evoharness.search.records.versions import checked, versioned
 
 
@@ -129,31 +130,11 @@ class JobInputError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class FailedEpisode:
-    """A scored episode that failed: what evidence-driven mutators read."""
-
-    task_id: str
-    sample: int
-    detail: str  # the scorer's first failure reason
-    tool_errors: tuple[str, ...] = ()  # "tool: error" for calls that raised
-    failures: tuple[Mapping[str, Any], ...] = ()  # the scorer's structured records (Failure.to_dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "sample": self.sample, "detail": self.detail, "tool_errors": list(self.tool_errors),
-                "failures": [dict(f) for f in self.failures]}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FailedEpisode:
-        return cls(task_id=str(d["task_id"]), sample=int(d["sample"]), detail=str(d["detail"]), tool_errors=tuple(d.get("tool_errors", ())),
-                   failures=tuple(dict(f) for f in d.get("failures", ())))
-
-
-@dataclass(frozen=True)
 class TrialResult:
     """A finished evaluation of one variant, with the variant itself (so nothing downstream recompiles)."""
 
     label: str
-    split: str
+    split: Split
     variant: HarnessVariant
     report: EvalReport
     evidence: tuple[FailedEpisode, ...] = ()
@@ -179,7 +160,7 @@ class TrialResult:
             raise ConfigError(str(source), f"holds the evaluation of variant {str(d.get('variant_hash'))[:12]}, "
                               f"not of {variant.content_hash[:12]} whose key names it",
                               "delete the file; the next run evaluates the variant again")
-        return cls(label=str(d["label"]), split=str(d["split"]), variant=variant, report=EvalReport.from_dict(d["report"]),
+        return cls(label=str(d["label"]), split=checked_split(d["split"]), variant=variant, report=EvalReport.from_dict(d["report"]),
                    evidence=tuple(FailedEpisode.from_dict(e) for e in d.get("evidence", ())), reused=reused,
                    worker=d.get("worker"))
 
@@ -285,8 +266,9 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     failed = {(e.task_id, e.sample) for e in report.episodes if e.scored and not e.passed}
     errors = _tool_errors(trajectories, failed)
     return TrialResult(
-        label=spec.label, split=spec.split, variant=variant, report=report,
-        evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])), e.failures)
+        label=spec.label, split=checked_split(spec.split), variant=variant, report=report,
+        evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])),
+                                     tuple(Failure.from_dict(f) for f in e.failures))
                        for e in report.episodes if (e.task_id, e.sample) in failed),
         worker={"host": socket.gethostname(), "pid": os.getpid(), "started": round(started, 3), "ended": round(time.time(), 3),
                 "cpu_s": round(time.process_time() - cpu, 3)},

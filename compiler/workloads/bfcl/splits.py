@@ -9,8 +9,10 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+from evoharness.compiler.runtime.workload import Split
+
 SALT = "bfcl-splits-v1"  # changing it reshuffles every split: a new benchmark, not a new seed
-SHARES: tuple[tuple[str, float], ...] = (("train", 0.6), ("dev", 0.2), ("holdout", 0.2))
+SHARES: tuple[tuple[Split, float], ...] = (("train", 0.6), ("dev", 0.2), ("holdout", 0.2))
 
 
 def stratum(classes: Sequence[str]) -> str:
@@ -28,11 +30,11 @@ def _by_stratum(classes: Mapping[int, Sequence[str]]) -> dict[str, list[int]]:
     return {s: sorted(ix, key=_rank) for s, ix in sorted(groups.items())}
 
 
-def assign(classes: Mapping[int, Sequence[str]]) -> dict[int, str]:
+def assign(classes: Mapping[int, Sequence[str]]) -> dict[int, Split]:
     """Scenario index -> split. Within a stratum of n scenarios (in hash order), position p goes to
     the split whose cumulative share first exceeds (p + 0.5) / n: a stratum of one or two lands in
     train first, so every class a later split holds is one train has seen."""
-    out: dict[int, str] = {}
+    out: dict[int, Split] = {}
     for members in _by_stratum(classes).values():
         n = len(members)
         for p, index in enumerate(members):

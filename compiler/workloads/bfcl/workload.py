@@ -18,7 +18,7 @@ from bfcl_eval.constants.category_mapping import MULTI_TURN_CATEGORY, VERSION_PR
 from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
 from bfcl_eval.constants.eval_config import POSSIBLE_ANSWER_PATH, PROMPT_PATH
 from evoharness.compiler.runtime.trajectory import Trajectory
-from evoharness.compiler.runtime.workload import Environment, EpisodeScore, Task
+from evoharness.compiler.runtime.workload import Environment, EpisodeScore, Split, Task, checked_split
 from evoharness.compiler.toolspec import ToolSpec
 from evoharness.compiler.workloads.bfcl.env import BfclEnvironment
 from evoharness.compiler.workloads.bfcl.scoring import score_episode
@@ -31,7 +31,6 @@ from evoharness.compiler.workloads.bfcl.tools import (
 
 WORKLOAD_NAME = "bfcl"
 CATEGORIES: tuple[str, ...] = tuple(MULTI_TURN_CATEGORY)
-SPLIT_NAMES = ("train", "dev", "holdout")
 
 
 class UnknownTaskError(KeyError):
@@ -63,11 +62,11 @@ def scenario_classes() -> Mapping[int, tuple[str, ...]]:
 
 
 @cache
-def scenario_splits() -> Mapping[int, str]:
+def scenario_splits() -> Mapping[int, Split]:
     return MappingProxyType(assign(scenario_classes()))
 
 
-def split_of(index: int) -> str:
+def split_of(index: int) -> Split:
     try:
         return scenario_splits()[index]
     except KeyError:
@@ -196,9 +195,8 @@ class BfclWorkload:
         return load_bfcl_tool_specs()
 
     def tasks(self, split: str) -> Sequence[Task]:
-        if split not in SPLIT_NAMES:
-            raise ValueError(f"unknown split {split!r}; use one of {list(SPLIT_NAMES)}")
-        indices = [i for i, s in scenario_splits().items() if s == split]
+        wanted = checked_split(split)
+        indices = [i for i, s in scenario_splits().items() if s == wanted]
         order = stratified_order(indices, scenario_classes())[: self.limit_per_split]
         return tuple(_category_task(c, i) for i in order for c in self.categories)
 

@@ -32,13 +32,12 @@ import jsonschema
 from evoharness.compiler.callables import call, callable_tools, import_target, is_live
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.names import is_name
-from evoharness.compiler.runtime.snapshots import ToolOutputs
+from evoharness.compiler.runtime.tool_outputs import ToolOutputs
 from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
-from evoharness.compiler.runtime.workload import EpisodeScore, Task
+from evoharness.compiler.runtime.workload import SPLITS, EpisodeScore, Split, Task, checked_split
 from evoharness.compiler.toolspec import ToolSpec
 from evoharness.compiler.workloads.tasks.scoring import score_episode
 
-SPLITS = ("train", "dev", "holdout")
 RECORD = {
     "type": "object",
     "required": ["id", "turns"],
@@ -174,7 +173,7 @@ class TasksFileWorkload:
         unoffered = sorted(set(raw.get("tools") or []) - set(self._tools))
         if unoffered:
             raise ValueError(f"{where}: tools names tools that are not in workload.options.tools: {unoffered}")
-        split = raw.get("split") or _hashed_split(raw["id"], shares, salt)
+        split: Split = raw.get("split") or _hashed_split(raw["id"], shares, salt)
         offered = tuple(raw.get("tools") or self._tools)
         return Task(task_id=f"{self.name}/{raw['id']}", split=split, turns=turns, tool_names=offered,
                     gold=gold + ((),) * (len(turns) - len(gold)) if gold else (), answers=answers,
@@ -191,9 +190,8 @@ class TasksFileWorkload:
         return [spec for spec, _ in self._tools.values()]
 
     def tasks(self, split: str) -> Sequence[Task]:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; use one of {list(SPLITS)}")
-        return [t for t in self._tasks.values() if t.split == split]
+        wanted = checked_split(split)
+        return [t for t in self._tasks.values() if t.split == wanted]
 
     def task(self, task_id: str) -> Task:
         if task_id not in self._tasks:
@@ -243,7 +241,7 @@ def tasks_workload(**options: Any) -> TasksFileWorkload:
     return built
 
 
-def _hashed_split(task_id: str, shares: Mapping[str, float], salt: str) -> str:
+def _hashed_split(task_id: str, shares: Mapping[str, float], salt: str) -> Split:
     """A stable split from the id alone: adding tasks never moves an old one."""
     at = int(hashlib.sha256(f"{salt}:{task_id}".encode()).hexdigest()[:12], 16) / 16**12
     cumulative = 0.0

@@ -94,6 +94,13 @@ def test_splits_are_declared_or_hashed_from_the_id_alone(tmp_path: Path) -> None
     assert _hashed_split("t1", {"train": 0.0, "dev": 0.0, "holdout": 1.0}, "s") == "holdout"
 
 
+def test_an_unknown_split_is_refused_even_when_no_task_would_match(tmp_path: Path) -> None:
+    w = TasksFileWorkload(path=str(write(tmp_path, [{"id": "only", "turns": ["x"], "split": "train"}])), tools=TOOLS)
+    assert [t.task_id for t in w.tasks("train")] == ["tasks/only"] and w.tasks("dev") == []
+    with pytest.raises(ValueError, match=r"^unknown split 'test'; use one of \['train', 'dev', 'holdout'\]$"):
+        w.tasks("test")
+
+
 def trajectory(task_id: str, calls: list[tuple[int, str, dict[str, Any]]], responses: list[str]) -> Trajectory:
     return Trajectory(task_id=task_id, sample=0, seed=0, variant_hash="v", status="completed", model_calls=(),
                       tool_calls=tuple(ToolCallRecord(turn=t, name=n, arguments=a, result="ok", error=None) for t, n, a in calls),

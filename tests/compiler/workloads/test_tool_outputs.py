@@ -169,7 +169,7 @@ def test_the_replayed_snapshot_is_part_of_the_workload_hash(tmp_path: Path, serv
 
 def test_a_recording_that_cannot_be_stored_is_refused_before_any_episode(tmp_path: Path) -> None:
     from evoharness.compiler.errors import ConfigError
-    from evoharness.compiler.runtime.snapshots import ToolOutputs
+    from evoharness.compiler.runtime.tool_outputs import ToolOutputs
 
     (tmp_path / "folder").mkdir()
     with pytest.raises(ConfigError, match="is a folder"):

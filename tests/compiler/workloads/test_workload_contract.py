@@ -24,12 +24,11 @@ from typing import Any
 import pytest
 from evoharness.compiler.catalog import validate_parameters
 from evoharness.compiler.runtime.trajectory import ToolCall, ToolCallRecord, Trajectory
-from evoharness.compiler.runtime.workload import EpisodeScore, Task, Workload, register_workload, workload_factory
+from evoharness.compiler.runtime.workload import SPLITS, EpisodeScore, Task, Workload, register_workload, workload_factory
 from evoharness.compiler.toolspec import ToolSpec
 from evoharness.compiler.variant import content_hash
 from evoharness.compiler.workloads.bfcl.workload import CATEGORIES
 
-SPLITS = ("train", "dev", "holdout")
 SAMPLE_PER_SPLIT = 8
 Calls = Sequence[Sequence[ToolCall]]
 

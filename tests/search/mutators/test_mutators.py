@@ -21,9 +21,18 @@ from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.sim.rewriter import rewrite_reply
 from evoharness.compiler.variant import compile_agent
 from evoharness.search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
-from evoharness.search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
-from evoharness.search.mutators.evidence import Failure, mask_values, parse_failures, section_text
+from evoharness.search.mutators.base import (
+    Control,
+    FailedEpisode,
+    MutationContext,
+    Proposal,
+    grow_pools,
+    known_mutators,
+    make_mutator,
+    section_text,
+)
 from evoharness.search.mutators.llm import check_section, check_step, redact_call
+from evoharness.search.mutators.rule_miner import MaskedFailure, mask_values, parse_failures
 from omegaconf import OmegaConf
 
 from tests.compiler.fixtures import configs
@@ -79,9 +88,10 @@ def providers() -> None:
 
 # -- contexts -------------------------------------------------------------------------------
 
-def ev(task_id: str, *records: Record, errors: tuple[str, ...] = ()) -> Evidence:
+def ev(task_id: str, *records: Record, errors: tuple[str, ...] = ()) -> FailedEpisode:
     """A failed episode as the scorer reports it; the detail is free text no mutator may read."""
-    return Evidence(task_id, "turn 0: some scorer wording naming nothing.parse_me: model='x'", errors, failures=records)
+    return FailedEpisode(task_id, detail="turn 0: some scorer wording naming nothing.parse_me: model='x'", tool_errors=errors,
+                         failures=records)
 
 
 def _teacher(task_ids: Sequence[str]) -> dict[str, list[str]]:
@@ -229,20 +239,20 @@ def test_every_builtin_is_registered() -> None:
 # -- evidence parsing and the rule miner --------------------------------------------------
 
 @pytest.mark.parametrize("records, expected", [
-    ([Record("wrong_value", "mkdir", "dir_name", "temp", "tmp", 0)], [Failure("wrong_value", "mkdir", "dir_name")]),
-    ([Record("propagation", "mv", "source", "a.txt", "a.tx", 1)], [Failure("propagation", "mv", "source")]),
-    ([Record("missing_argument", "mkdir", "dir_name", "temp", None, 0)], [Failure("missing_argument", "mkdir", "dir_name")]),
+    ([Record("wrong_value", "mkdir", "dir_name", "temp", "tmp", 0)], [MaskedFailure("wrong_value", "mkdir", "dir_name")]),
+    ([Record("propagation", "mv", "source", "a.txt", "a.tx", 1)], [MaskedFailure("propagation", "mv", "source")]),
+    ([Record("missing_argument", "mkdir", "dir_name", "temp", None, 0)], [MaskedFailure("missing_argument", "mkdir", "dir_name")]),
     ([Record("no_recovery", "tail", None, None, "No such file: 'file3.txt' (12 lines)", 2)],
-     [Failure("no_recovery", "tail", None, "No such file: '…' (N lines)")]),
+     [MaskedFailure("no_recovery", "tail", None, "No such file: '…' (N lines)")]),
     ([Record("missed_call", "diff", None, {"file_name1": "a.pdf"}, None, 1), Record("missed_call", "diff", None, {}, None, 1)],
-     [Failure("missed_call", "diff")]),  # one episode, one failure per (kind, tool, argument)
+     [MaskedFailure("missed_call", "diff")]),  # one episode, one failure per (kind, tool, argument)
     ([Record("wrong_tool", "cd", None, None, "ls", 0), Record("premature_stop", "mv", None, None, None, 0)],
-     [Failure("wrong_tool", "cd"), Failure("premature_stop", "mv")]),
+     [MaskedFailure("wrong_tool", "cd"), MaskedFailure("premature_stop", "mv")]),
     ([Record("non_termination", turn=4)], []),  # names no tool: nothing a rule could address
     ([Record("wrong_value", "not a name", "x", 1, 2, 0), Record("wrong_value", "cd", "a b", 1, 2, 0)],
-     [Failure("wrong_value", "cd", None)]),  # never an identifier made of text
+     [MaskedFailure("wrong_value", "cd", None)]),  # never an identifier made of text
 ])
-def test_parse_failures_reads_the_records(records: list[Record], expected: list[Failure]) -> None:
+def test_parse_failures_reads_the_records(records: list[Record], expected: list[MaskedFailure]) -> None:
     assert list(parse_failures(ev("t/1", *records, errors=("cd: tool 'cd' is not offered",)))) == expected
 
 

@@ -12,7 +12,7 @@ from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
 from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools, live_len, param_space, retire_one
-from evoharness.search.mutators.base import Evidence, make_mutator
+from evoharness.search.mutators.base import FailedEpisode, make_mutator
 from evoharness.search.optimise.mutation import mutate
 from evoharness.search.optimise.seeding import NewEntry, round_queue
 from evoharness.search.optimise.settings import RunSettings
@@ -83,8 +83,8 @@ def settings(tmp_path: Path) -> Iterator[RunSettings]:
     yield RunSettings.from_config(cfg, conf_dirs=[CONF_DIR])
 
 
-def wrong(task: str, tool: str, arg: str, genome: Genome) -> Evidence:
-    return Evidence(task, "", (), genome, (Record("wrong_value", tool, arg, "secret_value_1", "x", 0),))
+def wrong(task: str, tool: str, arg: str, genome: Genome) -> FailedEpisode:
+    return FailedEpisode(task, failures=(Record("wrong_value", tool, arg, "secret_value_1", "x", 0),), genome=genome)
 
 
 def test_each_anchor_gets_rules_for_its_own_failures_on_top_of_what_it_picks(settings: RunSettings) -> None:

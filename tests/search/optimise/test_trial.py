@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.variant import compile_agent
 from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
-from evoharness.search.optimise.trial import FailedEpisode, TrialResult, TrialSpec, stored_result
+from evoharness.search.mutators.base import FailedEpisode
+from evoharness.search.optimise.trial import TrialResult, TrialSpec, stored_result
 
 from tests.compiler.fixtures import configs
 
@@ -22,7 +24,8 @@ def result(label: str = "r0-t1") -> TrialResult:
                             model_calls=1, tool_calls=1, tool_errors=1, detail="ls: wrong value for 'path'")
     report = aggregate([episode], variant_hash=variant.content_hash, split="train", samples=1)
     return TrialResult(label=label, split="train", variant=variant, report=report,
-                       evidence=(FailedEpisode("t/1", 0, "ls: wrong value for 'path'", ("ls: no such dir",)),))
+                       evidence=(FailedEpisode("t/1", 0, "ls: wrong value for 'path'", ("ls: no such dir",),
+                                               (Failure("wrong_value", "ls", "path", expected="/tmp", got="/temp", turn=0),)),))
 
 
 def test_a_stored_result_reads_back_equal_and_marked_reused(tmp_path: Path) -> None:
@@ -34,6 +37,7 @@ def test_a_stored_result_reads_back_equal_and_marked_reused(tmp_path: Path) -> N
     back = stored_result(path, r.variant)
     assert back is not None and back.reused and not r.reused
     assert (back.report, back.evidence, back.variant_hash, back.label) == (r.report, r.evidence, r.variant_hash, r.label)
+    assert back.evidence[0].failures[0].argument == "path"  # the scorer's record reads back as a record, not a mapping
     assert r.to_dict()["schema_version"] == 1 and next(iter(r.to_dict())) == "schema_version"
 
 
@@ -44,6 +48,8 @@ def test_a_stored_result_reads_back_equal_and_marked_reused(tmp_path: Path) -> N
         (lambda d: {**d, "schema_version": 2}, "schema_version"),
         (lambda d: {k: v for k, v in d.items() if k != "report"}, "is not a stored evaluation (KeyError"),
         (lambda d: [1, 2], "a JSON object expected"),
+        (lambda d: {**d, "split": "test"}, "is not a stored evaluation (ValueError: unknown split 'test'"),
+        (lambda d: {**d, "evidence": [{**d["evidence"][0], "failures": [{"kind": "typo"}]}]}, "failure kind 'typo' is unknown"),
     ],
 )
 def test_a_stored_result_that_does_not_match_is_one_line_naming_the_file(tmp_path: Path, tamper: object, expected: str) -> None:
@@ -144,3 +150,23 @@ def test_a_launcher_that_fails_is_one_line_and_after_a_stop_request_an_interrupt
     err = capsys.readouterr().err
     assert "the batch in flight was lost after the stop request (RuntimeError: A task has failed to un-serialize)" in err
     assert "the rest of a traceback" not in err
+
+
+def test_a_jobs_failed_episodes_reach_the_mutators_as_they_were_scored_with_the_genome_that_failed_them(tmp_path: Path) -> None:
+    from evoharness.search.genome import Genome
+    from evoharness.search.optimise.mutation import front_evidence
+    from evoharness.search.optimise.settings import StudyPaths
+    from evoharness.search.optimise.study import TrialRecord
+
+    r = result()
+    paths = StudyPaths(dir=tmp_path, storage="sqlite://", storage_public="sqlite://")
+    paths.evals.mkdir(parents=True)
+    (paths.evals / "k.json").write_text(json.dumps(r.to_dict()), encoding="utf-8")
+    # two genomes that compile to one variant share its stored evaluation: each reads it as its own
+    a, b = Genome(toolset=1), Genome(toolset=2)
+    front = [TrialRecord(number=n, round=0, state="COMPLETE", genome=g, eval_key="k") for n, g in enumerate((a, b))]
+    front.append(TrialRecord(number=2, round=0, state="COMPLETE", genome=Genome(), eval_key="not-stored"))
+    read = front_evidence(paths, front)
+    assert [e.genome for e in read] == [a, b]
+    assert all((e.task_id, e.sample, e.tool_errors, e.failures) == (r.evidence[0].task_id, 0, ("ls: no such dir",), r.evidence[0].failures)
+               for e in read)

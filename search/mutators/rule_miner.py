@@ -1,31 +1,38 @@
-"""Reading failure evidence, and the evidence-driven ``rule_miner``. Offline and deterministic.
+"""The evidence-driven ``rule_miner``, and the reading of failures every evidence-driven mutator
+shares. Offline and deterministic.
 
-Evidence is the workload scorer's structured failure records (``evoharness.compiler.runtime.workload.Failure``:
+Failures are the workload scorer's structured records (``evoharness.compiler.runtime.workload.Failure``:
 kind, tool, argument, expected, got, turn); nothing here parses a scorer's wording. A record's
-``expected`` and ``got`` may carry task values: everything here keeps only the kind, the tool and
-the argument (and masks the text of an error), so no mutator can copy a task value into a rule
-or into an LLM prompt.
-
-Also here: the context readers every mutator shares (the anchor genome and what it picks), so
-that edits stack on what the front already found instead of restarting from the baseline.
+``expected`` and ``got`` may carry task values: a ``MaskedFailure`` keeps only the kind, the tool
+and the argument (and the masked text of an error), so no mutator can copy a task value into a
+rule or into an LLM prompt.
 """
 from __future__ import annotations
 
 import ast
-import copy
-import fnmatch
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.workload import FAILURE_KINDS
 from evoharness.compiler.toolspec import ToolSpec
-from evoharness.search.genome import Genome, PoolEntry, SlotKind
-from evoharness.search.mutators.base import Control, Evidence, MutationContext, Mutator, Proposal, register_mutator
+from evoharness.search.mutators.base import (
+    FailedEpisode,
+    FunctionMutator,
+    MutationContext,
+    Mutator,
+    Proposal,
+    pick_section,
+    positive_int,
+    proposal,
+    register_mutator,
+    section_text,
+    tool_edit,
+    toolset_names,
+)
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # Failure kinds, most specific first (a pair's rule follows its most frequent kind, ties by this order).
@@ -41,7 +48,7 @@ _PATHLIKE = re.compile(r"(?<![\w.])[\w-]+(?:[./][\w-]+)+")  # report.pdf, a/b: v
 
 
 @dataclass(frozen=True)
-class Failure:
+class MaskedFailure:
     """One thing a failed episode got wrong, as identifiers only (never values)."""
 
     kind: str  # one of KINDS
@@ -67,28 +74,28 @@ def call_args(call_text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m.group("arg") for m in _KEYWORD.finditer(call_text)))
 
 
-def parse_failures(evidence: Evidence, tools: Mapping[str, ToolSpec] | None = None) -> tuple[Failure, ...]:
+def parse_failures(episode: FailedEpisode, tools: Mapping[str, ToolSpec] | None = None) -> tuple[MaskedFailure, ...]:
     """The failures of one episode as identifiers, deduplicated by (kind, tool, argument); records
     without a tool, or whose tool or argument is not an identifier, are left out."""
-    unique: dict[tuple[str, str, str | None], Failure] = {}
-    for f in evidence.failures:
+    unique: dict[tuple[str, str, str | None], MaskedFailure] = {}
+    for f in episode.failures:
         if f.kind not in KINDS or not isinstance(f.tool, str) or not re.fullmatch(IDENT, f.tool):
             continue
         arg = f.argument if isinstance(f.argument, str) and re.fullmatch(IDENT, f.argument) else None
         error = mask_values(str(f.got)) if f.kind == "no_recovery" and f.got else ""
-        unique.setdefault((f.kind, f.tool, arg), Failure(f.kind, f.tool, arg, error))
+        unique.setdefault((f.kind, f.tool, arg), MaskedFailure(f.kind, f.tool, arg, error))
     return tuple(unique.values())
 
 
-def failure_counts(evidence: Iterable[Evidence], tools: Mapping[str, ToolSpec] | None = None) -> Counter[Failure]:
+def failure_counts(evidence: Iterable[FailedEpisode], tools: Mapping[str, ToolSpec] | None = None) -> Counter[MaskedFailure]:
     """How many episodes show each failure (errors text dropped, so equal failures merge)."""
-    counts: Counter[Failure] = Counter()
+    counts: Counter[MaskedFailure] = Counter()
     for e in evidence:
-        counts.update({Failure(f.kind, f.tool, f.arg) for f in parse_failures(e, tools)})
+        counts.update({MaskedFailure(f.kind, f.tool, f.arg) for f in parse_failures(e, tools)})
     return counts
 
 
-def ranked_pairs(counts: Counter[Failure], *, min_count: int = 1) -> list[tuple[str, str | None, str, int]]:
+def ranked_pairs(counts: Counter[MaskedFailure], *, min_count: int = 1) -> list[tuple[str, str | None, str, int]]:
     """(tool, arg, dominant kind, episodes) per (tool, arg), most frequent first; argument pairs
     before tool-only ones on ties, then by name, so the order is stable."""
     per_pair: dict[tuple[str, str | None], Counter[str]] = {}
@@ -103,7 +110,7 @@ def ranked_pairs(counts: Counter[Failure], *, min_count: int = 1) -> list[tuple[
     return sorted(rows, key=lambda r: (-r[3], r[1] is None, r[0], r[1] or ""))
 
 
-def summarise(evidence: Sequence[Evidence], *, limit: int, tools: Mapping[str, ToolSpec] | None = None) -> list[str]:
+def summarise(evidence: Sequence[FailedEpisode], *, limit: int, tools: Mapping[str, ToolSpec] | None = None) -> list[str]:
     """One line per failed episode (repeats merged with a count), identifiers only: the evidence
     block of an LLM request. Tool/argument pairs are written `tool.arg`, tools `tool`."""
     phrases = {
@@ -126,85 +133,6 @@ def summarise(evidence: Sequence[Evidence], *, limit: int, tools: Mapping[str, T
             lines["; ".join(parts)] += 1
     ordered = sorted(lines.items(), key=lambda kv: -kv[1])[:limit]
     return [f"- {text}" + (f" (x{n})" if n > 1 else "") for text, n in ordered]
-
-
-# -- context readers shared by the mutators ------------------------------------------------
-
-def anchor(ctx: MutationContext) -> Genome:
-    """The genome new entries build on: the best front member (the search tries each new entry on it)."""
-    return ctx.front[0] if ctx.front else Genome()
-
-
-def section_text(ctx: MutationContext, name: str) -> str:
-    entries = ctx.pools.sections[name]
-    idx = anchor(ctx).sections.get(name, 0)
-    return str(entries[idx].value if 0 <= idx < len(entries) else entries[0].value)
-
-
-def tool_edit(ctx: MutationContext, name: str) -> dict[str, Any]:
-    entries = ctx.pools.tools.get(name, ())
-    idx = anchor(ctx).tools.get(name, 0)
-    value = entries[idx].value if 0 <= idx < len(entries) else {}
-    return copy.deepcopy(dict(value or {}))
-
-
-def toolset_names(ctx: MutationContext, genome: Genome | None = None) -> list[str]:
-    """The tool names a genome's toolset offers, patterns expanded against ctx.tools."""
-    g = anchor(ctx) if genome is None else genome
-    patterns = ctx.pools.toolsets[g.toolset].value if 0 <= g.toolset < len(ctx.pools.toolsets) else list(ctx.tools)
-    names: dict[str, None] = {}
-    for p in patterns:
-        glob = any(c in p for c in "*?[")
-        for n in [t for t in ctx.tools if fnmatch.fnmatchcase(t, p)] if glob else [p]:
-            names.setdefault(n, None)
-    return list(names)
-
-
-def pick_section(ctx: MutationContext, mutator: str, section: str | None, role: str | None) -> str | None:
-    """The section to edit: an explicit one must exist; otherwise the first section whose role
-    (declared in agent.section_roles, else read from its name) is ``role``, or None."""
-    if section is not None:
-        if section not in ctx.pools.sections:
-            raise ValueError(f"{mutator}: section {section!r} is not a prompt section; "
-                             f"set params.section to one of {sorted(ctx.pools.sections)}")
-        return section
-    if role is None:
-        return None
-    return next((name for name in ctx.pools.sections if section_role(ctx.agent, name) == role), None)
-
-
-def section_role(agent: Mapping[str, Any], name: str) -> str | None:
-    """A section's role: the one agent.section_roles declares, else the one its name implies."""
-    declared = (agent.get("section_roles") or {}).get(name)
-    return str(declared) if declared else ROLE_BY_NAME.get(name)
-
-
-ROLE_BY_NAME = {"policy": "rules", "rules": "rules", "style": "style", "role": "identity", "identity": "identity"}
-
-
-def proposal(kind: SlotKind, key: str | None, value: Any, author: str, note: str) -> Proposal:
-    return Proposal(kind, key, PoolEntry(value, author, note))
-
-
-@dataclass
-class FunctionMutator:
-    """A named mutator around a propose function; factories close over their parameters.
-
-    Not frozen only because the Mutator protocol declares ``name`` as a settable attribute;
-    nothing assigns to it.
-    """
-
-    name: str
-    fn: Callable[[MutationContext, random.Random], Sequence[Proposal | Control]]
-
-    def propose(self, ctx: MutationContext, *, rng: random.Random) -> Sequence[Proposal | Control]:
-        return tuple(self.fn(ctx, rng))
-
-
-def positive_int(mutator: str, param: str, value: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"params.{param}", f"{mutator} needs a positive integer, got {value!r}", "set it to 1 or more")
-    return value
 
 
 # -- rule_miner ----------------------------------------------------------------------------
