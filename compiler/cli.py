@@ -45,6 +45,6 @@ def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessV
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from evoharness.compiler.hydra_app import run_hydra
+    from evoharness.compiler.hydra_run import run_hydra
 
     return run_hydra("compile", list(sys.argv[1:] if argv is None else argv), compile_task, compile_validate)

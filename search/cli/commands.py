@@ -83,7 +83,7 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
         raise ConfigError("workload.split", "holdout is the sealed split a search's claim is made on; every look at it weakens that claim",
                           "evaluate on dev, or pass unseal_holdout=true (the look is recorded in <registry_dir>/holdout_looks.jsonl)")
     if str(cfg.workload.split) == "holdout":  # the look is journaled in the registry: writable before it is paid for
-        from evoharness.compiler.hydra_app import writable_dir
+        from evoharness.compiler.refusals import writable_dir
 
         writable_dir("registry_dir", cfg.registry_dir)
     chosen_tasks(cfg, make_workload(cfg))
@@ -180,7 +180,7 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     from evoharness.search.optimise.study import check_storage
 
     variant = evaluate_validate(cfg, overrides)  # refuses +trial=..., the sweeper's own per-job setting
-    from evoharness.compiler.hydra_app import writable_dir
+    from evoharness.compiler.refusals import writable_dir
 
     writable_dir("registry_dir", cfg.registry_dir)  # the champion's snapshot and the holdout looks go there
     workload = make_workload(cfg)

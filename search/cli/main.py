@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(getattr(registry, f"{command}_main")(rest))
     commands = _hydra_commands()
     if command in commands:
-        from evoharness.compiler.hydra_app import run_hydra
+        from evoharness.compiler.hydra_run import run_hydra
 
         task, validate = commands[command]
         if command == "search":  # the search is always a multirun under the nsga2 sweeper

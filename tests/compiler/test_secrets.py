@@ -11,7 +11,7 @@ import pytest
 from evoharness.compiler import secrets
 from evoharness.compiler.atomic import write_json_atomic, write_text_atomic
 from evoharness.compiler.errors import ConfigError
-from evoharness.compiler.hydra_app import scrub_files
+from evoharness.compiler.scrubbing import scrub_files
 from evoharness.compiler.release.merge import inert
 from omegaconf import OmegaConf
 
