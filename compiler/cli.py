@@ -23,7 +23,7 @@ def released(cfg: DictConfig, overrides: Sequence[str] | None = None) -> DictCon
     return apply_promoted(cfg, overrides)
 
 
-def compile_task(cfg: DictConfig) -> None:
+def compile_task(cfg: DictConfig) -> HarnessVariant:
     from evoharness.compiler.config_compile import compile_config
     from evoharness.compiler.writer import write_variant
     from hydra.core.hydra_config import HydraConfig
@@ -32,6 +32,7 @@ def compile_task(cfg: DictConfig) -> None:
     path = write_variant(variant, Path(cfg.runs_dir) / "compiled")
     write_variant(variant, HydraConfig.get().runtime.output_dir)
     print(f"{variant.content_hash}  {path}")
+    return variant
 
 
 def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoharness.compiler.atomic import write_text_atomic
 from evoharness.compiler.config_compile import compile_config, to_plain
@@ -16,6 +16,9 @@ from evoharness.compiler.runtime.models import check_model
 from evoharness.compiler.runtime.workload import WORKLOADS, Task, Workload
 from evoharness.compiler.variant import HarnessVariant
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from evoharness.search.evaluation.metrics import EvalReport
 
 SPLITS = ("train", "dev", "holdout")
 
@@ -90,7 +93,7 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
     return variant
 
 
-def evaluate_task(cfg: DictConfig) -> None:
+def evaluate_task(cfg: DictConfig) -> EvalReport:
     from evoharness.compiler.cli import released
     from evoharness.compiler.runtime.cache import open_cache
     from evoharness.compiler.secrets import public_url
@@ -155,6 +158,7 @@ def evaluate_task(cfg: DictConfig) -> None:
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     print(metrics_table([(label, report)]))
     print(f"eval: {out}", file=sys.stderr)
+    return report
 
 
 def search_task(cfg: DictConfig) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 class StopRequest:
     """SIGINT/SIGTERM during a search: the first one lets the batch in flight finish (its results are
     told, nothing paid is lost) and stops before the next; a second one stops at once. The handler only
-    sets a flag: an exception raised at an arbitrary point inside Hydra's job code could be masked."""
+    sets a flag: an exception raised at an arbitrary point inside Hydra's job code could be masked.
+    Off the main thread (a search run from a worker thread) nothing is installed: only the main
+    thread may set signal handlers, and its own handlers stay as they are."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -33,12 +36,15 @@ class StopRequest:
         print("stopping after the batch in flight (press Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
 
     def __enter__(self) -> StopRequest:
+        if threading.current_thread() is not threading.main_thread():
+            return self
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._previous[sig] = signal.signal(sig, self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
+        while self._previous:
+            sig, handler = self._previous.popitem()
             signal.signal(sig, handler)
 
 
