@@ -178,9 +178,10 @@ def search_task(cfg: DictConfig) -> Any:
 
 
 def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
-    """The evaluate checks, then the search's settings built exactly as the search builds them
-    (which validates every search, criteria and mutator setting) before anything is paid for."""
-    from evoharness.search.optimise.settings import RunSettings
+    """The evaluate checks, then the search's settings built exactly as the sweeper builds them, from
+    the released config (which validates every search, criteria and mutator setting) before anything
+    is paid for."""
+    from evoharness.search.optimise.settings import search_settings
     from evoharness.search.optimise.study import check_storage
 
     variant = evaluate_validate(cfg, overrides)  # refuses +trial=..., the sweeper's own per-job setting
@@ -192,7 +193,7 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     if empty:  # a search tunes on train, selects on dev and claims on holdout: each needs tasks
         raise ConfigError("workload", f"workload {workload.name!r} has no {' or '.join(empty)} tasks",
                           "give every split tasks (a tasks file: declare splits, or let enough tasks be hashed)")
-    settings = RunSettings.from_config(cfg)
+    settings = search_settings(cfg, overrides)
     if settings.search.storage:
         check_storage(settings.search.storage)
     named = [(f"search.models.{name}", m) for name, m in settings.models.items() if name != "base"]

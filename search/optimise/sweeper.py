@@ -15,7 +15,7 @@ from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 
 class StopRequest:
@@ -109,22 +109,18 @@ class NSGA2SweeperImpl:
 
     def sweep(self, arguments: list[str]) -> Any:
         from evoharness.compiler.errors import ConfigError
-        from evoharness.compiler.release.merge import apply_promoted
         from evoharness.search.optimise.finish import FinishAborted
         from evoharness.search.optimise.lock import storage_lock, study_lock
         from evoharness.search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
-        from evoharness.search.optimise.settings import RunSettings, StudyPaths
+        from evoharness.search.optimise.settings import StudyPaths, search_settings
         from evoharness.search.optimise.trial import mark_orchestrator
         from evoharness.search.records.summary import print_summary
 
         assert self.config is not None
         mark_orchestrator()
         self.arguments = list(arguments)
-        # The search works on the user's config; the hydra node holds job-time interpolations.
-        user = OmegaConf.masked_copy(self.config, [str(k) for k in self.config.keys() if k != "hydra"])
-        cfg = apply_promoted(user, self.arguments)
         try:
-            settings = RunSettings.from_config(cfg)
+            settings = search_settings(self.config, self.arguments)  # as the preflight built and checked them
             paths = StudyPaths.of(settings)
             with StopRequest() as stop, study_lock(paths.dir, settings.search.study), storage_lock(paths.storage, settings.search.study):
                 self.stop = stop
