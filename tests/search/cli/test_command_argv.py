@@ -1,5 +1,7 @@
-"""command_argv: the Hydra argv of a command, shaped the same for the CLI and a Python caller."""
+"""command_argv and run_command: a command run the way the CLI runs it, from Python (argv shaped the same, the task's value returned)."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from evoharness.compiler.hydra_errors import UsageError
@@ -23,3 +25,20 @@ def test_an_evaluate_sweep_ends_with_one_table_and_other_commands_are_left_alone
     assert given == ["-m", "model=sim_small,sim_medium"] and summary.endswith("SweepSummary")
     assert command_argv("evaluate", ["model=sim_small"]) == ["model=sim_small"]
     assert command_argv("compile", ["-m", "agent.tool_format=json,bash"]) == ["-m", "agent.tool_format=json,bash"]
+
+
+def test_a_python_caller_gets_the_evaluation_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from evoharness.compiler.hydra_run import run_command
+    from evoharness.search.cli.main import hydra_commands
+    from evoharness.search.evaluation.metrics import EvalReport
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.chdir(tmp_path)
+    task, validate = hydra_commands()["evaluate"]
+    argv = command_argv("evaluate", ["workload.limit=2", f"runs_dir={tmp_path}", f"hydra.run.dir={tmp_path}/run"])
+    report = run_command("evaluate", argv, task, validate)
+    assert isinstance(report, EvalReport)
+    record = json.loads((tmp_path / "run" / "eval.json").read_text(encoding="utf-8"))
+    assert record["metrics"] == json.loads(json.dumps(dict(report.metrics))) and len(record["tasks"]) == 2
