@@ -23,7 +23,7 @@ def released(cfg: DictConfig, overrides: Sequence[str] | None = None) -> DictCon
     return apply_promoted(cfg, overrides)
 
 
-def compile_task(cfg: DictConfig) -> None:
+def compile_task(cfg: DictConfig) -> HarnessVariant:
     from evoharness.compiler.config_compile import compile_config
     from evoharness.compiler.writer import write_variant
     from hydra.core.hydra_config import HydraConfig
@@ -32,6 +32,7 @@ def compile_task(cfg: DictConfig) -> None:
     path = write_variant(variant, Path(cfg.runs_dir) / "compiled")
     write_variant(variant, HydraConfig.get().runtime.output_dir)
     print(f"{variant.content_hash}  {path}")
+    return variant
 
 
 def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
@@ -45,6 +46,6 @@ def compile_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessV
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from evoharness.compiler.hydra_app import run_hydra
+    from evoharness.compiler.hydra_run import run_hydra
 
     return run_hydra("compile", list(sys.argv[1:] if argv is None else argv), compile_task, compile_validate)

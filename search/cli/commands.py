@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoharness.compiler.atomic import write_text_atomic
 from evoharness.compiler.config_compile import compile_config, to_plain
@@ -16,6 +16,9 @@ from evoharness.compiler.runtime.models import check_model
 from evoharness.compiler.runtime.workload import WORKLOADS, Task, Workload
 from evoharness.compiler.variant import HarnessVariant
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from evoharness.search.evaluation.metrics import EvalReport
 
 SPLITS = ("train", "dev", "holdout")
 
@@ -83,14 +86,14 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
         raise ConfigError("workload.split", "holdout is the sealed split a search's claim is made on; every look at it weakens that claim",
                           "evaluate on dev, or pass unseal_holdout=true (the look is recorded in <registry_dir>/holdout_looks.jsonl)")
     if str(cfg.workload.split) == "holdout":  # the look is journaled in the registry: writable before it is paid for
-        from evoharness.compiler.hydra_app import writable_dir
+        from evoharness.compiler.refusals import writable_dir
 
         writable_dir("registry_dir", cfg.registry_dir)
     chosen_tasks(cfg, make_workload(cfg))
     return variant
 
 
-def evaluate_task(cfg: DictConfig) -> None:
+def evaluate_task(cfg: DictConfig) -> EvalReport:
     from evoharness.compiler.cli import released
     from evoharness.compiler.runtime.cache import open_cache
     from evoharness.compiler.secrets import public_url
@@ -155,6 +158,7 @@ def evaluate_task(cfg: DictConfig) -> None:
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     print(metrics_table([(label, report)]))
     print(f"eval: {out}", file=sys.stderr)
+    return report
 
 
 def search_task(cfg: DictConfig) -> Any:
@@ -174,13 +178,14 @@ def search_task(cfg: DictConfig) -> Any:
 
 
 def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
-    """The evaluate checks, then the search's settings built exactly as the search builds them
-    (which validates every search, criteria and mutator setting) before anything is paid for."""
-    from evoharness.search.optimise.settings import RunSettings
+    """The evaluate checks, then the search's settings built exactly as the sweeper builds them, from
+    the released config (which validates every search, criteria and mutator setting) before anything
+    is paid for."""
+    from evoharness.search.optimise.settings import search_settings
     from evoharness.search.optimise.study import check_storage
 
     variant = evaluate_validate(cfg, overrides)  # refuses +trial=..., the sweeper's own per-job setting
-    from evoharness.compiler.hydra_app import writable_dir
+    from evoharness.compiler.refusals import writable_dir
 
     writable_dir("registry_dir", cfg.registry_dir)  # the champion's snapshot and the holdout looks go there
     workload = make_workload(cfg)
@@ -188,7 +193,7 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     if empty:  # a search tunes on train, selects on dev and claims on holdout: each needs tasks
         raise ConfigError("workload", f"workload {workload.name!r} has no {' or '.join(empty)} tasks",
                           "give every split tasks (a tasks file: declare splits, or let enough tasks be hashed)")
-    settings = RunSettings.from_config(cfg)
+    settings = search_settings(cfg, overrides)
     if settings.search.storage:
         check_storage(settings.search.storage)
     named = [(f"search.models.{name}", m) for name, m in settings.models.items() if name != "base"]

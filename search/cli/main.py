@@ -28,11 +28,12 @@ examples:
   evoharness evaluate -m model=sim_small,sim_medium,sim_large
 """
 
-Task = Callable[[DictConfig], None]
+Task = Callable[[DictConfig], object]
 Validate = Callable[[DictConfig, Sequence[str]], object]
 
 
-def _hydra_commands() -> dict[str, tuple[Task, Validate]]:
+def hydra_commands() -> dict[str, tuple[Task, Validate]]:
+    """The config-driven commands: name -> (Hydra task, preflight validation)."""
     from evoharness.compiler.cli import compile_task, compile_validate
     from evoharness.search.cli.commands import doctor_task, doctor_validate, evaluate_task, evaluate_validate, search_task, search_validate
     from evoharness.search.cli.registry import snapshot_task, snapshot_validate
@@ -52,6 +53,7 @@ SWEEPABLE = {"model": "search.models", "agent.tool_format": "search.formats", "m
 def search_space_overrides(args: Sequence[str]) -> list[str]:
     """In a search, `model=a,b`, `agent.tool_format=json,bash` and `model.temperature=0,0.7` name the
     choices the search may take (as with Hydra's Optuna sweeper) rather than a grid to run."""
+    from evoharness.compiler.hydra_errors import UsageError
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     out: list[str] = []
@@ -69,11 +71,28 @@ def search_space_overrides(args: Sequence[str]) -> list[str]:
             continue
         key = parsed.get_key_element()
         if key not in SWEEPABLE:
-            raise ValueError(f"{arg}: a search cannot sweep {key!r}. "
+            raise UsageError(f"{arg}: a search cannot sweep {key!r}. "
                              f"Fix: sweep one of {sorted(SWEEPABLE)}, or use `evoharness evaluate -m` for a grid")
         values = list(parsed.sweep_string_iterator())
         out.append(f"{SWEEPABLE[key]}=[{','.join(values)}]")
     return out
+
+
+def command_argv(command: str, args: Sequence[str]) -> list[str]:
+    """The Hydra argv of ``evoharness <command> <args>``: a search is always a multirun under the
+    nsga2 sweeper, its sweeps naming the search space; an evaluate sweep ends with one table across
+    its jobs. A sweep a search cannot take is a UsageError."""
+    rest = list(args)
+    if command == "search":
+        rest = search_space_overrides(rest)
+        if not any(a in ("-m", "--multirun") for a in rest):
+            rest = ["-m", *rest]
+        if not any(a.startswith("hydra/sweeper=") for a in rest):
+            rest = [*rest, "hydra/sweeper=nsga2"]
+    if command == "evaluate" and any(a in ("-m", "--multirun") for a in rest):
+        # the table comes from Hydra's multirun-end callback
+        rest = [*rest, "+hydra.callbacks.sweep_summary._target_=evoharness.search.records.sweep.SweepSummary"]
+    return rest
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,26 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from evoharness.search.cli import registry
 
         return int(getattr(registry, f"{command}_main")(rest))
-    commands = _hydra_commands()
+    commands = hydra_commands()
     if command in commands:
-        from evoharness.compiler.hydra_app import run_hydra
-
-        task, validate = commands[command]
-        if command == "search":  # the search is always a multirun under the nsga2 sweeper
-            try:
-                rest = search_space_overrides(rest)
-            except ValueError as exc:
-                print(f"error: {scrub(str(exc))}", file=sys.stderr)
-                return 2
-            if not any(a in ("-m", "--multirun") for a in rest):
-                rest = ["-m", *rest]
-            if not any(a.startswith("hydra/sweeper=") for a in rest):
-                rest = [*rest, "hydra/sweeper=nsga2"]
-        if command == "evaluate" and any(a in ("-m", "--multirun") for a in rest):
-            # a sweep ends with one table across its jobs (Hydra's multirun-end callback)
-            rest = [*rest, "+hydra.callbacks.sweep_summary._target_=evoharness.search.records.sweep.SweepSummary"]
+        from evoharness.compiler.hydra_errors import UsageError
+        from evoharness.compiler.hydra_run import run_hydra
         from evoharness.search.cli.commands import sharing_workloads
 
+        task, validate = commands[command]
+        try:
+            rest = command_argv(command, rest)
+        except UsageError as exc:
+            print(f"error: {scrub(str(exc))}", file=sys.stderr)
+            return 2
         with sharing_workloads():
             return run_hydra(command, rest, task, validate)
     print(f"error: unknown command {command!r}. "

@@ -181,7 +181,7 @@ def rollback_main(argv: Sequence[str] | None = None) -> int:
 # -- `evoharness snapshot [overrides]`: record the current (released + overridden) config ------------
 def snapshot_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     from evoharness.compiler.cli import compile_validate
-    from evoharness.compiler.hydra_app import writable_dir
+    from evoharness.compiler.refusals import writable_dir
 
     variant = compile_validate(cfg, overrides)
     writable_dir("registry_dir", cfg.registry_dir)  # the snapshot is written there

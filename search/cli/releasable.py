@@ -76,7 +76,9 @@ def check_releasable(snapshot: Snapshot, overrides: Sequence[str]) -> None:
         # the component is agent.name: the slot is keyed by it and compiled files are named after it
         raise RegistryError(f"snapshot {short} cannot be released: its component {snapshot.component!r} is not a plain name. "
                             f"Fix: rebuild it from an agent whose name uses {NAME_RULE}")
-    from evoharness.compiler.hydra_app import VERSION_BASE, UsageError, preflight, resolve_config_path
+    from evoharness.compiler.hydra_argv import resolve_config_path
+    from evoharness.compiler.hydra_errors import UsageError
+    from evoharness.compiler.preflight import VERSION_BASE, preflight
     from evoharness.compiler.schema import register_configs
     from evoharness.compiler.secrets import remember_credential_env, watch_env_resolver
     from hydra import version

@@ -230,6 +230,17 @@ class RunSettings:
         return [s["name"] for s in self.agent.get("workflow", [])]
 
 
+def search_settings(cfg: DictConfig, overrides: Sequence[str], *, conf_dirs: Sequence[str | Path] | None = None) -> RunSettings:
+    """The search's settings from the config that runs: the user's config (Hydra's own node holds
+    job-time interpolations and is left out) with the promoted snapshot merged in, ``overrides``
+    (the command's) on top, as compile releases it. The preflight and the sweeper both build them
+    here from the same argv, so what was validated is what runs."""
+    from evoharness.compiler.release.merge import apply_promoted
+
+    user = OmegaConf.masked_copy(cfg, [str(k) for k in cfg.keys() if k != "hydra"])
+    return RunSettings.from_config(apply_promoted(user, overrides), conf_dirs=conf_dirs)
+
+
 @dataclass(frozen=True)
 class StudyPaths:
     """Where a study's files live (``runs/<study>/``) and its storage URL."""

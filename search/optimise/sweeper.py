@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,13 +15,15 @@ from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 
 class StopRequest:
     """SIGINT/SIGTERM during a search: the first one lets the batch in flight finish (its results are
     told, nothing paid is lost) and stops before the next; a second one stops at once. The handler only
-    sets a flag: an exception raised at an arbitrary point inside Hydra's job code could be masked."""
+    sets a flag: an exception raised at an arbitrary point inside Hydra's job code could be masked.
+    Off the main thread (a search run from a worker thread) nothing is installed: only the main
+    thread may set signal handlers, and its own handlers stay as they are."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -33,12 +36,15 @@ class StopRequest:
         print("stopping after the batch in flight (press Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
 
     def __enter__(self) -> StopRequest:
+        if threading.current_thread() is not threading.main_thread():
+            return self
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._previous[sig] = signal.signal(sig, self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
+        while self._previous:
+            sig, handler = self._previous.popitem()
             signal.signal(sig, handler)
 
 
@@ -103,22 +109,18 @@ class NSGA2SweeperImpl:
 
     def sweep(self, arguments: list[str]) -> Any:
         from evoharness.compiler.errors import ConfigError
-        from evoharness.compiler.release.merge import apply_promoted
         from evoharness.search.optimise.finish import FinishAborted
         from evoharness.search.optimise.lock import storage_lock, study_lock
         from evoharness.search.optimise.run import SearchAborted, SearchInterrupted, SearchRun
-        from evoharness.search.optimise.settings import RunSettings, StudyPaths
+        from evoharness.search.optimise.settings import StudyPaths, search_settings
         from evoharness.search.optimise.trial import mark_orchestrator
         from evoharness.search.records.summary import print_summary
 
         assert self.config is not None
         mark_orchestrator()
         self.arguments = list(arguments)
-        # The search works on the user's config; the hydra node holds job-time interpolations.
-        user = OmegaConf.masked_copy(self.config, [str(k) for k in self.config.keys() if k != "hydra"])
-        cfg = apply_promoted(user, self.arguments)
         try:
-            settings = RunSettings.from_config(cfg)
+            settings = search_settings(self.config, self.arguments)  # as the preflight built and checked them
             paths = StudyPaths.of(settings)
             with StopRequest() as stop, study_lock(paths.dir, settings.search.study), storage_lock(paths.storage, settings.search.study):
                 self.stop = stop

@@ -113,7 +113,7 @@ def test_a_run_composes_its_config_once_and_hydra_runs_it_as_its_own(tmp_path: P
 def test_the_default_launcher_has_two_workers_per_usable_core_and_no_more_than_a_batch() -> None:
     import os
 
-    from evoharness.compiler.hydra_app import usable_workers
+    from evoharness.compiler.preflight import usable_workers
 
     cores = len(os.sched_getaffinity(0))
     assert usable_workers(256) == min(2 * cores, 256) and usable_workers(1) == 1 and usable_workers(0) == 1

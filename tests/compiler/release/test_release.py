@@ -162,7 +162,7 @@ def test_snapshot_from_config_round_trips_through_the_release(compose: Any) -> N
 def test_snapshot_command_then_promote_cli_then_release(tmp_path: Path) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     snapshot_cmd = (
-        "import sys; from evoharness.compiler.hydra_app import run_hydra; "
+        "import sys; from evoharness.compiler.hydra_run import run_hydra; "
         "from evoharness.search.cli.registry import snapshot_task, snapshot_validate;"
         "sys.exit(run_hydra('snapshot', sys.argv[1:], snapshot_task, snapshot_validate))"
     )

@@ -51,9 +51,9 @@ def test_the_sweep_record_is_scrubbed(tmp_path: Path) -> None:
 
 def test_the_sweep_record_is_scrubbed_where_the_sweep_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Jobs on another machine (Ray, SLURM) never touch this one's multirun.yaml: the sweep scrubs it itself."""
-    import evoharness.compiler.hydra_app as app
+    import evoharness.compiler.hydra_run as app
 
-    monkeypatch.setattr(app, "_scrubbing", lambda task: task)  # the jobs scrub nothing here, as remote ones would not
+    monkeypatch.setattr(app, "scrubbed_task", lambda task, **_: task)  # the jobs scrub nothing here, as remote ones would not
     assert main(["evaluate", "-m", "workload.limit=1", f"+agent.vars.x={TOKEN}", "model=sim_small,sim_medium", "runs_dir=runs",
                  "hydra/launcher=basic"]) == 0
     records = list((tmp_path / "runs").rglob("multirun.yaml"))

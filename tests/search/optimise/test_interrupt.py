@@ -75,3 +75,36 @@ def test_a_killed_search_leaves_no_worker_behind(tmp_path: Path) -> None:
     while time.time() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
         time.sleep(0.2)
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+
+
+def test_a_stop_request_on_the_main_thread_installs_its_handlers_and_restores_them() -> None:
+    from evoharness.search.optimise.sweeper import StopRequest
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with StopRequest() as stop:
+        assert signal.getsignal(signal.SIGINT) is stop and signal.getsignal(signal.SIGTERM) is stop
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_a_stop_request_off_the_main_thread_leaves_the_handlers_alone() -> None:
+    """A search run from a worker thread (a notebook's event loop runs a sync call in one): only the
+    main thread may set signal handlers, so the request installs none there."""
+    import threading
+
+    from evoharness.search.optimise.sweeper import StopRequest
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+
+    def search() -> None:
+        try:
+            with StopRequest() as stop:
+                seen.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), stop.requested))
+        except BaseException as exc:  # what the thread raised, for the assertion below
+            seen.append(exc)
+
+    worker = threading.Thread(target=search)
+    worker.start()
+    worker.join(timeout=10)
+    assert seen == [(*before, False)]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

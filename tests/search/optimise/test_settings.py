@@ -100,3 +100,50 @@ def test_bad_settings_are_one_line_naming_the_path_once(compose: Any, override: 
     assert message.startswith(line) and "\n" not in message and message.count("Fix:") == 1
     path, problem = message.split(": ", 1)
     assert path not in problem.split(". Fix:")[0]  # the path is named once, where the line starts
+
+
+class _Built(BaseException):
+    """Stops the search once the sweeper has built its settings (nothing is run)."""
+
+
+def test_the_preflight_checks_the_settings_the_sweeper_runs_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweeper runs inside hydra.main, which composes the config again: both build the settings
+    with search_settings, from the released config (a promoted snapshot merged in) and the same argv."""
+    from evoharness.compiler.config_compile import to_plain
+    from evoharness.compiler.release.registry import Registry, make_snapshot
+    from evoharness.search.cli.main import main
+    from evoharness.search.optimise import settings
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        base = hydra_compose(config_name="config", overrides=[f"runs_dir={tmp_path}"])
+    GlobalHydra.instance().clear()
+    agent = {**to_plain(base.agent), "tool_format": "bash"}
+    registry = Registry(str(tmp_path / "registry"))
+    snapshot = make_snapshot("bfcl_agent", {"agent": agent, "tool_overrides": {}, "model": to_plain(base.model)}, author="test")
+    registry.write_snapshot(snapshot)
+    registry.promote(snapshot.content_hash)
+
+    built: list[RunSettings] = []
+    real = settings.search_settings
+
+    def recording(*args: Any, **kwargs: Any) -> RunSettings:
+        built.append(real(*args, **kwargs))
+        if len(built) == 2:  # the preflight's, then the sweeper's
+            raise _Built
+        return built[-1]
+
+    monkeypatch.setattr(settings, "search_settings", recording)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(_Built):
+        main(["search", f"runs_dir={tmp_path}", "search.study=same", "search.rounds=1", "mutators.pool_size=3",
+              "model.temperature=0,0.7", "hydra/launcher=basic"])
+    preflight, sweeper = built
+    assert preflight == sweeper
+    assert preflight.agent["tool_format"] == "bash" != base.agent.tool_format  # the release, not the base config
+    assert preflight.search.temperatures == (0.0, 0.7) and preflight.pool_size == 3
