@@ -20,12 +20,13 @@ from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.sim.rewriter import rewrite_reply
 from evoharness.compiler.variant import compile_agent
-from evoharness.search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
+from evoharness.search.genome import Genome, PoolEntry, Pools, genome_to_config, initial_pools
 from evoharness.search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
-from evoharness.search.mutators.evidence import Failure, mask_values, parse_failures, section_text
+from evoharness.search.mutators.evidence import Failure, mask_values, parse_failures
 from evoharness.search.mutators.llm import check_section, check_step, redact_call
 from omegaconf import OmegaConf
 
+from evoharness.testing import MutationCase, MutatorContract, order_desk_case
 from tests.compiler.fixtures import configs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -138,6 +139,7 @@ CONTEXTS = {"fixture": fixture_ctx, "bfcl": bfcl_ctx}
 SILENT = {  # mutators with nothing honest to propose in a context (each documents why)
     "fixture": {"tool_format"},
     "bfcl": {"tool_format", "tool_attach"},  # bfcl offers every tool ("*"): nothing to attach
+    "order_desk": {"tool_format", "teacher_gap_rewriter"},  # the order desk has no teacher
 }
 
 
@@ -182,40 +184,31 @@ def sentences(text: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]
 
 
-# -- the contract suite ----------------------------------------------------------------------
+# -- the contract suite (evoharness.testing.MutatorContract) --------------------------------
 
-@pytest.mark.parametrize("context", sorted(CONTEXTS))
-@pytest.mark.parametrize("name", known_mutators())
-def test_mutator_contract(name: str, context: str) -> None:
-    ctx, tool = CONTEXTS[context]()
-    before = (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence, ctx.front)
-    out = run(name, ctx)
-    assert out == run(name, ctx), "same seed, different proposals"
-    assert (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence,
-            ctx.front) == before
-    if name not in SILENT[context]:
-        assert out, f"{name} proposed nothing in the {context} context"
-    anchor = ctx.front[0]
-    for p in out:
-        assert isinstance(p, Proposal | Control)
-        if isinstance(p, Control):
-            assert p.author == name == "identity"
-            continue
-        assert p.entry.author == name and p.kind in SLOT_KINDS
-        assert (p.key is None) == (p.kind in ("toolset", "model", "temperature"))
-        text = repr(p.entry.value) + p.entry.note
-        assert not [g for g in GOLD if g in text], f"{name} leaked a task value: {text}"
-        if p.kind == "section":
-            assert p.key is not None and p.key in ctx.pools.sections
-            original = section_text(ctx, p.key)
-            assert p.entry.value.strip() and len(p.entry.value) >= len(original)
-            assert all(s in " ".join(p.entry.value.split()) for s in sentences(original))
-    pools, added, _ = grow_pools(ctx.pools, out)
-    assert ctx.pools.to_dict() == before[1]
-    base_hash = variant_hash(ctx, tool, anchor, pools)
-    for p in added:
-        assert variant_hash(ctx, tool, using(anchor, p, pools, ctx.agent), pools) != base_hash, (
-            f"{name}: {p.kind} {p.key} compiles to the anchor's variant")
+def _case(name: str) -> MutationCase:
+    if name == "order_desk":
+        return order_desk_case()
+    ctx, tool = CONTEXTS[name]()
+    return MutationCase(context=ctx, tool=tool, models=MODELS, task_values=GOLD, name=name)
+
+
+class TestMutatorContract(MutatorContract):
+    """Every registered mutator, in the project's two contexts and the suite's own order desk."""
+
+    @pytest.fixture(params=known_mutators())
+    def mutator_name(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    @pytest.fixture(params=[*sorted(CONTEXTS), "order_desk"])
+    def mutation_case(self, request: pytest.FixtureRequest) -> MutationCase:
+        return _case(str(request.param))
+
+    def make(self, name: str) -> Any:
+        return make(name)
+
+    def silent(self, name: str, case: MutationCase) -> bool:
+        return name in SILENT[case.name]
 
 
 def test_every_builtin_is_registered() -> None:
