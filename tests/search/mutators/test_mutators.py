@@ -19,8 +19,7 @@ from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.sim.rewriter import rewrite_reply
-from evoharness.compiler.variant import compile_agent
-from evoharness.search.genome import Genome, PoolEntry, Pools, genome_to_config, initial_pools
+from evoharness.search.genome import Genome, PoolEntry, initial_pools
 from evoharness.search.mutators.base import Control, Evidence, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
 from evoharness.search.mutators.evidence import Failure, mask_values, parse_failures
 from evoharness.search.mutators.llm import check_section, check_step, redact_call
@@ -158,30 +157,6 @@ def proposals(name: str, ctx: MutationContext, **params: Any) -> list[Proposal]:
     out = run(name, ctx, **params)
     assert all(isinstance(p, Proposal) for p in out)
     return [p for p in out if isinstance(p, Proposal)]
-
-
-def variant_hash(ctx: MutationContext, tool: Mapping[str, Any], genome: Genome, pools: Pools) -> str:
-    agent, tool_cfg, model = genome_to_config(genome, pools, agent=ctx.agent, tool=tool, models=MODELS)
-    return compile_agent(agent, tool=tool_cfg, model=model).content_hash
-
-
-def using(genome: Genome, p: Proposal, pools: Pools, agent: Mapping[str, Any]) -> Genome:
-    """The genome with the slot of ``p`` set to its new entry (the last of its pool)."""
-    data = genome.to_dict()
-    key = p.key or ""
-    if p.kind == "section":
-        data["sections"][key] = len(pools.sections[key]) - 1
-    elif p.kind == "tool":
-        data["tools"][key] = len(pools.tools[key]) - 1
-    elif p.kind == "step":  # an appended step is switched on, a required step made switchable is switched off
-        data["steps"][key] = key not in {s["name"] for s in agent.get("workflow", [])}
-    else:
-        data[p.kind] = len(getattr(pools, {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}[p.kind])) - 1
-    return Genome.from_dict(data)
-
-
-def sentences(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]
 
 
 # -- the contract suite (evoharness.testing.MutatorContract) --------------------------------
