@@ -82,12 +82,21 @@ class MutatorContract:
     may_be_silent: ClassVar[bool] = False
     seed: ClassVar[int] = 11
 
+    @classmethod
+    def named_mutator(cls) -> str:
+        """Import the plugins and return ``mutator``.
+
+        Raises:
+            TypeError: ``mutator`` is not set.
+        """
+        if not cls.mutator:
+            raise TypeError(f"{cls.__name__} names no mutator: set mutator = '<registered name>' on the class")
+        load_plugins(tuple(cls.plugins))
+        return cls.mutator
+
     @pytest.fixture
     def mutator_name(self) -> str:
-        if not self.mutator:
-            raise TypeError(f"{type(self).__name__} names no mutator: set mutator = '<registered name>' on the class")
-        load_plugins(tuple(self.plugins))
-        return self.mutator
+        return self.named_mutator()
 
     @pytest.fixture
     def mutation_case(self) -> MutationCase:
