@@ -30,8 +30,8 @@ MODES: tuple[str, ...] = ("live", "record", "replay")
 class ToolInfraError(Exception):
     """A tool failure that is the infrastructure's, not the model's: the episode is skipped.
 
-    Raise it from ``Environment.call`` (or ``Workload.make_environment``) when a live service is
-    down or a recorded output is missing; its message is the skip's reason in the records.
+    Raise it from ``Environment.call`` when a live service is down or a recorded output is
+    missing; its message is the skip's reason in the records.
     """
 
 

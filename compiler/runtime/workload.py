@@ -212,7 +212,8 @@ class Workload(Protocol):
         and no state is shared with other environments.
 
         Raises:
-            ToolInfraError: the environment's infrastructure is unavailable (the episode is skipped).
+            Never raises for a task of its own: an exception here stops the evaluation (raise
+            ToolInfraError from ``Environment.call`` to skip an episode instead).
         """
         ...
 
