@@ -44,7 +44,18 @@ DENIED_MODULES = (
 def tool(*, mutates_state: bool = False, group: str = "", name: str | None = None, live: bool = False) -> Callable[[F], F]:
     """Label a tool function: whether a call can change the environment, its API group, its name,
     and whether its output is live (a service, the clock): live tools are what tool-output
-    snapshots record and replay (compiler/runtime/tool_outputs.py)."""
+    snapshots record and replay (compiler/runtime/tool_outputs.py).
+
+    Args:
+        mutates_state: A call can change the environment (default: a read-only tool).
+        group: The tool's API group (default: none).
+        name: The name the model calls it by (default: the function's name).
+        live: Its output comes from outside the process, so snapshots record and replay it.
+
+    Raises:
+        Never raises here. The function is checked when a config names it: no docstring, ``*args``,
+        or an annotation with no JSON schema is a ConfigError naming the function.
+    """
     def label(fn: F) -> F:
         fn.__evoharness_tool__ = {"mutates_state": bool(mutates_state), "group": str(group), "name": name,  # type: ignore[attr-defined]
                                   "live": bool(live)}

@@ -19,7 +19,15 @@ CATALOGS: NamedRegistry[CatalogLoader] = NamedRegistry("tool catalog", decorator
 
 
 def register_tool_catalog(name: str) -> Callable[[CatalogLoader], CatalogLoader]:
-    """Decorator: make ``tool.source=<name>`` load tools from the decorated function."""
+    """Decorator: make ``tool.source=<name>`` load tools from the decorated function, a loader
+    called with no arguments that returns a sequence of ``ToolSpec``.
+
+    Args:
+        name: The catalog's name, as ``tool.source`` names it.
+
+    Raises:
+        Never raises here; an unknown ``tool.source`` is a ConfigError naming the registered catalogs.
+    """
     return CATALOGS.register(name)
 
 

@@ -7,7 +7,13 @@ from typing import NoReturn
 
 
 class ConfigError(ValueError):
-    """Bad configuration or override. Rendered as a single line; the CLI exits with code 2."""
+    """Bad configuration or override. Rendered as a single line; the CLI exits with code 2.
+
+    Args:
+        path: The config path of the bad value, e.g. ``workload.options.path``.
+        problem: What is wrong with it.
+        fix: How to fix it.
+    """
 
     def __init__(self, path: str, problem: str, fix: str) -> None:
         self.path = path

@@ -11,7 +11,21 @@ JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool as the model sees it; the implementation is bound by the workload."""
+    """A tool as the model sees it; the implementation is bound by the workload.
+
+    Attributes:
+        name: The identifier the model calls, unique within an agent.
+        description: What the tool does, shown to the model.
+        parameters: A JSON-schema object (``{"type": "object", "properties": {...}}``).
+        rules: Usage rules rendered into the system prompt.
+        examples: Example calls shown with the tool.
+        mutates_state: Whether a call can change the environment.
+        group: The owning API or class, e.g. ``"GorillaFileSystem"``.
+
+    Raises:
+        Never raises: a catalog's schemas are checked when a config uses them (a ConfigError
+        naming the first bad node).
+    """
 
     name: str  # identifier the model calls, unique within an agent
     description: str  # what the tool does, shown to the model

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from evoharness.compiler.variant import HarnessVariant
     from evoharness.search.evaluation.metrics import EvalReport
     from evoharness.search.records.outcome import SearchOutcome
-    from omegaconf import DictConfig
 
 Overrides = Sequence[str] | Mapping[str, Any]
 T = TypeVar("T")

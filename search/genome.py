@@ -24,6 +24,16 @@ _LIST_SLOTS: dict[str, str] = {"toolset": "toolsets", "model": "models", "temper
 
 @dataclass(frozen=True)
 class PoolEntry:
+    """One value a slot's pool offers the search.
+
+    Attributes:
+        value: Section text, a tool override mapping, a step config, a tool pattern list, a model
+            name or a temperature, by the slot's kind.
+        author: The mutator that made it (``"baseline"`` for entry 0).
+        note: Why it was made (e.g. the failure kind it answers); never a task value.
+        retired: Made room for a newer entry: kept for the trials that used it, no longer sampled.
+    """
+
     value: Any  # section text | tool override mapping | step config | tool pattern list | model name | temperature
     author: str  # mutator that made it ("baseline" for entry 0)
     note: str = ""  # why it was made (e.g. the failure it answers)

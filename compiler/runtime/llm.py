@@ -42,7 +42,18 @@ def register_model_provider(name: str, *, check: ParamsCheck | None = None, cach
     whatever besides the request decides the provider's answer (its version, a server-side mode):
     it is part of every response-cache key, so a changed provider is never answered from old entries.
     ``params`` names the provider's own ``model.extra`` parameters, each ``<name>_<param>``
-    (compiler/model_extra.py): any other key besides the generation parameters is refused."""
+    (compiler/model_extra.py): any other key besides the generation parameters is refused.
+
+    Args:
+        name: The route prefix the provider serves (``<name>/<model>``).
+        check: ``(route, params) -> None``; raises ValueError for what the provider cannot serve.
+        cache_tag: ``route -> str``; what else decides the answer, part of every cache key.
+        params: The provider's own ``model.extra`` parameter names.
+
+    Raises:
+        Never raises here; ``check``'s ValueError is reported before the run as a ConfigError on
+        the model config.
+    """
     def wrap(registrar: ProviderRegistrar) -> ProviderRegistrar:
         registrar.params = frozenset(params)  # type: ignore[attr-defined]
         if check is not None:
@@ -94,6 +105,12 @@ class ProviderCheckError(ValueError):
 
 @lru_cache(maxsize=1)
 def litellm_module() -> ModuleType:
+    """litellm, imported once with its local price map (no network fetch) and quiet logging; what
+    a model provider registers its custom handler with.
+
+    Raises:
+        ImportError: litellm is not installed.
+    """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 

@@ -28,7 +28,11 @@ MODES: tuple[str, ...] = ("live", "record", "replay")
 
 
 class ToolInfraError(Exception):
-    """A tool failure that is the infrastructure's, not the model's: the episode is skipped."""
+    """A tool failure that is the infrastructure's, not the model's: the episode is skipped.
+
+    Raise it from ``Environment.call`` when a live service is down or a recorded output is
+    missing; its message is the skip's reason in the records.
+    """
 
 
 def call_key(tool: str, arguments: Mapping[str, Any]) -> str:

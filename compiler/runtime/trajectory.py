@@ -10,7 +10,13 @@ EpisodeStatus = Literal["completed", "max_turns", "infra_error"]
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A call the model asked for, decoded from native tool calls or from bash lines."""
+    """A call the model asked for, decoded from native tool calls or from bash lines; also a
+    task's reference call (``Task.gold``).
+
+    Attributes:
+        name: The tool's name.
+        arguments: Its keyword arguments.
+    """
 
     name: str
     arguments: Mapping[str, Any]
@@ -18,6 +24,17 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ToolCallRecord:
+    """One tool call of an episode, as the model saw its outcome.
+
+    Attributes:
+        turn: The index of the user turn the call belongs to.
+        name: The tool called.
+        arguments: The arguments passed.
+        result: The tool's output as the model saw it (None when the call failed).
+        error: The failure sent to the model instead (a raised exception, an unknown tool, bad
+            arguments), or None.
+    """
+
     turn: int  # index of the user turn this call belongs to
     name: str
     arguments: Mapping[str, Any]
@@ -43,6 +60,24 @@ class ModelCallRecord:
 
 @dataclass(frozen=True)
 class Trajectory:
+    """What one episode leaves behind; a scorer reads ``tool_calls``, ``responses`` and
+    ``final_state``.
+
+    Attributes:
+        task_id: The task played.
+        sample: The sample index of this episode of the task.
+        seed: The environment's seed.
+        variant_hash: The compiled agent's content hash.
+        status: ``"completed"``, ``"max_turns"`` or ``"infra_error"``.
+        model_calls: One ``ModelCallRecord`` per model call (tokens, cost, latency).
+        tool_calls: One ``ToolCallRecord`` per tool call, in order.
+        responses: The final assistant text of each user turn.
+        infra_error: Why an ``infra_error`` episode stopped, or None.
+        final_state: The environment's snapshot at the end.
+        lost_attempts: Attempts of the model call that outlived its retries.
+        lost_infra_s: The time those attempts took.
+    """
+
     task_id: str
     sample: int
     seed: int

@@ -28,6 +28,25 @@ def checked_split(split: object) -> Split:
 
 @dataclass(frozen=True)
 class Task:
+    """One task of a workload: the user turns an episode plays, the tools it offers, and what
+    its scorer compares against.
+
+    Attributes:
+        task_id: Unique across the workload's splits, ``"<workload>/<id>"``.
+        split: ``"train"``, ``"dev"`` or ``"holdout"``.
+        turns: The user messages of each turn, as chat messages with ``role`` and ``content``;
+            a turn may be empty.
+        tool_names: The tools offered at the start of the episode (names of ``Workload.tool_specs``).
+        gold: The reference calls of each turn (one tuple of ``ToolCall`` per turn), or ``()``.
+        added_tools: Turn index -> the tools added at that turn.
+        answers: The reference final answer of each turn (``None`` where a turn has none), or ``()``.
+        data: Anything else the workload needs; ``data["stratum"]`` labels the task's kind.
+
+    Raises:
+        Never raises: the fields are not checked here; ``evoharness.testing.WorkloadContract``
+        checks a workload's tasks.
+    """
+
     task_id: str  # globally unique, "<workload>/<id>", e.g. "bfcl/multi_turn_base_0"
     split: Split
     turns: tuple[tuple[Mapping[str, Any], ...], ...]  # user messages per turn (a turn may be empty)
@@ -60,7 +79,20 @@ FAILURE_KINDS = (
 @dataclass(frozen=True)
 class Failure:
     """One thing a failed episode got wrong. ``expected`` and ``got`` may carry task values: they
-    are for the practitioner's report; mutators read only ``kind``, ``tool`` and ``argument``."""
+    are for the practitioner's report; mutators read only ``kind``, ``tool`` and ``argument``.
+
+    Attributes:
+        kind: One of ``FAILURE_KINDS`` (``wrong_tool``, ``wrong_value``, ``missed_call``, ...;
+            docs/workloads.md lists them with their meaning).
+        tool: The tool the failure is about, or None.
+        argument: The argument (or, for ``wrong_state``, the state key) it is about, or None.
+        expected: The reference value, for the report only.
+        got: The value the episode produced, for the report only.
+        turn: The user turn it happened in, or None.
+
+    Raises:
+        ValueError: ``kind`` is not one of ``FAILURE_KINDS``.
+    """
 
     kind: str  # one of FAILURE_KINDS
     tool: str | None = None
@@ -85,6 +117,22 @@ class Failure:
 
 @dataclass(frozen=True)
 class EpisodeScore:
+    """A workload's verdict on one episode.
+
+    Attributes:
+        passed: The task's contract is met.
+        score: A number in [0, 1].
+        named: Named sub-scores (finite numbers).
+        safety_violations: Forbidden or policy-violating writes (0 or more).
+        delivered: The contract gate: an undelivered episode counts as 0 and not passed,
+            whatever ``score`` says.
+        detail: The first failure reason, one line for people; mutators never read it.
+        failures: What went wrong, as ``Failure`` records: what the mutators read.
+
+    Raises:
+        Never raises: ``evoharness.testing.WorkloadContract`` checks the ranges.
+    """
+
     passed: bool  # the task's contract is met
     score: float  # in [0, 1]
     named: Mapping[str, float] = field(default_factory=dict)  # named sub-scores
@@ -95,28 +143,102 @@ class EpisodeScore:
 
 
 class Environment(Protocol):
-    """A live episode environment. ``call`` raises on tool failure; the loop reports it."""
+    """A live episode environment, made by ``Workload.make_environment`` for one episode.
+    ``call`` raises on tool failure; the loop reports it to the model as a tool error.
 
-    def call(self, name: str, arguments: Mapping[str, Any]) -> str: ...
+    Raises:
+        Exception: from ``call``, on any tool failure (never SystemExit or KeyboardInterrupt).
+        ToolInfraError: from ``call``, when the failure is the infrastructure's: the episode is skipped.
+    """
 
-    def end_turn(self, turn: int) -> None: ...
+    def call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run tool ``name`` with the model's keyword ``arguments`` and return its output as text.
 
-    def snapshot(self) -> Mapping[str, Any]: ...
+        Raises:
+            Exception: the tool failed (an unknown tool, bad arguments, a refused action); the
+                environment stays usable and unchanged by the failed call.
+            ToolInfraError: a live service or a tool-output snapshot failed; the episode is skipped.
+        """
+        ...
+
+    def end_turn(self, turn: int) -> None:
+        """Close user turn ``turn``; called once per turn, in order, from 0.
+
+        Raises:
+            Never raises for turns given in order.
+        """
+        ...
+
+    def snapshot(self) -> Mapping[str, Any]:
+        """The environment's state as JSON-able data, for records; a copy later calls do not change.
+
+        Raises:
+            Never raises.
+        """
+        ...
 
 
 @runtime_checkable
 class Workload(Protocol):
+    """What an agent is evaluated on: tasks in splits, a fresh environment per episode, a scorer.
+    Registered by name with ``register_workload``; its factory is called with
+    ``workload.options`` as keyword arguments, and with none by the simulated model.
+    ``evoharness.testing.WorkloadContract`` checks an implementation.
+
+    Attributes:
+        name: The registry name; task ids are ``"<name>/<id>"``.
+
+    Raises:
+        TypeError: from the factory, for an unknown option.
+        ValueError: from the factory, for a bad option value (reported as one
+            ``workload.options: ...`` line).
+    """
+
     name: str
 
-    def tool_specs(self) -> Sequence[ToolSpec]: ...
+    def tool_specs(self) -> Sequence[ToolSpec]:
+        """Every tool a task may offer, with unique names and valid parameter schemas.
 
-    def tasks(self, split: str) -> Sequence[Task]: ...  # split as a config names it: checked_split refuses another
+        Raises:
+            Never raises.
+        """
+        ...
 
-    def task(self, task_id: str) -> Task: ...
+    def tasks(self, split: str) -> Sequence[Task]:
+        """The tasks of ``split`` (``"train"``, ``"dev"`` or ``"holdout"``), the same on every call.
 
-    def make_environment(self, task: Task, *, seed: int) -> Environment: ...
+        Raises:
+            ValueError: ``split`` is not a split (``checked_split`` gives the one-line message);
+                never an empty list for it.
+        """
+        ...
 
-    def score(self, task: Task, trajectory: Trajectory, environment: Environment) -> EpisodeScore: ...
+    def task(self, task_id: str) -> Task:
+        """The task ``task_id`` of any split, as ``tasks`` returns it.
+
+        Raises:
+            KeyError: no task has that id.
+        """
+        ...
+
+    def make_environment(self, task: Task, *, seed: int) -> Environment:
+        """A fresh environment for one episode of ``task``; the same ``seed`` gives the same start,
+        and no state is shared with other environments.
+
+        Raises:
+            Never raises for a task of its own: an exception here stops the evaluation (raise
+            ToolInfraError from ``Environment.call`` to skip an episode instead).
+        """
+        ...
+
+    def score(self, task: Task, trajectory: Trajectory, environment: Environment) -> EpisodeScore:
+        """Score the episode ``trajectory`` of ``task``, played in ``environment``; scoring again
+        gives the same score.
+
+        Raises:
+            Never raises for a trajectory the loop produced, whatever calls it holds.
+        """
+        ...
 
 
 WorkloadFactory = Callable[..., Workload]
@@ -125,6 +247,16 @@ WORKLOADS: NamedRegistry[WorkloadFactory] = NamedRegistry("workload", decorator=
 
 
 def register_workload(name: str) -> Callable[[WorkloadFactory], WorkloadFactory]:
+    """Decorator: make ``workload.name=<name>`` build its workload with the decorated factory (a
+    ``Workload`` class, or a function returning one), called with ``workload.options`` as keyword
+    arguments. A later registration of the same name replaces the earlier one.
+
+    Args:
+        name: The workload's name; its task ids start with ``"<name>/"``.
+
+    Raises:
+        Never raises here; an unknown name in a config is a ConfigError naming the registered ones.
+    """
     return WORKLOADS.register(name)
 
 

@@ -40,7 +40,19 @@ def _slot(pools: Pools, kind: SlotKind, key: str | None) -> tuple[PoolEntry, ...
 @dataclass(frozen=True)
 class FailedEpisode:
     """A scored episode that failed: what a job sends back with its evaluation, and what the
-    evidence-driven mutators read."""
+    evidence-driven mutators read.
+
+    Attributes:
+        task_id: The task that failed.
+        sample: Which sample of the task it was.
+        detail: The scorer's first failure reason, for people; a mutator never parses it.
+        tool_errors: ``"tool: error"`` for the calls that raised (values masked by the caller where needed).
+        failures: The scorer's structured ``Failure`` records; read only ``kind``, ``tool`` and ``argument``.
+        genome: The front member that failed it (set when the mutators read it).
+
+    Raises:
+        ``from_dict`` raises KeyError or ValueError on a record that is not a failed episode.
+    """
 
     task_id: str
     sample: int = 0
@@ -66,6 +78,21 @@ TeacherRunner = Callable[[Sequence[str]], Mapping[str, Sequence[str]]]  # task i
 
 @dataclass(frozen=True)
 class MutationContext:
+    """What a mutator sees between rounds. It must not change any of it: it returns proposals.
+
+    Attributes:
+        agent: The baseline agent config (sections, tools, workflow, ...).
+        tools: The baseline's tools after catalog overrides, by name.
+        pools: The pools the search samples from (``pools.sections[name]`` holds ``PoolEntry`` values).
+        front: The current Pareto front (train), best first.
+        evidence: The failed train episodes of the front.
+        models: The model config names the search may use.
+        round: The search round about to run.
+        run_teacher: Runs a stronger route on task ids (for teacher-gap mutators), or None.
+        cache_dir: The model response cache for LLM-backed mutators, or None.
+        on_cost: Called with (mutator, USD) for each paid model call a mutator makes, or None.
+    """
+
     agent: Mapping[str, Any]  # the baseline agent config
     tools: Mapping[str, ToolSpec]  # the baseline's tools after catalog overrides
     pools: Pools
@@ -80,6 +107,14 @@ class MutationContext:
 
 @dataclass(frozen=True)
 class Proposal:
+    """A new pool entry a mutator proposes; the search adds it unless it duplicates a pooled value.
+
+    Attributes:
+        kind: The slot kind: ``"section"``, ``"tool"``, ``"step"``, ``"toolset"``, ``"model"`` or ``"temperature"``.
+        key: The section, tool or step name; None for the list-valued slots (toolset, model, temperature).
+        entry: The ``PoolEntry``; its ``author`` is the mutator's registered name.
+    """
+
     kind: SlotKind
     key: str | None  # section / tool / step name; None for the list-valued slots
     entry: PoolEntry
@@ -87,14 +122,41 @@ class Proposal:
 
 @dataclass(frozen=True)
 class Control:
+    """A request to re-evaluate a known genome with fresh samples, to measure noise.
+
+    Attributes:
+        genome: The genome to evaluate again.
+        author: The mutator asking for it.
+    """
+
     genome: Genome
     author: str
 
 
 class Mutator(Protocol):
+    """Evidence in, pool growth out. Registered by name with ``register_mutator``; its factory is
+    called with the config's ``params`` as keyword arguments. ``evoharness.testing.MutatorContract``
+    checks an implementation.
+
+    Attributes:
+        name: The registered name; every entry it proposes names it as ``author``.
+
+    Raises:
+        ValueError: from the factory, for a bad parameter (name the parameter and its value).
+    """
+
     name: str
 
-    def propose(self, ctx: MutationContext, *, rng: random.Random) -> Sequence[Proposal | Control]: ...
+    def propose(self, ctx: MutationContext, *, rng: random.Random) -> Sequence[Proposal | Control]:
+        """Proposals for the next round, drawn only from ``ctx`` and ``rng`` (the same seed gives
+        the same proposals); ``ctx`` is left unchanged and no task value (``Failure.expected`` or
+        ``got``) appears in an entry.
+
+        Raises:
+            Exception: only for a fault the search must stop on (a model route that fails); a
+                mutator with nothing to propose returns an empty sequence.
+        """
+        ...
 
 
 MutatorFactory = Callable[..., Mutator]
@@ -104,6 +166,16 @@ MUTATORS: NamedRegistry[MutatorFactory] = NamedRegistry("mutator", decorator="@r
 
 
 def register_mutator(name: str) -> Callable[[MutatorFactory], MutatorFactory]:
+    """Decorator: make ``mutators.enabled=[{name: <name>, params: {...}}]`` build its mutator with the
+    decorated factory (a ``Mutator`` class, or a function returning one), called with ``params`` as
+    keyword arguments.
+
+    Args:
+        name: The mutator's name; its proposals' entries name it as their author.
+
+    Raises:
+        Never raises here; an unknown name in a config is a ConfigError naming the registered ones.
+    """
     return MUTATORS.register(name)
 
 

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.examples.install import install
 from tests.runs import ONE_AT_A_TIME
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "tooltalk"
 
 ALL_PASS = ("gates: every split has tasks PASS, gold replay passes PASS, do-nothing model fails PASS, deterministic PASS, "
             "final state scored PASS")
@@ -23,13 +20,7 @@ ALL_PASS = ("gates: every split has tasks PASS, gold replay passes PASS, do-noth
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("tooltalk")
-    source = work / "src"
-    shutil.copytree(EXAMPLE, source)  # pip builds in the source tree: keep the repo's clean
-    target = work / "site"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
-                           str(source)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    _, target = install("tooltalk", tmp_path_factory.mktemp("tooltalk"))
     assert list(target.glob("evoharness_tooltalk-*.dist-info/entry_points.txt"))
     return target
 

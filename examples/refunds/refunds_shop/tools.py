@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from evoharness.compiler.callables import tool
+from evoharness.plugin import tool
 
 
 @tool(group="orders")

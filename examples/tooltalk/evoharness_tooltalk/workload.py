@@ -20,11 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from evoharness.compiler.catalog import register_tool_catalog
-from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
-from evoharness.compiler.runtime.workload import EpisodeScore, Failure, Task, register_workload
-from evoharness.compiler.toolspec import ToolSpec
-
+from evoharness.plugin import EpisodeScore, Failure, Task, ToolCall, ToolSpec, Trajectory, register_tool_catalog, register_workload
 from evoharness_tooltalk import textmatch
 
 textmatch.install()  # before ToolTalk's APIs are imported (see textmatch.py)

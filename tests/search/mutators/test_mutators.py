@@ -19,22 +19,13 @@ from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.sim.rewriter import rewrite_reply
-from evoharness.compiler.variant import compile_agent
-from evoharness.search.genome import SLOT_KINDS, Genome, PoolEntry, Pools, genome_to_config, initial_pools
-from evoharness.search.mutators.base import (
-    Control,
-    FailedEpisode,
-    MutationContext,
-    Proposal,
-    grow_pools,
-    known_mutators,
-    make_mutator,
-    section_text,
-)
+from evoharness.search.genome import Genome, PoolEntry, initial_pools
+from evoharness.search.mutators.base import Control, FailedEpisode, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
 from evoharness.search.mutators.llm import check_section, check_step, redact_call
 from evoharness.search.mutators.rule_miner import MaskedFailure, mask_values, parse_failures
 from omegaconf import OmegaConf
 
+from evoharness.testing import MutationCase, MutatorContract, order_desk_case
 from tests.compiler.fixtures import configs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -148,6 +139,7 @@ CONTEXTS = {"fixture": fixture_ctx, "bfcl": bfcl_ctx}
 SILENT = {  # mutators with nothing honest to propose in a context (each documents why)
     "fixture": {"tool_format"},
     "bfcl": {"tool_format", "tool_attach"},  # bfcl offers every tool ("*"): nothing to attach
+    "order_desk": {"tool_format", "teacher_gap_rewriter"},  # the order desk has no teacher
 }
 
 
@@ -168,64 +160,31 @@ def proposals(name: str, ctx: MutationContext, **params: Any) -> list[Proposal]:
     return [p for p in out if isinstance(p, Proposal)]
 
 
-def variant_hash(ctx: MutationContext, tool: Mapping[str, Any], genome: Genome, pools: Pools) -> str:
-    agent, tool_cfg, model = genome_to_config(genome, pools, agent=ctx.agent, tool=tool, models=MODELS)
-    return compile_agent(agent, tool=tool_cfg, model=model).content_hash
+# -- the contract suite (evoharness.testing.MutatorContract) --------------------------------
+
+def _case(name: str) -> MutationCase:
+    if name == "order_desk":
+        return order_desk_case()
+    ctx, tool = CONTEXTS[name]()
+    return MutationCase(context=ctx, tool=tool, models=MODELS, task_values=GOLD, name=name)
 
 
-def using(genome: Genome, p: Proposal, pools: Pools, agent: Mapping[str, Any]) -> Genome:
-    """The genome with the slot of ``p`` set to its new entry (the last of its pool)."""
-    data = genome.to_dict()
-    key = p.key or ""
-    if p.kind == "section":
-        data["sections"][key] = len(pools.sections[key]) - 1
-    elif p.kind == "tool":
-        data["tools"][key] = len(pools.tools[key]) - 1
-    elif p.kind == "step":  # an appended step is switched on, a required step made switchable is switched off
-        data["steps"][key] = key not in {s["name"] for s in agent.get("workflow", [])}
-    else:
-        data[p.kind] = len(getattr(pools, {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}[p.kind])) - 1
-    return Genome.from_dict(data)
+class TestMutatorContract(MutatorContract):
+    """Every registered mutator, in the project's two contexts and the suite's own order desk."""
 
+    @pytest.fixture(params=known_mutators())
+    def mutator_name(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
 
-def sentences(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]
+    @pytest.fixture(params=[*sorted(CONTEXTS), "order_desk"])
+    def mutation_case(self, request: pytest.FixtureRequest) -> MutationCase:
+        return _case(str(request.param))
 
+    def make(self, name: str) -> Any:
+        return make(name)
 
-# -- the contract suite ----------------------------------------------------------------------
-
-@pytest.mark.parametrize("context", sorted(CONTEXTS))
-@pytest.mark.parametrize("name", known_mutators())
-def test_mutator_contract(name: str, context: str) -> None:
-    ctx, tool = CONTEXTS[context]()
-    before = (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence, ctx.front)
-    out = run(name, ctx)
-    assert out == run(name, ctx), "same seed, different proposals"
-    assert (copy.deepcopy(ctx.agent), ctx.pools.to_dict(), {k: s.to_dict() for k, s in ctx.tools.items()}, ctx.evidence,
-            ctx.front) == before
-    if name not in SILENT[context]:
-        assert out, f"{name} proposed nothing in the {context} context"
-    anchor = ctx.front[0]
-    for p in out:
-        assert isinstance(p, Proposal | Control)
-        if isinstance(p, Control):
-            assert p.author == name == "identity"
-            continue
-        assert p.entry.author == name and p.kind in SLOT_KINDS
-        assert (p.key is None) == (p.kind in ("toolset", "model", "temperature"))
-        text = repr(p.entry.value) + p.entry.note
-        assert not [g for g in GOLD if g in text], f"{name} leaked a task value: {text}"
-        if p.kind == "section":
-            assert p.key is not None and p.key in ctx.pools.sections
-            original = section_text(ctx, p.key)
-            assert p.entry.value.strip() and len(p.entry.value) >= len(original)
-            assert all(s in " ".join(p.entry.value.split()) for s in sentences(original))
-    pools, added, _ = grow_pools(ctx.pools, out)
-    assert ctx.pools.to_dict() == before[1]
-    base_hash = variant_hash(ctx, tool, anchor, pools)
-    for p in added:
-        assert variant_hash(ctx, tool, using(anchor, p, pools, ctx.agent), pools) != base_hash, (
-            f"{name}: {p.kind} {p.key} compiles to the anchor's variant")
+    def silent(self, name: str, case: MutationCase) -> bool:
+        return name in SILENT[case.name]
 
 
 def test_every_builtin_is_registered() -> None:
