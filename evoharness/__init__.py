@@ -7,3 +7,19 @@ Hydra config groups). Plugins import :mod:`evoharness.plugin`; their tests impor
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+_API = {"compile", "evaluate", "evaluate_async", "search"}
+_ERRORS = {"ConfigError": "evoharness.compiler.errors", "UsageError": "evoharness.compiler.hydra_errors",
+           "SearchOutcome": "evoharness.search.records.outcome"}
+__all__ = ["compile", "evaluate", "evaluate_async", "search", "ConfigError", "UsageError", "SearchOutcome", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    # loaded on first use: a plugin importing evoharness.plugin does not pay for Hydra and the search
+    import importlib
+
+    if name in _API:
+        return getattr(importlib.import_module("evoharness.api"), name)
+    if name in _ERRORS:
+        return getattr(importlib.import_module(_ERRORS[name]), name)
+    raise AttributeError(f"module 'evoharness' has no attribute {name!r}")

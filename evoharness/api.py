@@ -41,7 +41,8 @@ def compile(overrides: Overrides = (), *, config_dir: str | Path | None = None) 
     ``overrides``: Hydra overrides as on the command line (``["model=sim_small"]``), or a mapping
     of dotted keys to values (``{"model.temperature": 0.7}``), or a composed ``DictConfig``.
     ``config_dir``: a folder searched before the package's own configs (``--config-dir``).
-    Raises ``ConfigError`` (one line: the bad value and the fix) before anything is written."""
+    Raises ``ConfigError`` (a bad value: one line naming it and the fix) or ``UsageError`` (an
+    override that does not parse, an unknown flag) before anything is written."""
     from evoharness.compiler.cli import compile_task, compile_validate
 
     return _call("compile", overrides, config_dir, compile_task, compile_validate)  # type: ignore[return-value]
@@ -125,10 +126,20 @@ def _value(value: Any) -> str:
 
 def _call(command: str, overrides: Overrides, config_dir: str | Path | None, task: Callable[[DictConfig], Any],
           validate: Callable[..., object]) -> object:
-    from evoharness.compiler.hydra_app import command_argv, run_command
+    from evoharness.compiler.hydra_run import run_command
+    from evoharness.search.cli.main import command_argv
 
     argv = [*(["--config-dir", str(config_dir)] if config_dir is not None else []), *command_argv(command, as_overrides(overrides))]
-    return _loop_safe(lambda: _locked(lambda: run_command(command, argv, task, validate)))
+
+    def run() -> object:
+        try:
+            return run_command(command, argv, task, validate)
+        except SystemExit as stop:  # a sweep's failure is reported the way hydra.main reports it, then exits
+            if stop.code in (0, None):
+                return None
+            raise RuntimeError(f"evoharness {command} stopped (exit code {stop.code}); its output above says why") from None
+
+    return _loop_safe(lambda: _locked(run))
 
 
 def _locked(work: Callable[[], T]) -> T:
