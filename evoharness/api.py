@@ -94,7 +94,9 @@ def as_overrides(overrides: Overrides) -> list[str]:
         plain = OmegaConf.to_container(overrides, resolve=False)
         assert isinstance(plain, dict)
         plain.pop("hydra", None)
-        return [f"++{k}={_value(v)}" for k, v in _flatten(plain)]
+        # every key of a composed config is set; an empty mapping has nothing to set (and as an
+        # override it would be refused as a no-op)
+        return [f"++{k}={_value(v)}" for k, v in _flatten(plain) if v != {}]
     if isinstance(overrides, Mapping):
         return [f"{k}={_value(v)}" for k, v in _flatten(dict(overrides))]
     if isinstance(overrides, str):

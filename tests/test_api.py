@@ -100,7 +100,6 @@ def test_compile_takes_a_mapping_and_a_composed_config_and_gives_the_clis_hash(t
     assert hashes == [cli.stdout.split()[0]] * 3
 
 
-@pytest.mark.slow
 def test_search_returns_the_outcome_whose_champion_is_the_clis(tmp_path: Path) -> None:
     api_runs, cli_runs = tmp_path / "api", tmp_path / "cli"
     args = [*TINY_SEARCH, "seed=3"]
