@@ -120,3 +120,31 @@ def test_search_returns_the_outcome_whose_champion_is_the_clis(tmp_path: Path) -
     assert api["champion"] is not None  # the large model beats the small incumbent: a champion to compare
     assert api["champion"] == summary["champion"]["variant_hash"]
     assert api["front"] == sorted(m["variant_hash"] for m in summary["front"])
+
+
+def test_calls_from_two_threads_each_get_their_own_config(tmp_path: Path) -> None:
+    """Hydra's state is process-wide: two threads' calls must not compose each other's overrides."""
+    proc = _script(tmp_path, f"""
+        import json, threading
+        import evoharness
+
+        got = []
+        def work(model):
+            for _ in range(3):
+                got.append((model, evoharness.compile([f"model={{model}}", "runs_dir={tmp_path / 'runs'}"]).model.route))
+        threads = [threading.Thread(target=work, args=(m,)) for m in ("sim_small", "sim_large")]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print(json.dumps(got))
+        """)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(got) == 6
+    assert all(route == f"sim/{model.removeprefix('sim_')}" for model, route in got), got
+
+
+def test_a_string_is_refused_with_the_fix() -> None:
+    import evoharness
+
+    with pytest.raises(TypeError, match=r"Fix: pass \['model=sim_small'\]"):
+        evoharness.compile("model=sim_small")  # type: ignore[arg-type]
