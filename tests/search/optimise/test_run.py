@@ -147,7 +147,7 @@ def test_the_configured_sampler_proposes_the_rounds_trials(settings: RunSettings
     """search.sampler reaches every round's study, and a round run by it completes with sampled trials."""
     from dataclasses import replace
 
-    from evoharness.search.optimise import run as run_module
+    from evoharness.search.optimise import rounds as run_module
 
     used: list[str] = []
     original = run_module.round_study
