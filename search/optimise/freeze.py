@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.errors import ConfigError
@@ -15,7 +16,6 @@ from evoharness.compiler.runtime.workload import Workload, workload_factory
 from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.coverage import coverage_warning
 from evoharness.search.evaluation.scorer import scorer_hash
-from evoharness.search.optimise.finish import Frozen
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.records import doctor
 from evoharness.search.records.provenance import split_strata, tasks_hash
@@ -59,11 +59,13 @@ def warn_uncovered(splits: Splits, offered: list[str], echo: Callable[[str], Non
             echo(gap)
 
 
-def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: list[str], echo: Callable[[str], None]) -> Frozen:
-    """The study's frozen hashes: written to freeze.json on the first run; on a resume, checked
-    against what it holds (a study is never continued under another config, workload or scorer)."""
+def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: list[str],
+           echo: Callable[[str], None]) -> dict[str, Any]:
+    """The hashes the study is frozen under: written to freeze.json on the first run; on a resume,
+    checked against what it holds and read from it (a study is never continued under another
+    config, workload or scorer)."""
     st, s, workload = settings, settings.search, splits.workload
-    frozen = {
+    frozen: dict[str, Any] = {
         "config_hash": content_hash({"agent": st.agent, "tool": st.tool, "models": st.models, "workload": st.workload.to_dict(),
                                      "criteria": st.resolved["criteria"], "mutators": st.resolved["mutators"], "seed": st.seed,
                                      "search": s.frozen_part()}),
@@ -93,8 +95,8 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
         if changed:
             raise ConfigError("search.study", f"study {s.study!r} was started with a different {', '.join(changed)}",
                               f"resume with the same config, pick a new search.study, or delete {paths.dir}")
-        return Frozen.from_dict(before)
+        return dict(before)
     resolved = {**st.resolved, "search": {**st.resolved["search"], "storage": paths.storage_public}}
     write_json_atomic(path, versioned("freeze", {**frozen, "created_at": datetime.now(UTC).isoformat(), "git_revision": git_revision(),
                                                  "doctor": checkup, "resolved_config": resolved}))
-    return Frozen.from_dict(frozen)
+    return frozen

@@ -75,7 +75,7 @@ class SearchRun:
         return base_tools(self.settings)
 
     def freeze(self) -> Frozen:
-        return freeze(self.settings, self.paths, self.splits, tools=self.base_tools, echo=self.echo)
+        return Frozen.from_dict(freeze(self.settings, self.paths, self.splits, tools=self.base_tools, echo=self.echo))
 
     def execute(self) -> dict[str, Any]:
         frozen = self.freeze()
