@@ -10,7 +10,8 @@ from typing import Any
 import optuna
 from evoharness.compiler.runtime.workload import Workload
 from evoharness.search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
-from evoharness.search.genome import BASELINE, Genome, authors, param_space, params_to_genome, with_new_entry
+from evoharness.search.genome import BASELINE, Genome, authors, with_new_entry
+from evoharness.search.genome_params import param_space, params_to_genome
 from evoharness.search.optimise.budget import SpendWatch
 from evoharness.search.optimise.evaluations import Evaluations, SearchInterrupted
 from evoharness.search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
