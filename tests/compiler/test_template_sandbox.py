@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 from evoharness.compiler.errors import ConfigError
-from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.compiler.render import render_text
 from evoharness.compiler.template_bounds import FIX
 from evoharness.compiler.variant import compile_agent
