@@ -20,7 +20,8 @@ from evoharness.compiler.atomic import write_text_atomic
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import Snapshot, read_snapshot
 from evoharness.search.cli.registry import promote_main
-from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import aggregate
 from evoharness.search.genome import Genome
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
 from evoharness.search.records.claim_record import read_claim_record, record_claim

@@ -12,7 +12,8 @@ import optuna
 import pytest
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
-from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import aggregate
 from evoharness.search.genome import Genome
 from evoharness.search.optimise import trial as trial_module
 from evoharness.search.optimise.finish import FinishAborted

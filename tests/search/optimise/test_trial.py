@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.variant import compile_agent
-from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import aggregate
 from evoharness.search.optimise.trial import FailedEpisode, TrialResult, TrialSpec, stored_result
 
 from tests.compiler.fixtures import configs
