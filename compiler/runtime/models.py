@@ -14,6 +14,7 @@ from typing import Any
 
 from evoharness.compiler.model_extra import check_extra
 from evoharness.compiler.provenance import package_version
+from evoharness.compiler.route import MAX_BACKOFF_S, ModelParams, RouteSettings
 from evoharness.compiler.runtime.cache import ReplyCache, RequestKeyer, WriteBehind
 from evoharness.compiler.runtime.llm import (
     ProviderCheckError,
@@ -24,7 +25,6 @@ from evoharness.compiler.runtime.llm import (
     provider_params,
 )
 from evoharness.compiler.secrets import remember_env
-from evoharness.compiler.variant import MAX_BACKOFF_S, ModelParams, RouteSettings
 
 log = logging.getLogger(__name__)
 
