@@ -14,7 +14,8 @@ import pytest
 from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.cache import ResponseCache
 from evoharness.compiler.runtime.llm import litellm_module
-from evoharness.compiler.runtime.models import ModelClient, provider_latency
+from evoharness.compiler.runtime.models import ModelClient
+from evoharness.compiler.runtime.reply import provider_latency
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
