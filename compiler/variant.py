@@ -26,7 +26,7 @@ from evoharness.compiler.render import (
 from evoharness.compiler.route import ModelParams, RouteSettings, check_route_settings
 from evoharness.compiler.schema import SECTION_ROLES, TOOL_FORMATS
 from evoharness.compiler.secrets import find_secret
-from evoharness.compiler.template_bounds import bounded
+from evoharness.compiler.template_budget import bounded
 from evoharness.compiler.toolspec import ToolSpec
 from evoharness.compiler.workflow import WorkflowStep, build_workflow
 
