@@ -31,6 +31,9 @@ __all__ = ["CONTROL_SEED_STRIDE", "Launch", "SearchAborted", "SearchInterrupted"
 
 
 class SearchRun:
+    """One search. It owns no state of its own beyond the parts': the pools, specs, evaluations and
+    compiled variants are the evaluations', the cap's verdict the rounds' (read through here)."""
+
     def __init__(self, settings: RunSettings, *, launch: Launch, echo: Callable[[str], None] = print,
                  should_stop: Callable[[], bool] = lambda: False) -> None:
         self.settings, self.s, self.echo = settings, settings.search, echo
