@@ -83,7 +83,8 @@ def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, d
     from evoharness.compiler.variant import compile_agent
     from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
     from evoharness.search.evaluation.evaluate import evaluate_variant
-    from evoharness.search.genome import genome_to_config, initial_pools, param_space, params_to_genome
+    from evoharness.search.genome import genome_to_config, initial_pools
+    from evoharness.search.genome_params import param_space, params_to_genome
 
     # shared draws: the enumerated surface is the low-variance true front the search is measured against
     configure_sim(None, time_scale=0.0, shared_draws=True)  # cost and pass rate do not depend on the sleep

@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
     from evoharness.search.evaluation.claim import make_claim
     from evoharness.search.evaluation.evaluate import evaluate_variant
-    from evoharness.search.genome import genome_to_config, initial_pools, params_to_genome
+    from evoharness.search.genome import genome_to_config, initial_pools
+    from evoharness.search.genome_params import params_to_genome
 
     agent = agent_with_verify()
     pools = initial_pools(agent, models=("sim_small",), temperatures=(0.0,), base_model="sim_small", base_temperature=0.0)

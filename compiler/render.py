@@ -8,7 +8,8 @@ from typing import Any
 
 import jinja2
 from evoharness.compiler.errors import ConfigError
-from evoharness.compiler.template_bounds import FIX, BoundedEnvironment, TemplateTooCostly, bounded
+from evoharness.compiler.template_bounds import BoundedEnvironment
+from evoharness.compiler.template_budget import FIX, TemplateTooCostly, bounded
 from evoharness.compiler.toolspec import ToolSpec
 from evoharness.compiler.workflow import WorkflowStep
 from jinja2.sandbox import SecurityError

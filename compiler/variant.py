@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import urlparse
 
 from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.configpath import template_dirs
 from evoharness.compiler.errors import ConfigError
-from evoharness.compiler.model_extra import check_extra
 from evoharness.compiler.names import checked_name
 from evoharness.compiler.render import (
     render_bash_usage,
@@ -26,18 +23,14 @@ from evoharness.compiler.render import (
     render_text,
     render_tools_intro,
 )
+from evoharness.compiler.route import ModelParams, RouteSettings, check_route_settings
 from evoharness.compiler.schema import SECTION_ROLES, TOOL_FORMATS
 from evoharness.compiler.secrets import find_secret
-from evoharness.compiler.template_bounds import bounded
+from evoharness.compiler.template_budget import bounded
 from evoharness.compiler.toolspec import ToolSpec
 from evoharness.compiler.workflow import WorkflowStep, build_workflow
 
 HASH_SCHEMA = 1
-# a call's deadline: above an hour it is a typo, and inf would let one trickling reply hold a run forever
-MAX_TIMEOUT_S = 3600.0
-# retries of one call, each after a doubling backoff: past ten, an outage is not going to end within the run
-MAX_RETRIES = 10
-MAX_BACKOFF_S = 300.0  # one wait between attempts: the doubling stops here, so retries add minutes, never days
 
 
 def canonical_json(value: Any) -> str:
@@ -46,38 +39,6 @@ def canonical_json(value: Any) -> str:
 
 def content_hash(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class ModelParams:
-    """What is sent to the model besides messages: part of the hash."""
-
-    route: str
-    temperature: float = 0.0
-    max_tokens: int | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"route": self.route, "temperature": float(self.temperature), "max_tokens": self.max_tokens, "extra": dict(self.extra)}
-
-
-@dataclass(frozen=True)
-class RouteSettings:
-    """How the route is reached; not seen by the model, so not hashed."""
-
-    api_base: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float = 60.0
-    retries: int = 3
-    backoff_s: float = 0.5
-    concurrency: int = 8
-    input_cost_per_token: float | None = None
-    output_cost_per_token: float | None = None
-    send_episode_id: bool = False  # the episode id goes out as the `user` field only on routes that opt in
-    revision: str | None = None  # the deployment's version: part of every response-cache key, never of the variant's hash
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -210,50 +171,6 @@ def _with_examples(spec: ToolSpec) -> ToolSpec:
     if not spec.examples:
         return spec
     return replace(spec, description=spec.description.rstrip() + "".join(f"\nExample: {e}" for e in spec.examples))
-
-
-def check_route_settings(model: Mapping[str, Any]) -> None:
-    """How the route is reached must make sense before any call is paid for."""
-    checks: tuple[tuple[str, Any, bool, str], ...] = (
-        ("timeout_s", model.get("timeout_s", 60.0), 0 < _number(model.get("timeout_s", 60.0)) <= MAX_TIMEOUT_S,
-         f"use a positive number of seconds, at most {MAX_TIMEOUT_S:.0f}"),
-        ("retries", model.get("retries", 3), 0 <= _whole(model.get("retries", 3)) <= MAX_RETRIES, f"use 0 to {MAX_RETRIES}"),
-        ("backoff_s", model.get("backoff_s", 0.5), 0 <= _number(model.get("backoff_s", 0.5)) <= MAX_BACKOFF_S,
-         f"use 0 or more seconds, at most {MAX_BACKOFF_S:.0f}"),
-        ("concurrency", model.get("concurrency", 8), _whole(model.get("concurrency", 8)) >= 1, "use 1 or more calls in flight"),
-        ("max_tokens", model.get("max_tokens"), model.get("max_tokens") is None or _whole(model.get("max_tokens")) >= 1,
-         "use a positive token count, or null for the provider's default"),
-    )
-    for key, value, ok, fix in checks:
-        if not ok:
-            raise ConfigError(f"model.{key}", f"{value!r} is out of range", fix)
-    base = model.get("api_base")
-    if base is not None and (urlparse(str(base)).scheme not in ("http", "https") or not _host(str(base))):
-        raise ConfigError("model.api_base", f"{base!r} is not an http(s) URL with a host",
-                          "use e.g. http://127.0.0.1:8000/v1, or null for the provider's own")
-    for key in ("input_cost_per_token", "output_cost_per_token"):
-        if model.get(key) is not None and not _number(model.get(key)) >= 0:
-            raise ConfigError(f"model.{key}", f"{model.get(key)!r} is negative or not a number",
-                              "use a finite price of 0 or more USD per token, or null")
-    check_extra("model.extra", str(model.get("route") or ""), model.get("extra") or {})
-
-
-def _host(url: str) -> str | None:
-    try:
-        return urlparse(url).hostname
-    except ValueError:  # a port that is not a number, an unbalanced IPv6 bracket
-        return None
-
-
-def _number(value: Any) -> float:
-    """``value`` as a float, NaN for anything that is not a finite number (NaN fails every comparison)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return float("nan")
-
-
-def _whole(value: Any) -> float:
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else float("nan")
 
 
 def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: Mapping[str, Any]) -> HarnessVariant:

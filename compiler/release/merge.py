@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoharness.compiler.errors import ConfigError
-from evoharness.compiler.release.registry import DEFAULT_ROOT, Registry, RegistryError, Snapshot, make_snapshot
+from evoharness.compiler.release.registry import DEFAULT_ROOT, Registry
+from evoharness.compiler.release.snapshot import RegistryError, Snapshot, make_snapshot
 from evoharness.compiler.secrets import remembered
 from evoharness.compiler.variant import content_hash
 from omegaconf import DictConfig, OmegaConf, open_dict

@@ -12,7 +12,8 @@ from typing import Any
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.arguments import MAX_REPLY_CHARS, clip, decode_json_arguments, echoed_arguments, schema_mismatch
 from evoharness.compiler.runtime.bash_calls import decode_text_calls
-from evoharness.compiler.runtime.models import InfraError, ModelClient, ModelLimitError, ModelReply
+from evoharness.compiler.runtime.models import InfraError, ModelClient, ModelLimitError
+from evoharness.compiler.runtime.reply import ModelReply
 from evoharness.compiler.runtime.tool_outputs import ToolInfraError
 from evoharness.compiler.runtime.trajectory import ModelCallRecord, ToolCall, ToolCallRecord, Trajectory
 from evoharness.compiler.runtime.workload import Environment, Task

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from evoharness.compiler.model_extra import check_extra
 from evoharness.compiler.provenance import package_version
+from evoharness.compiler.route import MAX_BACKOFF_S, ModelParams, RouteSettings
 from evoharness.compiler.runtime.cache import ReplyCache, RequestKeyer, WriteBehind
 from evoharness.compiler.runtime.llm import (
     ProviderCheckError,
@@ -23,33 +22,10 @@ from evoharness.compiler.runtime.llm import (
     provider_cache_tag,
     provider_params,
 )
+from evoharness.compiler.runtime.reply import ModelReply, provider_latency, record_from_response, reply_from_record
 from evoharness.compiler.secrets import remember_env
-from evoharness.compiler.variant import MAX_BACKOFF_S, ModelParams, RouteSettings
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class NativeCall:
-    id: str
-    name: str
-    arguments: str  # JSON text as the model wrote it; decoding can fail and is the harness's job
-
-
-@dataclass(frozen=True)
-class ModelReply:
-    content: str | None
-    tool_calls: tuple[NativeCall, ...]
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float
-    latency_s: float  # the successful attempt's time inside the provider
-    cached: bool = False
-    latency_source: str = "client"  # "provider": the provider reported its own processing time; "client": our stopwatch
-    attempts: int = 1
-    infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
-    unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
 
 
 class InfraError(Exception):
@@ -189,7 +165,7 @@ class ModelClient:
             if hit is None:
                 hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
             if hit is not None:
-                return _reply_from_record(hit, cached=True)
+                return reply_from_record(hit, cached=True)
         lm = ensure_providers()
         api_key = self._api_key()
         attempts = 0
@@ -235,7 +211,7 @@ class ModelClient:
                                       "completion_tokens": 0, "latency_s": latency, "cost_usd": 0.0,
                                       "unparseable": reason if response is None else "the reply has no choices"}
         else:
-            record = _record_from_response(response, latency)
+            record = record_from_response(response, latency)
             reported = provider_latency(response, measured=latency)
             if reported is not None:  # the provider's own clock: the same on a loaded machine and on a replay
                 record["latency_s"], record["latency_source"] = reported, "provider"
@@ -244,7 +220,7 @@ class ModelClient:
         record["infra_s"] = infra_s
         if self._writes is not None:
             self._writes.put(key, record)  # written by the cache's own thread: never on the event loop
-        return _reply_from_record(record, cached=False)
+        return reply_from_record(record, cached=False)
 
     async def flush(self) -> None:
         """Return once every reply cached so far is stored (an evaluation ends with it)."""
@@ -275,60 +251,3 @@ async def _within(seconds: float, call: Awaitable[Any]) -> Any:
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0][:300] if lines else "(no message)"
-
-
-_DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script
-PROCESSING_HEADERS = ("openai-processing-ms", "llm_provider-openai-processing-ms")
-
-
-def provider_latency(response: Any, *, measured: float) -> float | None:
-    """Seconds the provider says it spent on the request, from the response headers litellm keeps
-    (OpenAI's ``openai-processing-ms``; litellm prefixes a provider's headers with ``llm_provider-``),
-    or None when it did not say, or said something that cannot be its time: not a plain decimal
-    number of milliseconds, or more than the ``measured`` round trip it is part of."""
-    headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
-    if not isinstance(headers, Mapping):
-        return None
-    for name in PROCESSING_HEADERS:
-        value = headers.get(name)
-        if not isinstance(value, str) or not _DECIMAL.fullmatch(value.strip()):
-            continue
-        seconds = float(value) / 1000.0
-        if seconds <= measured:
-            return seconds
-    return None
-
-
-def _record_from_response(response: Any, latency: float) -> dict[str, Any]:
-    choice = response.choices[0]
-    message = choice.message
-    calls = []
-    for i, tc in enumerate(getattr(message, "tool_calls", None) or []):
-        fn = tc.function
-        calls.append({"id": tc.id or f"call_{i}", "name": fn.name or "", "arguments": fn.arguments or ""})
-    usage = getattr(response, "usage", None)
-    return {
-        "content": message.content,
-        "tool_calls": calls,
-        "finish_reason": choice.finish_reason or "",
-        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
-        "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
-        "latency_s": latency,
-    }
-
-
-def _reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
-    return ModelReply(
-        content=rec.get("content"),
-        tool_calls=tuple(NativeCall(c["id"], c["name"], c["arguments"]) for c in rec.get("tool_calls", [])),
-        finish_reason=rec.get("finish_reason", ""),
-        prompt_tokens=int(rec.get("prompt_tokens", 0)),
-        completion_tokens=int(rec.get("completion_tokens", 0)),
-        cost_usd=float(rec.get("cost_usd", 0.0)),
-        latency_s=float(rec.get("latency_s", 0.0)),
-        cached=cached,
-        latency_source=str(rec.get("latency_source", "client")),
-        attempts=int(rec.get("attempts", 1)),
-        infra_s=float(rec.get("infra_s", 0.0)),
-        unparseable=rec.get("unparseable"),
-    )

@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.names import is_name
-from evoharness.compiler.release.registry import Registry, RegistryError, Snapshot, read_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import RegistryError, Snapshot, read_snapshot
 from evoharness.compiler.secrets import public_url
 from evoharness.search.records.claim_record import NoRecord, read_claim_record
 from evoharness.search.records.versions import checked

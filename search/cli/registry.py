@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from evoharness.compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, RegistryError, Snapshot, check_slot
+from evoharness.compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, check_slot
+from evoharness.compiler.release.snapshot import RegistryError, Snapshot
 from evoharness.compiler.secrets import scrub
 from evoharness.search.cli.claim_trust import nothing_to_promote, study_folder, study_records, trusted_verdict
 from evoharness.search.cli.releasable import check_releasable

@@ -19,7 +19,7 @@ from typing import Any
 
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.names import NAME_RULE, is_name
-from evoharness.compiler.release.registry import RegistryError, Snapshot
+from evoharness.compiler.release.snapshot import RegistryError, Snapshot
 from omegaconf import DictConfig
 
 _FIX = ("promote a snapshot built from a config that compiles (`evoharness snapshot [overrides]`); "

@@ -23,11 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.loop import run_episode
 from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.runtime.workload import EpisodeScore, Task, Workload
-from evoharness.compiler.variant import HarnessVariant, ModelParams, RouteSettings
+from evoharness.compiler.variant import HarnessVariant
 
 SPLITS = ("train", "dev", "holdout")
 LENIENT_SHARE = 0.5  # the do-nothing model may pass at most this share of the tasks that have reference calls

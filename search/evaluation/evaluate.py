@@ -26,7 +26,8 @@ from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.runtime.trajectory import Trajectory
 from evoharness.compiler.runtime.workload import Task, Workload
 from evoharness.compiler.variant import HarnessVariant, content_hash
-from evoharness.search.evaluation.metrics import EpisodeResult, EvalReport, aggregate
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import EvalReport, aggregate
 
 log = logging.getLogger(__name__)
 

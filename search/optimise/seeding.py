@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evoharness.search.genome import BASELINE, SLOT_KINDS, Genome, Pools, SlotKind, genome_to_params, param_space, with_new_entry
+from evoharness.search.genome import BASELINE, SLOT_KINDS, Genome, Pools, SlotKind, with_new_entry
+from evoharness.search.genome_params import genome_to_params, param_space
 from evoharness.search.optimise.study import TrialRecord
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from evoharness.compiler.atomic import write_text_atomic
 from evoharness.compiler.provenance import git_revision
-from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.genome import BASELINE, Genome, Pools, authors, genome_to_config
 from evoharness.search.optimise.select import round_winner

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 from evoharness.compiler.errors import ConfigError
-from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.compiler.render import render_text
-from evoharness.compiler.template_bounds import FIX
+from evoharness.compiler.template_budget import FIX
 from evoharness.compiler.variant import compile_agent
 
 from tests.compiler.fixtures import configs
@@ -162,9 +163,9 @@ def test_unbounded_work_is_refused_quickly_in_little_memory(payload: str) -> Non
 
 @pytest.mark.parametrize("where", ["workflow", "template"])
 def test_the_bounds_hold_wherever_template_text_comes_from(tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evoharness.compiler import template_bounds
+    from evoharness.compiler import template_budget
 
-    monkeypatch.setattr(template_bounds, "MAX_SECONDS", 60.0)  # the loop bound is the one under test, on any machine
+    monkeypatch.setattr(template_budget, "MAX_SECONDS", 60.0)  # the loop bound is the one under test, on any machine
     agent, tool, model = configs()
     payload = UNBOUNDED[0][1]
     if where == "workflow":
@@ -181,18 +182,18 @@ def test_the_bounds_hold_wherever_template_text_comes_from(tmp_path: Path, where
 
 
 def test_each_bound_names_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    from evoharness.compiler import template_bounds
+    from evoharness.compiler import template_budget
 
     def problem(text: str) -> str:
         with pytest.raises(ConfigError) as err:
             render_text("agent.prompt_sections.role", text, {})
         return err.value.problem
 
-    monkeypatch.setattr(template_bounds, "MAX_SECONDS", 60.0)  # so a slow machine reaches the step bound first
+    monkeypatch.setattr(template_budget, "MAX_SECONDS", 60.0)  # so a slow machine reaches the step bound first
     steps = "{% for i in range(1000) %}{% for j in range(1001) %}{% endfor %}{% endfor %}"
     assert problem(steps) == "template exceeds a render bound: more than 1,000,000 loop iterations and calls"
     assert render_text("p", steps.replace("1001", "990"), {}) == ""  # just under it: 991,000 iterations, 1,001 range() calls
-    monkeypatch.setattr(template_bounds, "MAX_SECONDS", 0.2)
+    monkeypatch.setattr(template_budget, "MAX_SECONDS", 0.2)
     assert problem(UNBOUNDED[12][1]) == "template exceeds a render bound: rendering took longer than 0.2 s of CPU"
     assert problem('{{ "x" * 1000001 }}') == "template exceeds a render bound: the * operator would build more than 1,000,000 characters"
     assert problem("{{ 2 ** 14001 }}") == "template exceeds a render bound: the ** operator would build an integer wider than 14,000 bits"
@@ -248,9 +249,9 @@ def test_ordinary_templates_render_as_plain_jinja_does() -> None:
 
 def test_the_bounds_hold_for_a_whole_compile_not_each_template(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each section alone is under the loop bound; twenty of them together are not."""
-    from evoharness.compiler import template_bounds
+    from evoharness.compiler import template_budget
 
-    monkeypatch.setattr(template_bounds, "MAX_SECONDS", 60.0)  # the loop bound is the one under test, on any machine
+    monkeypatch.setattr(template_budget, "MAX_SECONDS", 60.0)  # the loop bound is the one under test, on any machine
     agent, tool, model = configs()
     heavy = "{% for i in range(1000) %}{% for j in range(100) %}{% endfor %}{% endfor %}x"  # 100,100 steps: a tenth of the bound
     sections = {f"s{k}": heavy for k in range(20)}
@@ -266,7 +267,7 @@ def test_importing_the_tools_is_not_template_work(tmp_path: Path, monkeypatch: p
     does not use it up before the first template renders."""
     import sys
 
-    from evoharness.compiler import template_bounds
+    from evoharness.compiler import template_budget
 
     (tmp_path / "slow_tools_for_bounds.py").write_text(
         "import time\nstart = time.thread_time()\nwhile time.thread_time() - start < 0.4:\n    pass\n\n\n"
@@ -274,7 +275,7 @@ def test_importing_the_tools_is_not_template_work(tmp_path: Path, monkeypatch: p
         "    return query\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "slow_tools_for_bounds", raising=False)
-    monkeypatch.setattr(template_bounds, "MAX_SECONDS", 0.2)
+    monkeypatch.setattr(template_budget, "MAX_SECONDS", 0.2)
     agent, tool, model = configs()
     tool = {**tool, "callables": ["slow_tools_for_bounds.lookup"]}
     variant = compile_agent({**agent, "tools": [*agent["tools"], "lookup"]}, tool=tool, model=model)

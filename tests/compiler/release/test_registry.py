@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evoharness.compiler.release.registry import Registry, RegistryError, Snapshot, definition_hash, find_secret, make_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import RegistryError, Snapshot, definition_hash, make_snapshot
+from evoharness.compiler.secrets import find_secret
 from evoharness.search.cli.registry import promote_main, rollback_main, versions_main
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,7 +14,8 @@ import pytest
 from evoharness.compiler.config_compile import compile_config, to_plain
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.release.merge import apply_promoted, promoted_for, snapshot_from_config
-from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.compiler.schema import register_configs
 from evoharness.compiler.variant import compile_agent
 from omegaconf import DictConfig, OmegaConf

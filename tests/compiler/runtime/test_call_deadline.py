@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.llm import ensure_providers
 from evoharness.compiler.runtime.models import InfraError, ModelClient, classify
-from evoharness.compiler.variant import ModelParams, RouteSettings
 
 KEY_ENV = "EVOHARNESS_TEST_DEADLINE_KEY"
 TIMEOUT_S = 1.5

@@ -11,10 +11,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.cache import ResponseCache
 from evoharness.compiler.runtime.llm import litellm_module
-from evoharness.compiler.runtime.models import ModelClient, provider_latency
-from evoharness.compiler.variant import ModelParams, RouteSettings
+from evoharness.compiler.runtime.models import ModelClient
+from evoharness.compiler.runtime.reply import provider_latency
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

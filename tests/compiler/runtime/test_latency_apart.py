@@ -7,9 +7,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.models import InfraError, ModelClient
-from evoharness.compiler.variant import ModelParams, RouteSettings
 
 
 def fake_provider(fail_first: int, *, fail_s: float, ok_s: float) -> Any:

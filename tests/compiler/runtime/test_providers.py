@@ -106,9 +106,9 @@ def test_a_providers_cache_tag_keeps_a_changed_mode_out_of_old_cache_entries(tmp
     """The sim's draw mode is configured outside the request; its cache tag is part of the key, so
     switching to shared draws is a cache miss (the old answers were drawn the other way), and
     switching back finds the first entry again."""
+    from evoharness.compiler.route import ModelParams, RouteSettings
     from evoharness.compiler.runtime.cache import ResponseCache
     from evoharness.compiler.runtime.models import ModelClient
-    from evoharness.compiler.variant import ModelParams, RouteSettings
 
     handler = register_sim_provider()
     previous = handler.gold

@@ -23,7 +23,8 @@ from evoharness.compiler.runtime.arguments import (
 )
 from evoharness.compiler.runtime.bash_calls import _open_quote, decode_text_calls
 from evoharness.compiler.runtime.loop import run_episode
-from evoharness.compiler.runtime.models import ModelClient, ModelReply, NativeCall
+from evoharness.compiler.runtime.models import ModelClient
+from evoharness.compiler.runtime.reply import ModelReply, NativeCall
 from evoharness.compiler.runtime.trajectory import Trajectory
 
 from tests.compiler.runtime.test_runtime import TASK, FileEnv, variant

@@ -67,7 +67,7 @@ def test_model_extra_cannot_replace_what_the_harness_sends() -> None:
     """model.extra holds generation parameters: the tools, messages, endpoint and key are the harness's.
     Refused at compile, and by the client itself for a variant built some other way."""
     from evoharness.compiler.errors import ConfigError
-    from evoharness.compiler.variant import ModelParams, RouteSettings
+    from evoharness.compiler.route import ModelParams, RouteSettings
 
     agent, tool, model = configs()
     for key, value in (("tools", [{"type": "function", "name": "X"}]), ("messages", []), ("api_base", "http://127.0.0.1:1/v1"),

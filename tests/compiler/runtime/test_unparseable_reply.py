@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from evoharness.compiler.route import RouteSettings
 from evoharness.compiler.runtime.models import ModelClient
-from evoharness.compiler.variant import RouteSettings
 
 from tests.compiler.runtime.test_runtime import run, variant
 

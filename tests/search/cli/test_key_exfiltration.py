@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from evoharness.compiler import secrets
-from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.search.cli.main import main
 
 AGENT = {"name": "bfcl_agent", "tools": ["*"], "prompt_sections": {"role": "You are an agent."}}

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from evoharness.compiler.release.registry import Registry, Snapshot, definition_hash, make_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import Snapshot, definition_hash, make_snapshot
 from evoharness.conf import CONF_DIR
 from evoharness.search.cli.registry import promote_main
 
@@ -109,7 +110,7 @@ def test_a_bad_release_override_is_one_line(tmp_path: Path, registry: Registry, 
 
 
 def test_the_registry_refuses_a_component_that_names_a_path() -> None:
-    from evoharness.compiler.release.registry import RegistryError
+    from evoharness.compiler.release.snapshot import RegistryError
 
     definition, component = unreleasable("component")
     with pytest.raises(RegistryError, match="is not a plain name"):

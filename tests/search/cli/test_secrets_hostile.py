@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from evoharness.compiler import secrets
-from evoharness.compiler.release.registry import Registry, make_snapshot
+from evoharness.compiler.release.registry import Registry
+from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.search.cli.main import main
 
 VALUE = "hunter2hunter2xyz-plain"

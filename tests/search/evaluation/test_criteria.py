@@ -17,7 +17,8 @@ from evoharness.search.evaluation.criteria import (
     objectives,
     rank_key,
 )
-from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import aggregate
 from omegaconf import DictConfig, OmegaConf
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "criteria"

@@ -7,15 +7,8 @@ import numpy as np
 import pytest
 from evoharness.compiler.runtime.trajectory import ModelCallRecord, ToolCallRecord, Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore
-from evoharness.search.evaluation.metrics import (
-    EpisodeResult,
-    EvalReport,
-    aggregate,
-    pair_agreement,
-    paired_scores,
-    quantile_key,
-    score_quantile,
-)
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import EvalReport, aggregate, pair_agreement, paired_scores, quantile_key, score_quantile
 
 
 def ep(task: str = "t0", sample: int = 0, **overrides: Any) -> EpisodeResult:

@@ -11,7 +11,8 @@ import pytest
 from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
-from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools, live_len, param_space, retire_one
+from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools, live_len, retire_one
+from evoharness.search.genome_params import param_space
 from evoharness.search.mutators.base import FailedEpisode, make_mutator
 from evoharness.search.optimise.mutation import mutate
 from evoharness.search.optimise.seeding import NewEntry, round_queue

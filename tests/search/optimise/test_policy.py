@@ -253,7 +253,7 @@ def test_re_reads_of_earlier_rounds_do_not_use_up_the_queue_budget() -> None:
 def test_proposals_no_trial_carried_are_handed_to_the_next_round() -> None:
     import optuna
     from evoharness.search.optimise.mutation import RoundPools
-    from evoharness.search.optimise.run import round_line, unevaluated
+    from evoharness.search.optimise.rounds import round_line, unevaluated
 
     study = optuna.create_study(directions=["maximize"])
     for genome in (BASELINE, Genome(tools={"ls": 1})):

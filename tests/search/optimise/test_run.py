@@ -12,7 +12,8 @@ import optuna
 import pytest
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
-from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import aggregate
 from evoharness.search.genome import Genome
 from evoharness.search.optimise import trial as trial_module
 from evoharness.search.optimise.finish import FinishAborted
@@ -147,7 +148,7 @@ def test_the_configured_sampler_proposes_the_rounds_trials(settings: RunSettings
     """search.sampler reaches every round's study, and a round run by it completes with sampled trials."""
     from dataclasses import replace
 
-    from evoharness.search.optimise import run as run_module
+    from evoharness.search.optimise import rounds as run_module
 
     used: list[str] = []
     original = run_module.round_study

@@ -9,7 +9,8 @@ import pytest
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.variant import compile_agent
-from evoharness.search.evaluation.metrics import EpisodeResult, aggregate
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import aggregate
 from evoharness.search.mutators.base import FailedEpisode
 from evoharness.search.optimise.trial import TrialResult, TrialSpec, stored_result
 

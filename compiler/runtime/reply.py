@@ -1,0 +1,90 @@
+"""A model's reply: what the agent loop reads (content, native tool calls, usage, cost, latency),
+the record the response cache stores for it, and the provider's own account of its latency."""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NativeCall:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model wrote it; decoding can fail and is the harness's job
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: str | None
+    tool_calls: tuple[NativeCall, ...]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float  # the successful attempt's time inside the provider
+    cached: bool = False
+    latency_source: str = "client"  # "provider": the provider reported its own processing time; "client": our stopwatch
+    attempts: int = 1
+    infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
+    unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
+
+
+_DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script
+PROCESSING_HEADERS = ("openai-processing-ms", "llm_provider-openai-processing-ms")
+
+
+def provider_latency(response: Any, *, measured: float) -> float | None:
+    """Seconds the provider says it spent on the request, from the response headers litellm keeps
+    (OpenAI's ``openai-processing-ms``; litellm prefixes a provider's headers with ``llm_provider-``),
+    or None when it did not say, or said something that cannot be its time: not a plain decimal
+    number of milliseconds, or more than the ``measured`` round trip it is part of."""
+    headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers")
+    if not isinstance(headers, Mapping):
+        return None
+    for name in PROCESSING_HEADERS:
+        value = headers.get(name)
+        if not isinstance(value, str) or not _DECIMAL.fullmatch(value.strip()):
+            continue
+        seconds = float(value) / 1000.0
+        if seconds <= measured:
+            return seconds
+    return None
+
+
+def record_from_response(response: Any, latency: float) -> dict[str, Any]:
+    """The reply as the response cache stores it: content, tool calls, finish reason, usage, latency."""
+    choice = response.choices[0]
+    message = choice.message
+    calls = []
+    for i, tc in enumerate(getattr(message, "tool_calls", None) or []):
+        fn = tc.function
+        calls.append({"id": tc.id or f"call_{i}", "name": fn.name or "", "arguments": fn.arguments or ""})
+    usage = getattr(response, "usage", None)
+    return {
+        "content": message.content,
+        "tool_calls": calls,
+        "finish_reason": choice.finish_reason or "",
+        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        "latency_s": latency,
+    }
+
+
+def reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
+    """A stored reply (from the cache, or just recorded) as the agent loop reads it."""
+    return ModelReply(
+        content=rec.get("content"),
+        tool_calls=tuple(NativeCall(c["id"], c["name"], c["arguments"]) for c in rec.get("tool_calls", [])),
+        finish_reason=rec.get("finish_reason", ""),
+        prompt_tokens=int(rec.get("prompt_tokens", 0)),
+        completion_tokens=int(rec.get("completion_tokens", 0)),
+        cost_usd=float(rec.get("cost_usd", 0.0)),
+        latency_s=float(rec.get("latency_s", 0.0)),
+        cached=cached,
+        latency_source=str(rec.get("latency_source", "client")),
+        attempts=int(rec.get("attempts", 1)),
+        infra_s=float(rec.get("infra_s", 0.0)),
+        unparseable=rec.get("unparseable"),
+    )

@@ -1,0 +1,110 @@
+"""One episode's result: its score (or why it was skipped) and its usage, read from the
+trajectory and the scorer's verdict. What the metrics aggregate, and what the stored evaluations
+and the evidence-driven mutators read back."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from evoharness.compiler.runtime.trajectory import Trajectory
+from evoharness.compiler.runtime.workload import EpisodeScore
+
+EpisodeResultStatus = Literal["scored", "skipped"]
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    task_id: str
+    sample: int
+    status: EpisodeResultStatus
+    passed: bool
+    score: float  # in [0, 1]; 0 for skipped episodes, which no metric reads
+    named: Mapping[str, float]  # named sub-scores (zeroed with the score when undelivered)
+    delivered: bool  # contract gate met
+    safety_violations: int
+    cost_usd: float
+    latency_s: float  # measured wall time of the episode's model calls
+    prompt_tokens: int
+    completion_tokens: int
+    model_calls: int
+    tool_calls: int
+    tool_errors: int
+    detail: str  # first failure reason, for evidence-driven mutators
+    infra_error: str | None = None  # why the episode was skipped
+    attempts: int = 0  # provider attempts of the episode's model calls (retries included; 0 = all cached)
+    infra_s: float = 0.0  # time lost to failed attempts and backoff: reported, never in latency_s
+    failures: tuple[Mapping[str, Any], ...] = ()  # the scorer's structured failure records (Failure.to_dict)
+    billed_cost_usd: float | None = None  # what this run paid (cache replays are free); None: recorded before it was kept
+    billed_tokens: int | None = None
+
+    @property
+    def scored(self) -> bool:
+        return self.status == "scored"
+
+    @classmethod
+    def from_episode(cls, trajectory: Trajectory, score: EpisodeScore | None) -> EpisodeResult:
+        """One row per episode; usage always comes from the trajectory, never a meter."""
+        usage: dict[str, Any] = {
+            "task_id": trajectory.task_id,
+            "sample": trajectory.sample,
+            "cost_usd": trajectory.cost_usd,
+            "latency_s": trajectory.latency_s,
+            "prompt_tokens": trajectory.prompt_tokens,
+            "completion_tokens": trajectory.completion_tokens,
+            "model_calls": len(trajectory.model_calls),
+            "tool_calls": len(trajectory.tool_calls),
+            "tool_errors": sum(1 for c in trajectory.tool_calls if c.error is not None),
+            "attempts": trajectory.attempts,
+            "infra_s": trajectory.infra_s,
+            "billed_cost_usd": trajectory.billed_cost_usd,
+            "billed_tokens": trajectory.billed_tokens,
+        }
+        if score is None or trajectory.status == "infra_error":
+            reason = trajectory.infra_error or next(
+                (c.infra_error for c in trajectory.model_calls if c.infra_error), None
+            )
+            return cls(
+                status="skipped",
+                passed=False,
+                score=0.0,
+                named={},
+                delivered=False,
+                # a forbidden write is real even when the episode later hit an outage
+                safety_violations=score.safety_violations if score is not None else 0,
+                detail=score.detail if score is not None else "",
+                infra_error=reason or "episode was not scored",
+                **usage,
+            )
+        if not score.delivered:
+            return cls(
+                status="scored",
+                passed=False,
+                score=0.0,
+                named={k: 0.0 for k in score.named},
+                delivered=False,
+                safety_violations=score.safety_violations,
+                detail=score.detail or "undelivered: contract gate not met",
+                failures=tuple(f.to_dict() for f in score.failures),
+                **usage,
+            )
+        return cls(
+            status="scored",
+            passed=score.passed,
+            score=float(score.score),
+            named={k: float(v) for k, v in score.named.items()},
+            delivered=True,
+            safety_violations=score.safety_violations,
+            detail=score.detail,
+            failures=tuple(f.to_dict() for f in score.failures),
+            **usage,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["named"] = dict(self.named)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
+        return cls(**{**data, "named": dict(data.get("named", {})), "failures": tuple(dict(f) for f in data.get("failures", ()))})

@@ -1,0 +1,102 @@
+"""What a search fixes before its first paid call: the splits' task ids, the hashes freeze.json
+pins (config, workload, splits, scorer, seed), the doctor's check of the workload, and the refusal
+to resume a study under anything else."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from evoharness.compiler.atomic import write_json_atomic
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.provenance import git_revision
+from evoharness.compiler.runtime.workload import Workload, workload_factory
+from evoharness.compiler.variant import content_hash
+from evoharness.search.evaluation.coverage import coverage_warning
+from evoharness.search.evaluation.scorer import scorer_hash
+from evoharness.search.optimise.settings import RunSettings, StudyPaths
+from evoharness.search.records import doctor
+from evoharness.search.records.provenance import split_strata, tasks_hash
+from evoharness.search.records.versions import checked, versioned
+
+
+@dataclass(frozen=True)
+class Splits:
+    """The workload and the task ids of each split, as this search reads them (train cut to
+    search.train_limit)."""
+
+    workload: Workload
+    task_ids: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, settings: RunSettings) -> Splits:
+        workload = workload_factory(settings.workload.name)(**dict(settings.workload.options))
+        train = list(workload.tasks("train"))[: settings.search.train_limit or None]
+        return cls(workload, {
+            "train": tuple(t.task_id for t in train),
+            "dev": tuple(t.task_id for t in workload.tasks("dev")),
+            "holdout": tuple(t.task_id for t in workload.tasks("holdout")),
+        })
+
+    def sizes(self) -> dict[str, int]:
+        return {k: len(v) for k, v in self.task_ids.items()}
+
+
+def base_tools(settings: RunSettings) -> list[str]:
+    """The base agent's tools, from its config."""
+    from evoharness.compiler.catalog import build_catalog, select_tools
+
+    return [s.name for s in select_tools(settings.agent.get("tools") or [], build_catalog(settings.tool))]
+
+
+def warn_uncovered(splits: Splits, offered: list[str], echo: Callable[[str], None]) -> None:
+    """A line per split whose tasks call tools the base agent does not offer (they cannot pass)."""
+    for split, ids in splits.task_ids.items():
+        gap = coverage_warning(offered, [splits.workload.task(t) for t in ids], where=split)
+        if gap:
+            echo(gap)
+
+
+def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: list[str],
+           echo: Callable[[str], None]) -> dict[str, Any]:
+    """The hashes the study is frozen under: written to freeze.json on the first run; on a resume,
+    checked against what it holds and read from it (a study is never continued under another
+    config, workload or scorer)."""
+    st, s, workload = settings, settings.search, splits.workload
+    frozen: dict[str, Any] = {
+        "config_hash": content_hash({"agent": st.agent, "tool": st.tool, "models": st.models, "workload": st.workload.to_dict(),
+                                     "criteria": st.resolved["criteria"], "mutators": st.resolved["mutators"], "seed": st.seed,
+                                     "search": s.frozen_part()}),
+        "workload_hash": content_hash([tasks_hash([workload.task(t) for t in ids]) for ids in splits.task_ids.values()]),
+        "splits_hash": content_hash({k: list(v) for k, v in splits.task_ids.items()}),
+        "scorer_hash": scorer_hash(workload),
+        "seed": st.seed,
+        "split_strata": split_strata({k: [workload.task(t) for t in ids] for k, ids in splits.task_ids.items()}),
+    }
+    replayed = getattr(workload, "tool_outputs_hash", None)
+    if replayed:  # the live tools' recorded outputs are part of what the claim was judged on
+        frozen["tool_outputs_hash"] = str(replayed)
+    checkup = doctor.status(st.runs_dir, workload.name,
+                            doctor.workload_hash(workload, st.workload.options, tools=tools,
+                                                 max_turns=int(st.agent.get("max_turns", 12))))
+    unchecked = doctor.warning(checkup, workload.name)
+    if unchecked:
+        echo(unchecked)
+    path = paths.freeze
+    if path.exists():
+        before = checked("freeze", json.loads(path.read_text(encoding="utf-8")), path)
+        changed = [k for k in frozen if before.get(k) != frozen[k]]
+        if changed == ["scorer_hash"]:
+            raise ConfigError("search.study", f"study {s.study!r} was frozen under another version of the workload's scorer "
+                              "(its source changed), and one claim cannot compare variants judged by two scorers",
+                              f"start a new search.study, or delete {paths.dir}")
+        if changed:
+            raise ConfigError("search.study", f"study {s.study!r} was started with a different {', '.join(changed)}",
+                              f"resume with the same config, pick a new search.study, or delete {paths.dir}")
+        return dict(before)
+    resolved = {**st.resolved, "search": {**st.resolved["search"], "storage": paths.storage_public}}
+    write_json_atomic(path, versioned("freeze", {**frozen, "created_at": datetime.now(UTC).isoformat(), "git_revision": git_revision(),
+                                                 "doctor": checkup, "resolved_config": resolved}))
+    return frozen
