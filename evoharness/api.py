@@ -91,8 +91,7 @@ def as_overrides(overrides: Overrides) -> list[str]:
     from omegaconf import DictConfig, OmegaConf
 
     if isinstance(overrides, DictConfig):
-        plain = OmegaConf.to_container(overrides, resolve=False)
-        assert isinstance(plain, dict)
+        plain = {str(k): v for k, v in OmegaConf.to_container(overrides, resolve=False).items()}  # type: ignore[union-attr]
         plain.pop("hydra", None)
         # every key of a composed config is set; an empty mapping has nothing to set (and as an
         # override it would be refused as a no-op)

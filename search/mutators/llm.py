@@ -32,11 +32,11 @@ from typing import Any
 
 import jinja2
 from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.route import ModelParams, RouteSettings, check_route_settings
 from evoharness.compiler.runtime.cache import open_cache
 from evoharness.compiler.runtime.llm import drain_litellm_logging
 from evoharness.compiler.runtime.models import ModelClient, check_model
 from evoharness.compiler.schema import STEP_TRIGGERS
-from evoharness.compiler.route import ModelParams, RouteSettings, check_route_settings
 from evoharness.search.mutators.base import (
     FunctionMutator,
     MutationContext,
