@@ -23,7 +23,7 @@ from evoharness.search.optimise.mutation import losses
 from evoharness.search.optimise.select import DevCandidate, champion_index, cheapest_noninferior, distinct_front, ledger_decision
 from evoharness.search.optimise.select import dev_members as dev_members_of
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
-from evoharness.search.optimise.snapshots import snapshot_for_search
+from evoharness.search.optimise.front_snapshots import snapshot_for_search
 from evoharness.search.optimise.study import TrialRecord
 from evoharness.search.optimise.trial import TrialResult
 from evoharness.search.records.claim_record import claim_record, record_claim

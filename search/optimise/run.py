@@ -48,7 +48,7 @@ from evoharness.search.optimise.study import (
     round_study,
 )
 from evoharness.search.optimise.trial import JobInputError, TrialResult, TrialSpec, stored_result
-from evoharness.search.records import doctor
+from evoharness.search.records import doctor_record as doctor
 from evoharness.search.records.provenance import split_strata, tasks_hash
 from evoharness.search.records.spend import append_spend, mutator_spend_row, spend_row
 from evoharness.search.records.versions import checked, versioned

@@ -8,7 +8,7 @@ from typing import Literal
 
 from evoharness.search.optimise.study import TrialRecord
 
-Decision = Literal["champion", "front", "dominated", "infeasible", "failed"]
+Standing = Literal["champion", "front", "dominated", "infeasible", "failed"]
 
 
 def distinct_front(front: Sequence[TrialRecord], quality: str) -> list[TrialRecord]:
@@ -102,7 +102,7 @@ def round_winner(best: Sequence[TrialRecord], quality: str) -> TrialRecord | Non
     return max(members, key=lambda t: t.quality(quality)) if members else None
 
 
-def ledger_decision(record: TrialRecord, *, front: Collection[str], champion: str) -> Decision:
+def ledger_decision(record: TrialRecord, *, front: Collection[str], champion: str) -> Standing:
     """What the search decided about one trial, by variant: the champion's, on the front,
     dominated (feasible but beaten), infeasible (a hard criterion failed), or failed."""
     if record.state != "COMPLETE":
