@@ -7,16 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-_MEANING = {
-    ("cheapest_noninferior", "win"): "non-inferior within {margin:g} and cheaper",
-    ("cheapest_noninferior", "equivalent"): "equal within ±{margin:g}",
-    ("cheapest_noninferior", "no_win"): "not cheaper",
-    ("cheapest_noninferior", "inconclusive"): "not shown non-inferior within {margin:g}",
-    ("best_quality", "win"): "better by more than {min_effect:g}",
-    ("best_quality", "equivalent"): "equal within ±{min_effect:g}: no improvement",
-    ("best_quality", "no_win"): "not better by more than {min_effect:g}",
-    ("best_quality", "inconclusive"): "not shown better by more than {min_effect:g}",
-}
+from evoharness.search.evaluation.decision import rule_of_record
 
 
 def _change(new: float | None, old: float | None) -> str:
@@ -33,24 +24,12 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-def _meaning(rule: str, verdict: str, claim: Mapping[str, Any], *, margin: float, min_effect: float) -> str:
-    if rule == "cheapest_noninferior" and verdict in ("inconclusive", "no_win"):
-        quality_ok = float(claim.get("low", -1.0)) > -margin
-        saving_low = _num(claim.get("cost_saving_low"))
-        if quality_ok:  # then the cost side is what failed
-            return f"non-inferior within {margin:g}, but the cost saving is not shown" + (
-                f" (saving CI low {saving_low:+.4f})" if saving_low is not None else "")
-        if verdict == "no_win" and float(claim.get("high", 0.0)) < -margin:
-            return f"worse by more than {margin:g}"
-    return _MEANING.get((rule, verdict), verdict).format(margin=margin, min_effect=min_effect)
-
-
 def headline(summary: Mapping[str, Any]) -> str:
     claim = summary.get("claim") or {}
     decision = summary.get("decision") or {}
-    rule = str(claim.get("decision") or decision.get("rule") or "best_quality")
-    margin, min_effect = float(claim.get("margin", decision.get("margin", 0.05))), float(claim.get("min_effect", 0.0))
-    bound = f"margin {margin:g}" if rule == "cheapest_noninferior" else f"min_effect {min_effect:g}"
+    decided = rule_of_record(claim, decision)
+    rule, margin, min_effect = decided.name, decided.margin, float(claim.get("min_effect", 0.0))
+    bound = decided.bound(min_effect)
     verdict = str(claim.get("verdict", "none"))
     metric = str(claim.get("metric", "pass_rate"))
     champion, base = summary.get("champion") or {}, summary.get("reference") or summary.get("baseline") or {}
@@ -59,14 +38,14 @@ def headline(summary: Mapping[str, Any]) -> str:
     changes = champion.get("changes") or "baseline"
     if champion.get("variant_hash") == (summary.get("baseline") or {}).get("variant_hash") or changes == "baseline":
         if decision.get("evidence") == "none":
-            return (f"decision {rule} ({bound}): keep the incumbent; no front member is cheaper than {against} and within "
+            return (f"decision {rule} ({bound}): keep the incumbent; no front member is {decided.comparative} than {against} and within "
                     f"{margin:g} of its dev quality, so no candidate was claimed and the holdout stays sealed")
         return f"decision {rule} ({bound}): keep the incumbent; no front member beats it on dev"
     q_c, q_b = _num(hold_c.get(metric)), _num(hold_b.get(metric))
     quality = (f"holdout {metric} {q_c:.3f} vs {q_b:.3f} for {against}" if q_c is not None and q_b is not None
                else f"holdout {metric}")
     pct = int(round(100 * float(claim.get("confidence", 0.95))))
-    meaning = _meaning(rule, verdict, claim, margin=margin, min_effect=min_effect)
+    meaning = decided.meaning(verdict, claim, min_effect=min_effect)
     interval = (f"({float(claim.get('mean_diff', 0.0)):+.3f}, {pct}% CI {float(claim.get('low', 0.0)):+.3f}.."
                 f"{float(claim.get('high', 0.0)):+.3f}: {meaning})")
     c_c, c_b = _num(hold_c.get("cost_per_task")), _num(hold_b.get("cost_per_task"))
@@ -75,8 +54,8 @@ def headline(summary: Mapping[str, Any]) -> str:
     second = " (second look at the holdout)" if claim.get("second_look") else ""
     # the claim needs the interval's low end above the bar: what it lacks is mean - low vs mean - bar
     half = float(claim.get("mean_diff", 0.0)) - float(claim.get("low", 0.0))
-    room = float(claim.get("mean_diff", 0.0)) + (margin if rule == "cheapest_noninferior" else -min_effect)
-    quality_undecided = float(claim.get("low", 0.0)) <= (-margin if rule == "cheapest_noninferior" else min_effect)
+    room = float(claim.get("mean_diff", 0.0)) - decided.quality_bar(min_effect)
+    quality_undecided = float(claim.get("low", 0.0)) <= decided.quality_bar(min_effect)
     if verdict == "inconclusive" and quality_undecided and room > 0 and half > room:
         # an interval narrows as 1/sqrt(n): how many tasks would decide it if the difference holds
         second += (f"; too few holdout tasks to decide: if the observed difference is real, about {(half / room) ** 2:.1f}x "

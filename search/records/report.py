@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 from evoharness.compiler.atomic import write_text_atomic
 from evoharness.search.evaluation.criteria import quality_objective
+from evoharness.search.evaluation.decision import rule_of_record
 from evoharness.search.records.format import fmt_metric
 from evoharness.search.records.format import number as _num
 from evoharness.search.records.headline import headline
@@ -81,12 +82,12 @@ def _banner(claim: Mapping[str, Any] | None, has_champion: bool) -> dict[str, st
     if claim.get("second_look"):
         ci = f"Second look at the holdout (look {claim.get('looks')}): the claim is weaker than its interval says. {ci}"
     verdict = str(claim.get("verdict"))
-    if claim.get("decision") == "cheapest_noninferior":
-        # the question was "cheaper and as good": the wording must not be about beating anything
+    decided = rule_of_record(claim, {})
+    if decided.bar is not None:
+        # the question was "cheaper (faster) and as good": the wording must not be about beating anything
         if verdict == "win":
-            return {"cls": "win", "headline": "Holdout: cheaper and non-inferior (win)", "detail": ci}
-        return {"cls": "nowin", "headline": f"Holdout: {verdict} – nothing shipped",
-                "detail": f"Cheaper and non-inferior within {claim.get('margin', 0.05):g} was not shown on the holdout. {ci}"}
+            return {"cls": "win", "headline": f"Holdout: {decided.win_words()} (win)", "detail": ci}
+        return {"cls": "nowin", "headline": f"Holdout: {verdict} – nothing shipped", "detail": f"{decided.shortfall(claim)} {ci}"}
     if verdict == "win":
         return {"cls": "win", "headline": "Holdout: improvement confirmed (win)", "detail": ci}
     why = {"no_win": "the champion did not beat the baseline on the holdout",

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoharness.search.evaluation.criteria import quality_objective
+from evoharness.search.evaluation.decision import rule_of_record
 from evoharness.search.records.format import fmt_metric
 from evoharness.search.records.headline import headline
 
@@ -91,7 +92,8 @@ def summary_text(summary: Mapping[str, Any]) -> str:
         )
     claim = summary.get("claim") or {}
     verdict = claim.get("verdict", "none")
-    win = "non-inferior and cheaper" if claim.get("decision") == "cheapest_noninferior" else "improvement confirmed"
+    decided = rule_of_record(claim, summary.get("decision") or {})
+    win = "improvement confirmed" if decided.bar is None else f"non-inferior and {decided.comparative}"
     word = {"win": win, "equivalent": f"equal within ±{claim.get('min_effect', 0):g}; no improvement claimed"
             }.get(verdict, "no improvement claimed")
     p = claim.get("p_value")
