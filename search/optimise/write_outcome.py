@@ -22,6 +22,7 @@ from evoharness.search.optimise.study import TrialRecord
 from evoharness.search.records.claim_record import claim_record, record_claim
 from evoharness.search.records.headline import headline
 from evoharness.search.records.ledger import unified_diff, write_ledger
+from evoharness.search.records.outcome import Claim, SearchOutcome
 from evoharness.search.records.report import write_report
 from evoharness.search.records.versions import versioned
 
@@ -39,6 +40,7 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
     s, objectives, claim = settings.search, settings.objectives, held.claim
     q = quality_objective(objectives)
     baseline_variant, baseline_dev, baseline_hold = chosen.baseline_variant, chosen.baseline_dev, chosen.baseline_hold
+    claim = Claim.from_dict(claim).to_dict()  # what claim.json holds is what Claim reads
     write_json_atomic(paths.claim, claim)
     per_round = trials_of.per_round
     baseline_train = next((dict(r.train) for r in per_round[0] if r.origin == "baseline" and r.values), {}) if per_round else {}
@@ -78,6 +80,7 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
                   "report": str(paths.report)},
     })
     summary["headline"] = headline(summary)
+    summary = SearchOutcome.from_dict(summary).to_dict()  # what summary.json holds is what SearchOutcome reads
     write_json_atomic(paths.summary, summary)
     write_report(summary, paths.report)
     return summary
