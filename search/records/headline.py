@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evoharness.search.evaluation.decision import rule_of_record
+from evoharness.search.records.outcome import ABSENT, SearchOutcome, as_dict, present
 
 
 def _change(new: float | None, old: float | None) -> str:
@@ -24,42 +25,44 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-def headline(summary: Mapping[str, Any]) -> str:
-    claim = summary.get("claim") or {}
-    decision = summary.get("decision") or {}
+def headline(summary: SearchOutcome | Mapping[str, Any]) -> str:
+    o = SearchOutcome.of(summary)
+    # a hand-made or degenerate summary may hold null where a record belongs: read it as absent
+    champion, made, chose, baseline = (x or ABSENT for x in (o.champion, o.claim, o.decision, o.baseline))
+    claim, decision = as_dict(made), as_dict(chose)
     decided = rule_of_record(claim, decision)
-    rule, margin, min_effect = decided.name, decided.margin, float(claim.get("min_effect", 0.0))
+    rule, margin, min_effect = decided.name, decided.margin, float(present(made.min_effect, 0.0))
     bound = decided.bound(min_effect)
-    verdict = str(claim.get("verdict", "none"))
-    metric = str(claim.get("metric", "pass_rate"))
-    champion, base = summary.get("champion") or {}, summary.get("reference") or summary.get("baseline") or {}
-    against = f"the reference ({base['name']})" if base.get("name") else "the incumbent"
-    hold_c, hold_b = champion.get("holdout") or {}, base.get("holdout") or {}
-    changes = champion.get("changes") or "baseline"
-    if champion.get("variant_hash") == (summary.get("baseline") or {}).get("variant_hash") or changes == "baseline":
-        if decision.get("evidence") == "none":
+    verdict = str(present(made.verdict, "none"))
+    metric = str(present(made.metric, "pass_rate"))
+    base = o.reference or baseline
+    against = f"the reference ({base.name})" if base.name else "the incumbent"
+    hold_c, hold_b = present(champion.holdout, {}), present(base.holdout, {})
+    changes = champion.changes or "baseline"
+    if champion.variant_hash == baseline.variant_hash or changes == "baseline":
+        if chose.evidence == "none":
             return (f"decision {rule} ({bound}): keep the incumbent; no front member is {decided.comparative} than {against} and within "
                     f"{margin:g} of its dev quality, so no candidate was claimed and the holdout stays sealed")
         return f"decision {rule} ({bound}): keep the incumbent; no front member beats it on dev"
     q_c, q_b = _num(hold_c.get(metric)), _num(hold_b.get(metric))
     quality = (f"holdout {metric} {q_c:.3f} vs {q_b:.3f} for {against}" if q_c is not None and q_b is not None
                else f"holdout {metric}")
-    pct = int(round(100 * float(claim.get("confidence", 0.95))))
+    pct = int(round(100 * float(present(made.confidence, 0.95))))
     meaning = decided.meaning(verdict, claim, min_effect=min_effect)
-    interval = (f"({float(claim.get('mean_diff', 0.0)):+.3f}, {pct}% CI {float(claim.get('low', 0.0)):+.3f}.."
-                f"{float(claim.get('high', 0.0)):+.3f}: {meaning})")
+    mean_diff, low, high = (float(present(v, 0.0)) for v in (made.mean_diff, made.low, made.high))
+    interval = f"({mean_diff:+.3f}, {pct}% CI {low:+.3f}..{high:+.3f}: {meaning})"
     c_c, c_b = _num(hold_c.get("cost_per_task")), _num(hold_b.get("cost_per_task"))
     cost = f"cost/task {_change(c_c, c_b)}" + (f" (${c_c:.4f} vs ${c_b:.4f})" if c_c is not None and c_b is not None else "")
     latency = f"latency p95 {_change(_num(hold_c.get('latency_p95')), _num(hold_b.get('latency_p95')))}"
-    second = " (second look at the holdout)" if claim.get("second_look") else ""
+    second = " (second look at the holdout)" if made.second_look else ""
     # the claim needs the interval's low end above the bar: what it lacks is mean - low vs mean - bar
-    half = float(claim.get("mean_diff", 0.0)) - float(claim.get("low", 0.0))
-    room = float(claim.get("mean_diff", 0.0)) - decided.quality_bar(min_effect)
-    quality_undecided = float(claim.get("low", 0.0)) <= decided.quality_bar(min_effect)
+    half = mean_diff - low
+    room = mean_diff - decided.quality_bar(min_effect)
+    quality_undecided = low <= decided.quality_bar(min_effect)
     if verdict == "inconclusive" and quality_undecided and room > 0 and half > room:
         # an interval narrows as 1/sqrt(n): how many tasks would decide it if the difference holds
         second += (f"; too few holdout tasks to decide: if the observed difference is real, about {(half / room) ** 2:.1f}x "
-                   f"the {claim.get('n', '?')} tasks would (the interval's lower arm would need to be {room:.3f}, not {half:.3f})")
+                   f"the {present(made.n, '?')} tasks would (the interval's lower arm would need to be {room:.3f}, not {half:.3f})")
     if verdict == "win":
         action = f"ship {changes}"
     else:

@@ -19,13 +19,35 @@ from evoharness.search.records.versions import VERSIONS
 
 
 class _Absent:
+    """A key the record lacks. Falsy, and any field of it is absent too, so a reader of a partial
+    record (an older or hand-made one) asks ``present(x, default)`` once instead of at every level."""
+
     def __repr__(self) -> str:
         return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
 
 
 ABSENT: Any = _Absent()  # a key the record does not have (not the same as a key whose value is null)
 
 R = TypeVar("R")
+D = TypeVar("D")
+
+
+def present(value: Any, default: D) -> Any:
+    """``value``, or ``default`` when the record lacks it or holds null."""
+    return default if value is ABSENT or value is None else value
+
+
+def as_dict(record: Any) -> dict[str, Any]:
+    """A record's ``to_dict()``; {} for an absent one."""
+    return record.to_dict() if record else {}
 
 
 def _version(kind: str, d: Mapping[str, Any]) -> int:
@@ -136,7 +158,7 @@ class Claim:
 
     def to_dict(self) -> dict[str, Any]:
         body = _emit(self)
-        head = {k: body.pop(k) for k in ("verdict", "metric", "test", "decision")}
+        head = {k: body.pop(k) for k in ("verdict", "metric", "test", "decision") if k in body}
         return {"schema_version": self.schema_version, **head, **self.rule_fields, **body}
 
     @classmethod
@@ -245,6 +267,11 @@ class SearchOutcome:
         body = _emit(self)
         body["front"] = [m.to_dict() for m in self.front]  # an empty front is a list too
         return {"schema_version": self.schema_version, **body}
+
+    @classmethod
+    def of(cls, summary: SearchOutcome | Mapping[str, Any]) -> SearchOutcome:
+        """``summary`` as a SearchOutcome (a mapping is read by from_dict)."""
+        return summary if isinstance(summary, SearchOutcome) else cls.from_dict(summary)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SearchOutcome:
