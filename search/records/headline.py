@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evoharness.search.evaluation.decision import rule_of_record
-from evoharness.search.records.outcome import ABSENT, SearchOutcome, as_dict, present
+from evoharness.search.records.outcome import ABSENT, Claim, Decision, Member, SearchOutcome, as_dict, present
 
 
 def _change(new: float | None, old: float | None) -> str:
@@ -28,7 +28,10 @@ def _num(value: Any) -> float | None:
 def headline(summary: SearchOutcome | Mapping[str, Any]) -> str:
     o = SearchOutcome.of(summary)
     # a hand-made or degenerate summary may hold null where a record belongs: read it as absent
-    champion, made, chose, baseline = (x or ABSENT for x in (o.champion, o.claim, o.decision, o.baseline))
+    champion: Member = o.champion or ABSENT
+    made: Claim = o.claim or ABSENT
+    chose: Decision = o.decision or ABSENT
+    baseline: Member = o.baseline or ABSENT
     claim, decision = as_dict(made), as_dict(chose)
     decided = rule_of_record(claim, decision)
     rule, margin, min_effect = decided.name, decided.margin, float(present(made.min_effect, 0.0))

@@ -158,7 +158,7 @@ class Claim:
 
     def to_dict(self) -> dict[str, Any]:
         body = _emit(self)
-        head = {k: body.pop(k) for k in ("verdict", "metric", "test", "decision") if k in body}
+        head: dict[str, Any] = {k: body.pop(k) for k in ("verdict", "metric", "test", "decision") if k in body}
         return {"schema_version": self.schema_version, **head, **self.rule_fields, **body}
 
     @classmethod

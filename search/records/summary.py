@@ -88,7 +88,7 @@ def summary_text(summary: SearchOutcome | Mapping[str, Any]) -> str:
     base_dev = present(base.dev, {}).get(q)
     better = [m for m in o.front if m.dev and base_dev is not None and m.dev.get(q, 0) > base_dev]
     if better:
-        m = min(better, key=lambda m: m.dev.get("cost_per_task", float("inf")))
+        m = min(better, key=lambda m: (m.dev or {}).get("cost_per_task", float("inf")))
         lines.append(
             f"Cheapest member beating the baseline on dev: trial {m.trial} (round {m.round}: {_short(m.changes or '-', 60)}), "
             f"dev {q} {_fmt(m.dev, q)} at {_fmt(m.dev, 'cost_per_task')}/task "
