@@ -38,7 +38,7 @@ def claim_on_holdout(settings: RunSettings, looks_path: Path, hashes: Mapping[st
     """Run the champion's holdout and ablation, make the claim and journal the look (claim.json is the caller's to write)."""
     s, q = settings.search, quality_objective(settings.objectives)
     champion = chosen.champion
-    champion_hash = variant_of(chosen.champion_genome).content_hash
+    champion_hash = variant_of(champion.genome).content_hash
     candidate = champion_hash != chosen.baseline_variant.content_hash  # the incumbent itself is no look at a candidate
     seen = champions_seen(read_looks(looks_path))
     if candidate and seen and champion_hash not in seen and not s.second_look:
@@ -46,9 +46,9 @@ def claim_on_holdout(settings: RunSettings, looks_path: Path, hashes: Mapping[st
         raise ConfigError("search.second_look", f"study {s.study!r} already looked at its holdout for champion {seen[0][:12]}; "
                           f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split",
                           "start a new search.study, or pass search.second_look=true (the claim and the report then say so)")
-    hold_jobs = [(chosen.champion_genome, "holdout", "champion-holdout")] if candidate else []
-    ablate = bool(candidate and champion.get("dev") and q in champion["dev"])
-    layers_todo, ablation_batch = (ablation_jobs(chosen.champion_genome, pools, base_format=settings.base_format,
+    hold_jobs = [(champion.genome, "holdout", "champion-holdout")] if candidate else []
+    ablate = bool(candidate and champion.dev and q in champion.dev)
+    layers_todo, ablation_batch = (ablation_jobs(champion.genome, pools, base_format=settings.base_format,
                                                  base_steps=settings.base_steps) if ablate else ([], []))
     # the ablation's dev runs need only the champion: they share the champion's holdout batch
     both = evaluate([*hold_jobs, *ablation_batch]) if hold_jobs or ablation_batch else []
@@ -63,7 +63,7 @@ def claim_on_holdout(settings: RunSettings, looks_path: Path, hashes: Mapping[st
         append_look(looks_path, look_row(champion_hash=champion_hash, baseline_hash=chosen.baseline_variant.content_hash,
                                          claim=claim, look=looks))
     ablation: list[dict[str, Any]] = []
-    if ablate:
+    if ablate and champion.dev:
         ablation = ablation_rows(layers_todo, ablation_results, incumbent_q=float(chosen.baseline_dev.metrics.get(q, 0.0)),
-                                 champion_q=float(champion["dev"][q]), metric=q)
+                                 champion_q=float(champion.dev[q]), metric=q)
     return HoldoutClaim(claim=claim, champion_hold=champion_hold, ablation=ablation, champion_hash=champion_hash)

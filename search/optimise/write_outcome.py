@@ -4,6 +4,7 @@ the report."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,9 +23,8 @@ from evoharness.search.optimise.study import TrialRecord
 from evoharness.search.records.claim_record import claim_record, record_claim
 from evoharness.search.records.headline import headline
 from evoharness.search.records.ledger import unified_diff, write_ledger
-from evoharness.search.records.outcome import Claim, SearchOutcome
+from evoharness.search.records.outcome import ABSENT, Claim, Decision, Member, Paths, SearchOutcome, Snapshots, Splits
 from evoharness.search.records.report import write_report
-from evoharness.search.records.versions import versioned
 
 
 def trial_row(r: TrialRecord) -> dict[str, Any]:
@@ -44,15 +44,15 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
     write_json_atomic(paths.claim, claim)
     per_round = trials_of.per_round
     baseline_train = next((dict(r.train) for r in per_round[0] if r.origin == "baseline" and r.values), {}) if per_round else {}
-    champion = {**chosen.champion, "holdout": dict(held.champion_hold.metrics)}
+    champion = replace(chosen.champion, holdout=dict(held.champion_hold.metrics))
     snapshots = snapshot_for_search(
-        settings, paths, pools, trials_of.round_fronts, champion, claim, config_hash=config_hash, quality=q,
-        variant_of=variant_of, champion_genome=chosen.champion_genome,
+        settings, paths, pools, trials_of.round_fronts, champion.to_dict(), claim, config_hash=config_hash, quality=q,
+        variant_of=variant_of, champion_genome=champion.genome,
         baseline_metrics={"train": baseline_train, "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
     )
     # the claim where the trials are, so `promote --if-win` need not trust files placed beside a snapshot
     record_claim(paths.storage, s.study, [o.direction for o in objectives],
-                 claim_record(claim=claim, champion=champion, champion_variant=held.champion_hash,
+                 claim_record(claim=claim, champion=champion.to_dict(), champion_variant=held.champion_hash,
                               baseline_variant=baseline_variant.content_hash, snapshots=snapshots, registry=settings.registry_dir))
 
     front = chosen.front
@@ -60,42 +60,40 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
     write_ledger(paths.ledger, _ledger(settings, per_round, trials, front, champion, variant_of, baseline_variant))
 
     results = {"name": s.study, "objectives": [{"metric": o.metric, "direction": o.direction} for o in objectives],
-               "solutions": [{"params": m["params"], "values": m["values"], "trial": m["trial"], "round": m["round"],
-                              "variant_hash": m["variant_hash"]} for m in front]}
+               "solutions": [{"params": m.params, "values": m.values, "trial": m.trial, "round": m.round,
+                              "variant_hash": m.variant_hash} for m in front]}
     write_text_atomic(paths.results, yaml.safe_dump(results, sort_keys=False))
     ref_genome, reference_dev, reference_hold = chosen.reference_genome, chosen.reference_dev, chosen.reference_hold
-    summary: dict[str, Any] = versioned("summary", {
-        "study": s.study, "created_at": datetime.now(UTC).isoformat(), "storage": paths.storage_public,
-        "objectives": results["objectives"],
-        "baseline": {"variant_hash": baseline_variant.content_hash, "genome": BASELINE.to_dict(), "authors": [], "train": baseline_train,
-                     "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
-        "trials": trials, "front": front, "champion": champion, "decision": chosen.decision, "claim": claim, "snapshots": snapshots,
-        "ablation": held.ablation,
-        **({"reference": {"name": settings.reference, "variant_hash": reference_hold.variant_hash, "genome": ref_genome.to_dict(),
-                          "changes": f"model={settings.reference}", "dev": dict(reference_dev.metrics),
-                          "holdout": dict(reference_hold.metrics)}} if ref_genome else {}),
-        "splits": {"hash": splits_hash, "strata": {k: dict(v) for k, v in split_strata.items()}},
-        "spend": {"spent_usd": round(spent(paths.spend), 6), **dict(budget or {})},
-        "paths": {"ledger": str(paths.ledger), "claim": str(paths.claim), "optimization_results": str(paths.results),
-                  "report": str(paths.report)},
-    })
-    summary["headline"] = headline(summary)
-    summary = SearchOutcome.from_dict(summary).to_dict()  # what summary.json holds is what SearchOutcome reads
+    outcome = SearchOutcome(
+        study=s.study, created_at=datetime.now(UTC).isoformat(), storage=paths.storage_public, objectives=results["objectives"],
+        baseline=Member(variant_hash=baseline_variant.content_hash, genome=BASELINE, authors=[], train=baseline_train,
+                        dev=dict(baseline_dev.metrics), holdout=dict(baseline_hold.metrics)),
+        trials=trials, front=tuple(front), champion=champion, decision=Decision.from_dict(chosen.decision),
+        claim=Claim.from_dict(claim), snapshots=Snapshots.from_dict(snapshots), ablation=held.ablation,
+        reference=(Member(name=settings.reference, variant_hash=reference_hold.variant_hash, genome=ref_genome,
+                          changes=f"model={settings.reference}", dev=dict(reference_dev.metrics), holdout=dict(reference_hold.metrics))
+                   if ref_genome else ABSENT),
+        splits=Splits(hash=splits_hash, strata={k: dict(v) for k, v in split_strata.items()}),
+        spend={"spent_usd": round(spent(paths.spend), 6), **dict(budget or {})},
+        paths=Paths(ledger=str(paths.ledger), claim=str(paths.claim), optimization_results=str(paths.results), report=str(paths.report)),
+    )
+    outcome = replace(outcome, headline=headline(outcome))
+    summary = outcome.to_dict()
     write_json_atomic(paths.summary, summary)
     write_report(summary, paths.report)
     return summary
 
 
 def _ledger(settings: RunSettings, per_round: Sequence[Sequence[TrialRecord]], trials: Sequence[dict[str, Any]],
-            front: Sequence[Mapping[str, Any]], champion: Mapping[str, Any], variant_of: Callable[[Genome], HarnessVariant],
+            front: Sequence[Member], champion: Member, variant_of: Callable[[Genome], HarnessVariant],
             baseline: HarnessVariant) -> list[dict[str, Any]]:
     """Every trial with the search's standing on it, its train cost and its diff from the incumbent."""
-    front_hashes = {m["variant_hash"] for m in front}
-    diffs = {m["variant_hash"]: m["diff"] for m in front}
+    front_hashes = {m.variant_hash for m in front}
+    diffs = {m.variant_hash: m.diff for m in front}
     ledger = []
     for r, row in zip([r for rs in per_round for r in rs], trials):
         diff = diffs[r.variant_hash] if r.variant_hash in diffs else _diff_for(r, variant_of, baseline)
-        ledger.append({**row, "decision": ledger_decision(r, front=front_hashes, champion=champion["variant_hash"]),
+        ledger.append({**row, "decision": ledger_decision(r, front=front_hashes, champion=champion.variant_hash),
                        "eval_cost_usd": r.train.get("cost_total"), "study": settings.search.study, "diff": diff})
     return ledger
 
