@@ -172,7 +172,8 @@ def compare_with_reference(settings: RunSettings, q: str, reference_dev: EvalRep
     if not any(r.scored for r in reference_dev.tasks):
         raise FinishAborted(f"the {settings.reference}'s dev evaluation scored no task (every episode was skipped as an "
                             "infrastructure failure), so nothing can be compared with it; see the job logs under the sweep dir")
-    candidates, compared = [], []
+    candidates: list[DevCandidate] = []
+    compared: list[dict[str, float] | None] = []
     for (dev, feasible), report in zip(members, reports):
         tasks, a, b = paired_scores(reference_dev, report, metric=q)
         if not tasks:  # every episode of this member was skipped: no evidence either way, so never chosen

@@ -59,13 +59,14 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
     trials = [trial_row(r) for rs in per_round for r in rs]
     write_ledger(paths.ledger, _ledger(settings, per_round, trials, front, champion, variant_of, baseline_variant))
 
-    results = {"name": s.study, "objectives": [{"metric": o.metric, "direction": o.direction} for o in objectives],
+    directions = [{"metric": o.metric, "direction": o.direction} for o in objectives]
+    results = {"name": s.study, "objectives": directions,
                "solutions": [{"params": m.params, "values": m.values, "trial": m.trial, "round": m.round,
                               "variant_hash": m.variant_hash} for m in front]}
     write_text_atomic(paths.results, yaml.safe_dump(results, sort_keys=False))
     ref_genome, reference_dev, reference_hold = chosen.reference_genome, chosen.reference_dev, chosen.reference_hold
     outcome = SearchOutcome(
-        study=s.study, created_at=datetime.now(UTC).isoformat(), storage=paths.storage_public, objectives=results["objectives"],
+        study=s.study, created_at=datetime.now(UTC).isoformat(), storage=paths.storage_public, objectives=directions,
         baseline=Member(variant_hash=baseline_variant.content_hash, genome=BASELINE, authors=[], train=baseline_train,
                         dev=dict(baseline_dev.metrics), holdout=dict(baseline_hold.metrics)),
         trials=trials, front=tuple(front), champion=champion, decision=Decision.from_dict(chosen.decision),
