@@ -93,8 +93,9 @@ def select_on_dev(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials
              if r.genome is not None]
     base_train = next((r.train for rs in reversed(rounds.per_round) for r in rs if r.origin == "baseline" and r.train), None)
     qualifies = rule.train_qualifies([m.train for m in front], base_train, q)
-    picked = dev_members_of([float(m.train.get("cost_per_task", 0.0)) for m in front], settings.search.max_front_dev,
-                            qualifies=qualifies)
+    # spread along the axis the rule saves on (cost unless it saves latency), its lowest member always among them
+    axis = (rule.resource() or ("cost_per_task", "cost"))[0]
+    picked = dev_members_of([float(m.train.get(axis, 0.0)) for m in front], settings.search.max_front_dev, qualifies=qualifies)
 
     ref_genome = reference_genome(settings, pools)
     # the incumbent's holdout run (and a named reference's) is the claim's whatever the champion, and
