@@ -119,9 +119,9 @@ class CriteriaConfig:
 
     criteria: list[CriterionConfig] = field(default_factory=list)  # judged in this order
     aggregation: str = "all"  # all = every criterion must hold; weighted = see module doc
-    decision: str = "cheapest_noninferior"  # which front member ships: cheapest_noninferior | best_quality
-    margin: float = 0.05  # cheapest_noninferior: quality may fall this far below the reference's
-    reference: str = "incumbent"  # cheapest_noninferior: "incumbent", or a search.models name (the base harness on it)
+    decision: str = "cheapest_noninferior"  # which front member ships: cheapest_noninferior | fastest_noninferior | best_quality
+    margin: float = 0.05  # *_noninferior: quality may fall this far below the reference's
+    reference: str = "incumbent"  # *_noninferior: "incumbent", or a search.models name (the base harness on it)
 
 
 @dataclass

@@ -39,17 +39,21 @@ not a win is not an error: ``--if-win`` then promotes nothing and exits 0.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.names import is_name
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import RegistryError, Snapshot, read_snapshot
 from evoharness.compiler.secrets import public_url
 from evoharness.search.records.claim_record import NoRecord, read_claim_record
+from evoharness.search.records.outcome import Claim, SearchOutcome
 from evoharness.search.records.versions import checked
+
+T = TypeVar("T")
 
 _REVIEW = "or review the snapshot and promote it without --if-win"
 
@@ -60,8 +64,8 @@ class StudyRecords:
 
     folder: Path
     study: str
-    claim: Mapping[str, Any]
-    summary: Mapping[str, Any]
+    claim: Claim
+    summary: SearchOutcome
     record: Mapping[str, Any]  # the claim as the study's database holds it
 
     @property
@@ -96,6 +100,15 @@ def _read(folder: Path, name: str, kind: str) -> dict[str, Any]:
         raise RegistryError(f"no readable {name} for study {folder.name!r} in {folder} ({why}). "
                             f"Fix: pass the study's own runs/<study>/champion.json (or --runs with the output root the search wrote to), "
                             f"{_REVIEW}") from None
+
+
+def _typed(folder: Path, name: str, record: Mapping[str, Any], read: Callable[[Mapping[str, Any]], T]) -> T:
+    try:
+        return read(record)
+    except (ConfigError, KeyError, TypeError, ValueError) as exc:
+        why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise RegistryError(f"{folder / name} is not the record a search writes ({why}). "
+                            f"Fix: re-run the search to rewrite its records, {_REVIEW}") from None
 
 
 def _storage_url(folder: Path, study: str, recorded: str, given: str | None) -> str:
@@ -138,12 +151,13 @@ def study_records(folder: Path, *, storage: str | None = None) -> StudyRecords:
     if not is_name(study):
         raise RegistryError(f"{folder} is not a study folder (its name is not a study name). "
                             f"Fix: pass runs/<study>/champion.json, {_REVIEW}")
-    claim, summary = _read(folder, "claim.json", "claim"), _read(folder, "summary.json", "summary")
+    claim = _typed(folder, "claim.json", _read(folder, "claim.json", "claim"), Claim.from_dict)
+    summary = _typed(folder, "summary.json", _read(folder, "summary.json", "summary"), SearchOutcome.from_dict)
     freeze = _read(folder, "freeze.json", "freeze")
-    if summary.get("study") != study:
-        raise RegistryError(f"{folder}/summary.json is study {summary.get('study')!r}'s, not {study!r}'s: the folder was assembled "
+    if summary.study != study:
+        raise RegistryError(f"{folder}/summary.json is study {summary.study!r}'s, not {study!r}'s: the folder was assembled "
                             f"from another study's files. Fix: re-run the search, {_REVIEW}")
-    recorded = str(summary.get("storage") or "")
+    recorded = str(summary.storage or "")
     if not recorded:
         raise RegistryError(f"study {study!r}: summary.json names no storage. Fix: re-run the search to rewrite its records, {_REVIEW}")
     url = _storage_url(folder, study, recorded, storage)
@@ -157,15 +171,15 @@ def study_records(folder: Path, *, storage: str | None = None) -> StudyRecords:
         pinned = Frozen.from_dict(freeze).hashes()
     except (KeyError, TypeError, ValueError):
         raise RegistryError(f"study {study!r}: freeze.json is not a freeze record. Fix: re-run the search, {_REVIEW}") from None
-    snapshots = summary.get("snapshots") or {}
-    _same(study, "the verdict", "claim.json", claim.get("verdict"), record.get("verdict"))
-    _same(study, "the champion's variant", "claim.json", claim.get("champion_hash"), record.get("champion_hash"))
-    _same(study, "the champion's variant", "summary.json", (summary.get("champion") or {}).get("variant_hash"), record.get("champion_hash"))
-    _same(study, "the claim's verdict", "summary.json", (summary.get("claim") or {}).get("verdict"), record.get("verdict"))
-    _same(study, "the champion snapshot", "summary.json", snapshots.get("champion"), record.get("snapshot"))
-    _same(study, "whether a champion.json was written", "summary.json", snapshots.get("champion_path") is not None,
+    snapshots = summary.snapshots
+    _same(study, "the verdict", "claim.json", claim.verdict, record.get("verdict"))
+    _same(study, "the champion's variant", "claim.json", claim.champion_hash, record.get("champion_hash"))
+    _same(study, "the champion's variant", "summary.json", summary.champion.variant_hash, record.get("champion_hash"))
+    _same(study, "the claim's verdict", "summary.json", summary.claim.verdict, record.get("verdict"))
+    _same(study, "the champion snapshot", "summary.json", snapshots.champion, record.get("snapshot"))
+    _same(study, "whether a champion.json was written", "summary.json", snapshots.champion_path is not None,
           record.get("champion_file"))
-    _same(study, "the claim's hashes", "claim.json", claim.get("hashes"), record.get("hashes"))
+    _same(study, "the claim's hashes", "claim.json", claim.hashes, record.get("hashes"))
     _same(study, "the hashes", "freeze.json", pinned, record.get("hashes"))
     return StudyRecords(folder=folder, study=study, claim=claim, summary=summary, record=record)
 

@@ -99,7 +99,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     from evoharness.compiler.secrets import public_url
     from evoharness.search.evaluation.coverage import coverage_warning
     from evoharness.search.evaluation.evaluate import evaluate_variant
-    from evoharness.search.records import doctor
+    from evoharness.search.records import doctor_record as doctor
     from evoharness.search.records.provenance import provenance
     from evoharness.search.records.tables import metrics_table
     from evoharness.search.records.versions import versioned
@@ -206,7 +206,7 @@ def doctor_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVa
     """The config compiles and the workload builds; the doctor reads every split (gold only: no
     agent is measured, so the holdout's seal is not touched)."""
     from evoharness.compiler.cli import compile_validate
-    from evoharness.search.records.doctor import record_path
+    from evoharness.search.records.doctor_record import record_path
 
     variant = compile_validate(cfg, overrides)
     workload = make_workload(cfg)
@@ -224,7 +224,7 @@ def doctor_task(cfg: DictConfig) -> None:
     """`evoharness doctor`: the workload check on every split (``workload.limit`` tasks of each)."""
     from evoharness.compiler.cli import released
     from evoharness.search.evaluation.doctor import doctor_table, run_doctor
-    from evoharness.search.records.doctor import record_path, workload_hash, write_record
+    from evoharness.search.records.doctor_record import record_path, workload_hash, write_record
 
     variant = compile_config(released(cfg))
     workload = make_workload(cfg)

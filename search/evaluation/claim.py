@@ -5,29 +5,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from evoharness.search.evaluation.decision import BestQuality, DecisionRule
 from evoharness.search.evaluation.metrics import EvalReport, paired_scores
-from evoharness.search.evaluation.stats import MIN_DISCORDANT, noninferiority_verdict, paired_test, superiority_verdict
+from evoharness.search.evaluation.stats import MIN_DISCORDANT
 
 
 def make_claim(
     baseline: EvalReport, champion: EvalReport, *, confidence: float, resamples: int, min_effect: float, seed: int,
-    hashes: Mapping[str, str], metric: str = "pass_rate", decision: str = "best_quality", margin: float = 0.05,
+    hashes: Mapping[str, str], metric: str = "pass_rate", rule: DecisionRule | None = None,
 ) -> dict[str, Any]:
-    task_ids, a, b = paired_scores(baseline, champion, metric=metric)
-    extra: dict[str, Any] = {"decision": decision}
-    if decision == "cheapest_noninferior":
-        result = paired_test(a, b, shift=-margin, resamples=resamples, confidence=confidence, seed=seed)
-        _, cost_a, cost_b = paired_scores(baseline, champion, metric="cost_per_task")
-        saving = paired_test(cost_b, cost_a, shift=0.0, resamples=resamples, confidence=confidence, seed=seed)  # baseline - champion
-        verdict = noninferiority_verdict(result, saving, margin=margin)
-        test = (f"non-inferiority: {metric} difference > -{margin:g} (one-sided sign-flip test, BCa interval) "
-                "and per-task cost saving > 0 (the same)")
-        extra |= {"margin": margin, "cost_saving": saving.mean_diff, "cost_saving_low": saving.low, "cost_saving_high": saving.high,
-                  "cost_saving_p_value": saving.p_value, "cost_discordant": saving.discordant}
-    else:
-        result = paired_test(a, b, shift=min_effect, resamples=resamples, confidence=confidence, seed=seed)
-        verdict = superiority_verdict(result, min_effect=min_effect)
-        test = "superiority: one-sided sign-flip permutation test of mean(champion - baseline) > min_effect, BCa interval"
+    """The claim's record (claim.json without its schema version and look count); ``rule`` decides
+    the test (default: best quality, a superiority test)."""
+    rule = rule or BestQuality()
+    tested = rule.claim(baseline, champion, metric=metric, confidence=confidence, resamples=resamples, min_effect=min_effect,
+                        seed=seed)
+    task_ids = paired_scores(baseline, champion, metric=metric)[0]
+    verdict, result, test, extra = tested.verdict, tested.quality, tested.test, {"decision": rule.name, **tested.extra}
     bm, cm = baseline.metrics, champion.metrics
     return {
         "verdict": verdict,

@@ -72,7 +72,7 @@ class SpendWatch:
 
     def __init__(self, settings: RunSettings, journal: Path, *, tasks: Mapping[str, int], echo: Callable[[str], None]) -> None:
         self.s, self.journal, self.tasks, self.echo = settings.search, journal, dict(tasks), echo
-        self.margin = settings.margin if settings.decision == "cheapest_noninferior" else None
+        self.margin = settings.rule.bar
         self.references = 2 if settings.reference not in (None, "incumbent") else 1
         self.baseline_cost: float = 0.0
         self.front_costs: list[float] = []

@@ -17,7 +17,7 @@ from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.coverage import coverage_warning
 from evoharness.search.evaluation.scorer import scorer_hash
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
-from evoharness.search.records import doctor
+from evoharness.search.records import doctor_record as doctor
 from evoharness.search.records.provenance import split_strata, tasks_hash
 from evoharness.search.records.versions import checked, versioned
 

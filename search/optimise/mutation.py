@@ -127,7 +127,7 @@ def mutate(
     The LLM mutators' paid calls are appended to ``costs`` as (mutator, USD)."""
     tools = {s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))}
     genomes = [t.genome for t in front if t.genome is not None]
-    margin = settings.margin if settings.decision == "cheapest_noninferior" else None
+    margin = settings.rule.bar
     ref_q, ref_cost = reference if reference is not None else (None, None)
     tried_on = (anchors(front, quality_objective(settings.objectives), margin=margin, reference=ref_q, reference_cost=ref_cost)
                 if front else [Genome()])

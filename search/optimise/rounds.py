@@ -121,7 +121,7 @@ class Rounds:
         if not study.get_trials(deepcopy=False):
             for q in round_queue(k, rp.pools, front, rp.added, rp.controls, quality=self.quality, budget=self.s.trials_per_round,
                                  base_format=self.settings.base_format, base_steps=self.settings.base_steps,
-                                 margin=self.settings.margin if self.settings.decision == "cheapest_noninferior" else None,
+                                 margin=self.settings.rule.bar,
                                  reference=reference[0] if reference else None,
                                  reference_cost=reference[1] if reference else None, accumulated=combined):
                 study.enqueue_trial(q.params, user_attrs=q.attrs)

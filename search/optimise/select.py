@@ -3,12 +3,12 @@ ledger's decision on every trial. Pure: records in, choices out."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
+from evoharness.search.evaluation.decision import DevCandidate, Evidence, noninferior_pick
 from evoharness.search.optimise.study import TrialRecord
 
-Decision = Literal["champion", "front", "dominated", "infeasible", "failed"]
+Standing = Literal["champion", "front", "dominated", "infeasible", "failed"]
 
 
 def distinct_front(front: Sequence[TrialRecord], quality: str) -> list[TrialRecord]:
@@ -34,12 +34,12 @@ def dev_picks(count: int, cap: int) -> list[int]:
 def dev_members(costs: Sequence[float], cap: int, *, qualifies: Sequence[bool] | None = None) -> list[int]:
     """Indices of the front members (ordered best train quality first, with their train costs)
     re-evaluated on dev: all when they fit, else ``cap`` spread evenly along the cost axis, the
-    cheapest always among them (what cheapest_noninferior needs) and the best quality (index 0)
+    cheapest always among them (what a non-inferiority rule needs) and the best quality (index 0)
     in place of the dearest pick. With three objectives quality order is not cost order, so
     spacing by quality rank alone could skip the cheapest member.
 
-    ``qualifies`` (cheapest_noninferior: cheaper than the reference and within the margin of its
-    train quality) sends the dev runs to the members that can win first: the best quality, then
+    ``qualifies`` (a non-inferiority rule: cheaper or faster than the reference and within the
+    margin of its train quality) sends the dev runs to the members that can win first: the best quality, then
     the cheapest qualifying ones; the spread fills what is left. A member far below the bar on
     train is the last that needs a dev run."""
     count = len(costs)
@@ -64,36 +64,11 @@ def champion_index(rank_keys: Sequence[tuple[float, ...]]) -> int:
     return max(range(len(rank_keys)), key=lambda i: rank_keys[i])
 
 
-@dataclass(frozen=True)
-class DevCandidate:
-    """A front member as the cheapest_noninferior rule sees it: its dev quality, the lower bound of
-    its paired dev difference against the reference (same tasks, one-sided at the claim's
-    confidence), its dev cost per task and whether it meets every hard criterion."""
-
-    quality: float
-    diff_low: float
-    cost: float
-    feasible: bool
-
-
-Evidence = Literal["interval", "point"]
-
-
 def cheapest_noninferior(candidates: Sequence[DevCandidate], *, reference: float, margin: float,
                          reference_cost: float = float("inf")) -> tuple[int, Evidence] | None:
-    """Index of the cheapest feasible candidate cheaper than the reference whose dev quality is
-    non-inferior within ``margin``, and on what evidence: ``interval`` when the lower bound of its
-    paired dev difference clears ``-margin`` (what the holdout claim will test, so a lucky dev
-    point estimate does not ship), else ``point`` when only its point estimate does. Ties: higher
-    quality, then the first. None when no candidate qualifies even on its point estimate (the
-    reference itself is then the cheapest that is as good)."""
-    cheaper = [i for i, c in enumerate(candidates) if c.feasible and c.cost < reference_cost]
-    for evidence, ok in (("interval", lambda c: c.diff_low >= -margin - 1e-12),
-                         ("point", lambda c: c.quality >= reference - margin - 1e-12)):
-        eligible = [i for i in cheaper if ok(candidates[i])]
-        if eligible:
-            return min(eligible, key=lambda i: (candidates[i].cost, -candidates[i].quality, i)), evidence  # type: ignore[return-value]
-    return None
+    """The cheapest feasible candidate cheaper than the reference and non-inferior within ``margin``
+    (decision.noninferior_pick ordered by cost)."""
+    return noninferior_pick(candidates, reference=reference, margin=margin, order="cost", reference_value=reference_cost)
 
 
 def round_winner(best: Sequence[TrialRecord], quality: str) -> TrialRecord | None:
@@ -102,7 +77,7 @@ def round_winner(best: Sequence[TrialRecord], quality: str) -> TrialRecord | Non
     return max(members, key=lambda t: t.quality(quality)) if members else None
 
 
-def ledger_decision(record: TrialRecord, *, front: Collection[str], champion: str) -> Decision:
+def ledger_decision(record: TrialRecord, *, front: Collection[str], champion: str) -> Standing:
     """What the search decided about one trial, by variant: the champion's, on the front,
     dominated (feasible but beaten), infeasible (a hard criterion failed), or failed."""
     if record.state != "COMPLETE":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from evoharness.compiler.schema import TOOL_FORMATS, SearchConfig
 from evoharness.compiler.secrets import holds_secret, public_url
 from evoharness.search.evaluation.criteria import Objective, OptimisationCriterion, build_criteria
 from evoharness.search.evaluation.criteria import objectives as objectives_of
+from evoharness.search.evaluation.decision import DEFAULT, DecisionRule, decision_rule
 from evoharness.search.mutators.base import MUTATORS, Mutator
 from evoharness.search.optimise.models_conf import load_model_config
 from evoharness.search.optimise.study import CROSSOVERS, SAMPLERS
@@ -148,7 +149,7 @@ class RunSettings:
     search: SearchSettings
     criteria: tuple[OptimisationCriterion, ...]  # validated (evoharness.search.evaluation.criteria)
     aggregation: str  # criteria.aggregation
-    decision: str  # criteria.decision: best_quality | cheapest_noninferior
+    rule: DecisionRule  # criteria.decision, with its margin and reference
     margin: float  # criteria.margin
     reference: str  # criteria.reference: "incumbent" or a model name (the incumbent's harness on that model)
     objectives: tuple[Objective, ...]  # the search's objectives, from the criteria
@@ -189,6 +190,8 @@ class RunSettings:
         if int(cfg.mutators.pool_size) < 2:  # entry 0 is the baseline: below 2 no mutator could ever add one
             raise ConfigError("mutators.pool_size", f"must be at least 2, got {cfg.mutators.pool_size}",
                               "set mutators.pool_size=2 or more (the baseline takes one entry)")
+        rule = decision_rule(str(cfg.criteria.get("decision", DEFAULT)), margin=_margin(float(cfg.criteria.get("margin", 0.05))))
+        rule = replace(rule, reference=_reference(str(cfg.criteria.get("reference", "incumbent")), models, rule, search.models))
         resolved: dict[str, Any] = to_plain(cfg)
         if resolved["search"].get("storage"):
             resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))
@@ -196,10 +199,9 @@ class RunSettings:
             search=search,
             criteria=criteria,
             aggregation=str(cfg.criteria.aggregation),
-            decision=_decision(str(cfg.criteria.get("decision", "cheapest_noninferior"))),
-            margin=_margin(float(cfg.criteria.get("margin", 0.05))),
-            reference=_reference(str(cfg.criteria.get("reference", "incumbent")), models,
-                                 str(cfg.criteria.get("decision", "cheapest_noninferior")), search.models),
+            rule=rule,
+            margin=rule.margin,
+            reference=rule.reference,
             objectives=objectives_of(criteria),
             agent=to_plain(cfg.agent),
             tool=to_plain(cfg.tool),
@@ -215,6 +217,11 @@ class RunSettings:
             cache_dir=_cache_location(cfg.cache_dir),
             resolved=resolved,
         )
+
+    @property
+    def decision(self) -> str:
+        """criteria.decision's name, as the records write it."""
+        return self.rule.name
 
     @property
     def base_format(self) -> str:
@@ -299,21 +306,9 @@ class StudyPaths:
         return self.dir / "champion.json"
 
 
-DECISIONS = ("best_quality", "cheapest_noninferior")
-
-
-def _decision(value: str) -> str:
-    if value not in DECISIONS:
-        raise ConfigError("criteria.decision", f"unknown decision rule {value!r}", f"use one of {list(DECISIONS)}")
-    return value
-
-
-def _reference(value: str, models: Mapping[str, Mapping[str, Any]], decision: str, listed: Sequence[str]) -> str:
-    if value == "incumbent":
+def _reference(value: str, models: Mapping[str, Mapping[str, Any]], rule: DecisionRule, listed: Sequence[str]) -> str:
+    if rule.check_reference(value) == "incumbent":
         return value
-    if decision != "cheapest_noninferior":
-        raise ConfigError("criteria.reference", f"a reference ({value!r}) applies only to criteria.decision=cheapest_noninferior",
-                          "drop criteria.reference, or set criteria.decision=cheapest_noninferior")
     named = [m for m in models if m != "base"]  # "base" is the settings' own key for the incumbent's model
     if value in listed and value not in named:
         raise ConfigError("criteria.reference", f"{value!r} is the incumbent's own model",

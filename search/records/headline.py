@@ -7,16 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-_MEANING = {
-    ("cheapest_noninferior", "win"): "non-inferior within {margin:g} and cheaper",
-    ("cheapest_noninferior", "equivalent"): "equal within ±{margin:g}",
-    ("cheapest_noninferior", "no_win"): "not cheaper",
-    ("cheapest_noninferior", "inconclusive"): "not shown non-inferior within {margin:g}",
-    ("best_quality", "win"): "better by more than {min_effect:g}",
-    ("best_quality", "equivalent"): "equal within ±{min_effect:g}: no improvement",
-    ("best_quality", "no_win"): "not better by more than {min_effect:g}",
-    ("best_quality", "inconclusive"): "not shown better by more than {min_effect:g}",
-}
+from evoharness.search.evaluation.decision import rule_of_record
+from evoharness.search.records.outcome import ABSENT, Claim, Decision, Member, SearchOutcome, as_dict, present
 
 
 def _change(new: float | None, old: float | None) -> str:
@@ -33,54 +25,47 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-def _meaning(rule: str, verdict: str, claim: Mapping[str, Any], *, margin: float, min_effect: float) -> str:
-    if rule == "cheapest_noninferior" and verdict in ("inconclusive", "no_win"):
-        quality_ok = float(claim.get("low", -1.0)) > -margin
-        saving_low = _num(claim.get("cost_saving_low"))
-        if quality_ok:  # then the cost side is what failed
-            return f"non-inferior within {margin:g}, but the cost saving is not shown" + (
-                f" (saving CI low {saving_low:+.4f})" if saving_low is not None else "")
-        if verdict == "no_win" and float(claim.get("high", 0.0)) < -margin:
-            return f"worse by more than {margin:g}"
-    return _MEANING.get((rule, verdict), verdict).format(margin=margin, min_effect=min_effect)
-
-
-def headline(summary: Mapping[str, Any]) -> str:
-    claim = summary.get("claim") or {}
-    decision = summary.get("decision") or {}
-    rule = str(claim.get("decision") or decision.get("rule") or "best_quality")
-    margin, min_effect = float(claim.get("margin", decision.get("margin", 0.05))), float(claim.get("min_effect", 0.0))
-    bound = f"margin {margin:g}" if rule == "cheapest_noninferior" else f"min_effect {min_effect:g}"
-    verdict = str(claim.get("verdict", "none"))
-    metric = str(claim.get("metric", "pass_rate"))
-    champion, base = summary.get("champion") or {}, summary.get("reference") or summary.get("baseline") or {}
-    against = f"the reference ({base['name']})" if base.get("name") else "the incumbent"
-    hold_c, hold_b = champion.get("holdout") or {}, base.get("holdout") or {}
-    changes = champion.get("changes") or "baseline"
-    if champion.get("variant_hash") == (summary.get("baseline") or {}).get("variant_hash") or changes == "baseline":
-        if decision.get("evidence") == "none":
-            return (f"decision {rule} ({bound}): keep the incumbent; no front member is cheaper than {against} and within "
+def headline(summary: SearchOutcome | Mapping[str, Any]) -> str:
+    o = SearchOutcome.of(summary)
+    # a hand-made or degenerate summary may hold null where a record belongs: read it as absent
+    champion: Member = o.champion or ABSENT
+    made: Claim = o.claim or ABSENT
+    chose: Decision = o.decision or ABSENT
+    baseline: Member = o.baseline or ABSENT
+    claim, decision = as_dict(made), as_dict(chose)
+    decided = rule_of_record(claim, decision)
+    rule, margin, min_effect = decided.name, decided.margin, float(present(made.min_effect, 0.0))
+    bound = decided.bound(min_effect)
+    verdict = str(present(made.verdict, "none"))
+    metric = str(present(made.metric, "pass_rate"))
+    base = o.reference or baseline
+    against = f"the reference ({base.name})" if base.name else "the incumbent"
+    hold_c, hold_b = present(champion.holdout, {}), present(base.holdout, {})
+    changes = champion.changes or "baseline"
+    if champion.variant_hash == baseline.variant_hash or changes == "baseline":
+        if chose.evidence == "none":
+            return (f"decision {rule} ({bound}): keep the incumbent; no front member is {decided.comparative} than {against} and within "
                     f"{margin:g} of its dev quality, so no candidate was claimed and the holdout stays sealed")
         return f"decision {rule} ({bound}): keep the incumbent; no front member beats it on dev"
     q_c, q_b = _num(hold_c.get(metric)), _num(hold_b.get(metric))
     quality = (f"holdout {metric} {q_c:.3f} vs {q_b:.3f} for {against}" if q_c is not None and q_b is not None
                else f"holdout {metric}")
-    pct = int(round(100 * float(claim.get("confidence", 0.95))))
-    meaning = _meaning(rule, verdict, claim, margin=margin, min_effect=min_effect)
-    interval = (f"({float(claim.get('mean_diff', 0.0)):+.3f}, {pct}% CI {float(claim.get('low', 0.0)):+.3f}.."
-                f"{float(claim.get('high', 0.0)):+.3f}: {meaning})")
+    pct = int(round(100 * float(present(made.confidence, 0.95))))
+    meaning = decided.meaning(verdict, claim, min_effect=min_effect)
+    mean_diff, low, high = (float(present(v, 0.0)) for v in (made.mean_diff, made.low, made.high))
+    interval = f"({mean_diff:+.3f}, {pct}% CI {low:+.3f}..{high:+.3f}: {meaning})"
     c_c, c_b = _num(hold_c.get("cost_per_task")), _num(hold_b.get("cost_per_task"))
     cost = f"cost/task {_change(c_c, c_b)}" + (f" (${c_c:.4f} vs ${c_b:.4f})" if c_c is not None and c_b is not None else "")
     latency = f"latency p95 {_change(_num(hold_c.get('latency_p95')), _num(hold_b.get('latency_p95')))}"
-    second = " (second look at the holdout)" if claim.get("second_look") else ""
+    second = " (second look at the holdout)" if made.second_look else ""
     # the claim needs the interval's low end above the bar: what it lacks is mean - low vs mean - bar
-    half = float(claim.get("mean_diff", 0.0)) - float(claim.get("low", 0.0))
-    room = float(claim.get("mean_diff", 0.0)) + (margin if rule == "cheapest_noninferior" else -min_effect)
-    quality_undecided = float(claim.get("low", 0.0)) <= (-margin if rule == "cheapest_noninferior" else min_effect)
+    half = mean_diff - low
+    room = mean_diff - decided.quality_bar(min_effect)
+    quality_undecided = low <= decided.quality_bar(min_effect)
     if verdict == "inconclusive" and quality_undecided and room > 0 and half > room:
         # an interval narrows as 1/sqrt(n): how many tasks would decide it if the difference holds
         second += (f"; too few holdout tasks to decide: if the observed difference is real, about {(half / room) ** 2:.1f}x "
-                   f"the {claim.get('n', '?')} tasks would (the interval's lower arm would need to be {room:.3f}, not {half:.3f})")
+                   f"the {present(made.n, '?')} tasks would (the interval's lower arm would need to be {room:.3f}, not {half:.3f})")
     if verdict == "win":
         action = f"ship {changes}"
     else:

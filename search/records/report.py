@@ -15,9 +15,11 @@ from typing import Any
 import jinja2
 from evoharness.compiler.atomic import write_text_atomic
 from evoharness.search.evaluation.criteria import quality_objective
+from evoharness.search.evaluation.decision import rule_of_record
 from evoharness.search.records.format import fmt_metric
 from evoharness.search.records.format import number as _num
 from evoharness.search.records.headline import headline
+from evoharness.search.records.outcome import ABSENT, Claim, Member, SearchOutcome, as_dict, present
 from evoharness.search.records.report_svg import COMPARE, COST, LABELS, LATENCY, Point, scatter_svg
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
@@ -42,26 +44,32 @@ def _tip(item: Mapping[str, Any], label: str, metrics: Sequence[str], objectives
     return f"{label}\nauthors: {authors}\n{values}"
 
 
-def chart_points(summary: Mapping[str, Any], x_metric: str, y_metric: str) -> list[Point]:
-    objectives = [str(o["metric"]) for o in summary.get("objectives") or []]
+def _row(item: Member | Mapping[str, Any]) -> Mapping[str, Any]:
+    """A member's fields as the chart reads a trial row's."""
+    return item.to_dict() if isinstance(item, Member) else item
+
+
+def chart_points(summary: SearchOutcome | Mapping[str, Any], x_metric: str, y_metric: str) -> list[Point]:
+    o = SearchOutcome.of(summary)
+    objectives = [str(x["metric"]) for x in o.objectives or []]
     shown = list(dict.fromkeys([y_metric, *objectives, x_metric]))
     pts: list[Point] = []
 
-    def add(item: Mapping[str, Any], kind: str, label: str) -> None:
-        pts.append(Point(_value(item, x_metric, objectives), _value(item, y_metric, objectives), kind,
-                         _tip(item, label, shown, objectives)))
+    def add(item: Member | Mapping[str, Any], kind: str, label: str) -> None:
+        row = _row(item)
+        pts.append(Point(_value(row, x_metric, objectives), _value(row, y_metric, objectives), kind, _tip(row, label, shown, objectives)))
 
-    for t in summary.get("trials") or []:
+    for t in o.trials or []:
         if t.get("values"):
             feasible = t.get("feasible", True)
             add(t, "trial" if feasible else "infeasible",
                 f"trial {t.get('trial')} (round {t.get('round')})" + ("" if feasible else " – infeasible"))
-    for f in summary.get("front") or []:
-        add(f, "front", f"Pareto front: trial {f.get('trial')} (round {f.get('round')})")
-    if summary.get("baseline"):
-        add(summary["baseline"], "baseline", "baseline")
-    if summary.get("champion"):
-        add(summary["champion"], "champion", f"champion: trial {summary['champion'].get('trial')}")
+    for f in o.front or []:
+        add(f, "front", f"Pareto front: trial {present(f.trial, None)} (round {present(f.round, None)})")
+    if o.baseline:
+        add(o.baseline, "baseline", "baseline")
+    if o.champion:
+        add(o.champion, "champion", f"champion: trial {present(o.champion.trial, None)}")
     return pts
 
 
@@ -73,20 +81,21 @@ def diff_lines(diff: str) -> list[tuple[str, str]]:
     return [(cls(line), line) for line in (diff or "").splitlines()]
 
 
-def _banner(claim: Mapping[str, Any] | None, has_champion: bool) -> dict[str, str]:
-    if claim is None:
+def _banner(made: Claim | None, has_champion: bool) -> dict[str, str]:
+    if not made:
         why = "no holdout claim was made" if has_champion else "the search selected no champion"
         return {"cls": "none", "headline": "Holdout: no claim – no improvement claimed", "detail": f"{why.capitalize()}."}
-    ci = _ci_text(claim)
-    if claim.get("second_look"):
-        ci = f"Second look at the holdout (look {claim.get('looks')}): the claim is weaker than its interval says. {ci}"
-    verdict = str(claim.get("verdict"))
-    if claim.get("decision") == "cheapest_noninferior":
-        # the question was "cheaper and as good": the wording must not be about beating anything
+    claim = made.to_dict()
+    ci = _ci_text(made)
+    if made.second_look:
+        ci = f"Second look at the holdout (look {present(made.looks, None)}): the claim is weaker than its interval says. {ci}"
+    verdict = str(present(made.verdict, None))
+    decided = rule_of_record(claim, {})
+    if decided.bar is not None:
+        # the question was "cheaper (faster) and as good": the wording must not be about beating anything
         if verdict == "win":
-            return {"cls": "win", "headline": "Holdout: cheaper and non-inferior (win)", "detail": ci}
-        return {"cls": "nowin", "headline": f"Holdout: {verdict} – nothing shipped",
-                "detail": f"Cheaper and non-inferior within {claim.get('margin', 0.05):g} was not shown on the holdout. {ci}"}
+            return {"cls": "win", "headline": f"Holdout: {decided.win_words()} (win)", "detail": ci}
+        return {"cls": "nowin", "headline": f"Holdout: {verdict} – nothing shipped", "detail": f"{decided.shortfall(claim)} {ci}"}
     if verdict == "win":
         return {"cls": "win", "headline": "Holdout: improvement confirmed (win)", "detail": ci}
     why = {"no_win": "the champion did not beat the baseline on the holdout",
@@ -95,23 +104,23 @@ def _banner(claim: Mapping[str, Any] | None, has_champion: bool) -> dict[str, st
     return {"cls": "nowin", "headline": f"Holdout: {verdict} – no improvement claimed", "detail": f"{why.capitalize()}. {ci}"}
 
 
-def _ci_text(claim: Mapping[str, Any]) -> str:
-    conf = _num(claim.get("confidence"))
-    metric = claim.get("metric", "score")
-    versus = "reference" if claim.get("reference") not in (None, "incumbent") else "baseline"
-    return (f"Mean {metric} difference (champion − {versus}) {fmt_metric(claim.get('mean_diff'), 'diff', signed=True)}, "
-            f"{conf * 100 if conf is not None else 95:.0f}% CI [{fmt_metric(claim.get('low'), 'diff')}, "
-            f"{fmt_metric(claim.get('high'), 'diff')}], "
-            f"n = {fmt_metric(claim.get('n'), 'n')} tasks.")
+def _ci_text(claim: Claim) -> str:
+    conf = _num(present(claim.confidence, None))
+    metric = present(claim.metric, "score")
+    versus = "reference" if present(claim.reference, "incumbent") != "incumbent" else "baseline"
+    return (f"Mean {metric} difference (champion − {versus}) {fmt_metric(present(claim.mean_diff, None), 'diff', signed=True)}, "
+            f"{conf * 100 if conf is not None else 95:.0f}% CI [{fmt_metric(present(claim.low, None), 'diff')}, "
+            f"{fmt_metric(present(claim.high, None), 'diff')}], "
+            f"n = {fmt_metric(present(claim.n, None), 'n')} tasks.")
 
 
-def _compare(summary: Mapping[str, Any], quality: str) -> list[dict[str, str]]:
-    base, champ = summary.get("baseline") or {}, summary.get("champion") or {}
+def _compare(o: SearchOutcome, quality: str) -> list[dict[str, str]]:
+    base, champ = o.baseline or ABSENT, o.champion or ABSENT
     rows = []
     for m in (quality, *COMPARE):
         row = {"label": LABELS.get(m, m)}
         for split in ("dev", "holdout"):
-            b, c = _num((base.get(split) or {}).get(m)), _num((champ.get(split) or {}).get(m))
+            b, c = _num(present(getattr(base, split), {}).get(m)), _num(present(getattr(champ, split), {}).get(m))
             row |= {f"{split}_b": fmt_metric(b, m), f"{split}_c": fmt_metric(c, m),
                     f"{split}_d": fmt_metric(c - b, m, signed=True) if b is not None and c is not None else "–"}
         rows.append(row)
@@ -125,54 +134,57 @@ def _date(text: Any) -> str:
         return str(text or "")
 
 
-def _meta(summary: Mapping[str, Any]) -> list[str]:
-    trials, objectives = summary.get("trials") or [], summary.get("objectives") or []
+def _meta(o: SearchOutcome) -> list[str]:
+    trials, objectives = o.trials or [], o.objectives or []
     feasible = sum(1 for t in trials if t.get("values") and t.get("feasible", True))
-    parts = [_date(summary.get("created_at"))]
+    parts = [_date(present(o.created_at, None))]
     if objectives:
-        parts.append("objectives: " + ", ".join(f"{o.get('metric')} {'↑' if o.get('direction') == 'maximize' else '↓'}"
-                                                for o in objectives))
+        parts.append("objectives: " + ", ".join(f"{x.get('metric')} {'↑' if x.get('direction') == 'maximize' else '↓'}"
+                                                for x in objectives))
     rounds = len({t.get("round") for t in trials})
     parts += [f"{len(trials)} trial{'s' * (len(trials) != 1)} ({feasible} feasible) over {rounds} round{'s' * (rounds != 1)}",
-              f"{len(summary.get('front') or [])} on the Pareto front"]
+              f"{len(o.front or [])} on the Pareto front"]
     return [p for p in parts if p]
 
 
-def report_context(summary: Mapping[str, Any]) -> dict[str, Any]:
-    quality = quality_objective(summary.get("objectives") or [])
-    trials, front, claim = summary.get("trials") or [], summary.get("front") or [], summary.get("claim")
-    champion = summary.get("champion")
+def report_context(summary: SearchOutcome | Mapping[str, Any]) -> dict[str, Any]:
+    o = SearchOutcome.of(summary)
+    quality = quality_objective(o.objectives or [])
+    trials, front, made = o.trials or [], o.front or [], o.claim or None
+    champion = o.champion or None
     axis = ({m: LABELS.get(m, m) + " — lower is better" for m in (COST, LATENCY)}
             | {quality: LABELS.get(quality, quality) + " — higher is better"})
-    charts = [Markup(scatter_svg(chart_points(summary, x, quality), x, quality, title=f"{_plain(quality)} vs {_plain(x)} (train)",
+    charts = [Markup(scatter_svg(chart_points(o, x, quality), x, quality, title=f"{_plain(quality)} vs {_plain(x)} (train)",
                                  x_title=axis[x], y_title=axis[quality])) for x in (COST, LATENCY)]
     cols = (quality, COST, LATENCY)
-    rows = [{"trial": f.get("trial", "–"), "round": f.get("round", "–"),
-             "authors": f.get("changes") or ", ".join(map(str, f.get("authors") or [])) or "–",
+    rows = [{"trial": present(f.trial, "–"), "round": present(f.round, "–"),
+             "authors": f.changes or ", ".join(map(str, f.authors or [])) or "–",
              # by variant: trial numbers restart every round, so a number can name two members
-             "champion": champion is not None and f.get("variant_hash") == champion.get("variant_hash"),
-             "train": [fmt_metric((f.get("train") or {}).get(m), m) for m in cols],
-             "dev": [fmt_metric((f.get("dev") or {}).get(m), m) for m in cols],
-             "diff": diff_lines(str(f.get("diff") or "")),
-             "losses": ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in (f.get("losses") or {}).items())} for f in front]
+             "champion": champion is not None and f.variant_hash == champion.variant_hash,
+             "train": [fmt_metric(present(f.train, {}).get(m), m) for m in cols],
+             "dev": [fmt_metric(present(f.dev, {}).get(m), m) for m in cols],
+             "diff": diff_lines(str(f.diff or "")),
+             "losses": ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in (f.losses or {}).items())} for f in front]
     claim_view = None
-    if claim:
-        conf = _num(claim.get("confidence"))
-        claim_view = {"verdict": claim.get("verdict", "–"), "metric": claim.get("metric", "score"),
-                      "mean_diff": fmt_metric(claim.get("mean_diff"), "diff", signed=True), "low": fmt_metric(claim.get("low"), "diff"),
-                      "high": fmt_metric(claim.get("high"), "diff"), "confidence": f"{conf * 100:.0f}%" if conf is not None else "–",
-                      "n": fmt_metric(claim.get("n"), "n"), "cost_delta": fmt_metric(claim.get("cost_delta"), COST, signed=True),
-                      "latency_delta": fmt_metric(claim.get("latency_delta"), LATENCY, signed=True),
-                      "hashes": list((claim.get("hashes") or {}).items()),
-                      "p_value": f"{claim['p_value']:.3g}" if isinstance(claim.get("p_value"), (int, float)) else None}
+    if made:
+        conf = _num(present(made.confidence, None))
+        p_value = present(made.p_value, None)
+        claim_view = {"verdict": present(made.verdict, "–"), "metric": present(made.metric, "score"),
+                      "mean_diff": fmt_metric(present(made.mean_diff, None), "diff", signed=True),
+                      "low": fmt_metric(present(made.low, None), "diff"), "high": fmt_metric(present(made.high, None), "diff"),
+                      "confidence": f"{conf * 100:.0f}%" if conf is not None else "–", "n": fmt_metric(present(made.n, None), "n"),
+                      "cost_delta": fmt_metric(present(made.cost_delta, None), COST, signed=True),
+                      "latency_delta": fmt_metric(present(made.latency_delta, None), LATENCY, signed=True),
+                      "hashes": list((made.hashes or {}).items()),
+                      "p_value": f"{p_value:.3g}" if isinstance(p_value, (int, float)) else None}
     return {
-        "study": str(summary.get("study") or "(unnamed study)"), "meta": _meta(summary),
+        "study": str(o.study or "(unnamed study)"), "meta": _meta(o),
         "n_unplotted": sum(1 for t in trials if not t.get("values")),
-        "banner": _banner(claim, champion is not None), "decision_line": headline(summary) if claim else None,
+        "banner": _banner(made, champion is not None), "decision_line": headline(o) if made else None,
         "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
-        "compare": _compare(summary, quality) if champion else None, "claim": claim_view, "storage": summary.get("storage"),
-        "paths": sorted((summary.get("paths") or {}).items()),
-        "splits": _splits(summary.get("splits") or {}),
+        "compare": _compare(o, quality) if champion else None, "claim": claim_view, "storage": present(o.storage, None),
+        "paths": sorted(as_dict(o.paths).items()),
+        "splits": _splits(as_dict(o.splits)),
     }
 
 

@@ -8,8 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evoharness.search.evaluation.criteria import quality_objective
+from evoharness.search.evaluation.decision import rule_of_record
 from evoharness.search.records.format import fmt_metric
 from evoharness.search.records.headline import headline
+from evoharness.search.records.outcome import ABSENT, SearchOutcome, as_dict, present
 
 
 def _fmt(metrics: Mapping[str, Any] | None, key: str) -> str:
@@ -38,16 +40,17 @@ def ablation_line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[
     return f"Where the dev {metric} gain comes from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
 
 
-def answer_lines(summary: Mapping[str, Any]) -> list[str]:
+def answer_lines(summary: SearchOutcome | Mapping[str, Any]) -> list[str]:
     """The answer block: decision, ship command, the champion's edits and the ablation."""
-    q = quality_objective(summary["objectives"])
-    champion = summary.get("champion") or {}
-    verdict = (summary.get("claim") or {}).get("verdict", "none")
-    lines = [f"Decision: {str(summary.get('headline') or headline(summary)).removeprefix('decision ')}"]
-    if (summary.get("claim") or {}).get("second_look"):
-        lines.append(f"  Second look at the holdout (look {summary['claim'].get('looks')}): read the verdict as weaker than its "
+    o = SearchOutcome.of(summary)
+    q = quality_objective(o.objectives)
+    champion, claim = o.champion or ABSENT, o.claim or ABSENT
+    verdict = present(claim.verdict, "none")
+    lines = [f"Decision: {str(o.headline or headline(o)).removeprefix('decision ')}"]
+    if claim.second_look:
+        lines.append(f"  Second look at the holdout (look {present(claim.looks, None)}): read the verdict as weaker than its "
                      "interval says")
-    snap = (summary.get("snapshots") or {}).get("champion_path")
+    snap = (o.snapshots or ABSENT).champion_path
     if snap and verdict == "win":
         lines.append(f"  Ship it: evoharness promote {snap} && evoharness compile")
     elif snap:
@@ -55,59 +58,63 @@ def answer_lines(summary: Mapping[str, Any]) -> list[str]:
                      "(--force would ship an unconfirmed change)")
     else:
         lines.append("  Nothing to ship: the champion is the incumbent itself.")
-    rows = champion.get("edits") or []
+    rows = champion.edits or []
     if rows:
         width = max(len(r["edit"]) for r in rows)
         lines.append("  Edits (author: why):")
         lines += [f"    {r['edit'].ljust(width)}  {r['author']}" + (f": {_short(r['note'], 90)}" if r.get("note") else "")
                   for r in rows]
-    if summary.get("ablation"):
-        lines.append("  " + ablation_line(summary["ablation"], champion.get("authors") or [], q))
+    if o.ablation:
+        lines.append("  " + ablation_line(o.ablation, champion.authors or [], q))
     return lines
 
 
-def summary_text(summary: Mapping[str, Any]) -> str:
-    objectives = [o["metric"] for o in summary["objectives"]]
-    q = quality_objective(summary["objectives"])
+def summary_text(summary: SearchOutcome | Mapping[str, Any]) -> str:
+    o = SearchOutcome.of(summary)
+    objectives = [x["metric"] for x in o.objectives]
+    q = quality_objective(o.objectives)
     head = ["", "trial", "round", *[f"train {m}" for m in objectives], f"dev {q}", "changes (authors)"]
     rows = [head]
-    base = summary["baseline"]
-    rows.append(["", "base", "-", *[_fmt(base.get("train"), m) for m in objectives], _fmt(base.get("dev"), q), "baseline"])
-    for m in summary["front"]:
-        rows.append(["*" if m.get("champion") else "", str(m["trial"]), str(m["round"]), *[_fmt(m.get("train"), k) for k in objectives],
-                     _fmt(m.get("dev"), q), _short(m.get("changes") or ", ".join(m.get("authors") or []) or "-")])
+    base = o.baseline or ABSENT
+    rows.append(["", "base", "-", *[_fmt(present(base.train, None), m) for m in objectives], _fmt(present(base.dev, None), q),
+                 "baseline"])
+    for m in o.front:
+        rows.append(["*" if m.champion else "", str(m.trial), str(m.round), *[_fmt(present(m.train, None), k) for k in objectives],
+                     _fmt(present(m.dev, None), q), _short(m.changes or ", ".join(m.authors or []) or "-")])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = [*answer_lines(summary), ""]
-    lines.append(f"Pareto front of study {summary['study']} ({len(summary['front'])} members; * = champion):")
+    lines = [*answer_lines(o), ""]
+    lines.append(f"Pareto front of study {o.study} ({len(o.front)} members; * = champion):")
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    base_dev = (base.get("dev") or {}).get(q)
-    cheaper = [m for m in summary["front"] if m.get("dev") and base_dev is not None and m["dev"].get(q, 0) > base_dev]
-    if cheaper:
-        m = min(cheaper, key=lambda m: m["dev"].get("cost_per_task", float("inf")))
+    base_dev = present(base.dev, {}).get(q)
+    better = [m for m in o.front if m.dev and base_dev is not None and m.dev.get(q, 0) > base_dev]
+    if better:
+        m = min(better, key=lambda m: (m.dev or {}).get("cost_per_task", float("inf")))
         lines.append(
-            f"Cheapest member beating the baseline on dev: trial {m['trial']} (round {m['round']}: {_short(m.get('changes') or '-', 60)}), "
-            f"dev {q} {_fmt(m['dev'], q)} at {_fmt(m['dev'], 'cost_per_task')}/task "
-            f"(baseline {_fmt(base.get('dev'), q)} at {_fmt(base.get('dev'), 'cost_per_task')})"
+            f"Cheapest member beating the baseline on dev: trial {m.trial} (round {m.round}: {_short(m.changes or '-', 60)}), "
+            f"dev {q} {_fmt(m.dev, q)} at {_fmt(m.dev, 'cost_per_task')}/task "
+            f"(baseline {_fmt(present(base.dev, None), q)} at {_fmt(present(base.dev, None), 'cost_per_task')})"
         )
-    claim = summary.get("claim") or {}
-    verdict = claim.get("verdict", "none")
-    win = "non-inferior and cheaper" if claim.get("decision") == "cheapest_noninferior" else "improvement confirmed"
-    word = {"win": win, "equivalent": f"equal within ±{claim.get('min_effect', 0):g}; no improvement claimed"
+    claim = o.claim or ABSENT
+    verdict = present(claim.verdict, "none")
+    decided = rule_of_record(as_dict(claim), as_dict(o.decision or ABSENT))
+    win = "improvement confirmed" if decided.bar is None else f"non-inferior and {decided.comparative}"
+    word = {"win": win, "equivalent": f"equal within ±{present(claim.min_effect, 0):g}; no improvement claimed"
             }.get(verdict, "no improvement claimed")
-    p = claim.get("p_value")
-    kept = (summary.get("champion") or {}).get("variant_hash") == base.get("variant_hash")
-    if kept:  # the incumbent against itself is no claim: say so instead of a verdict of 0 differences
+    p = present(claim.p_value, None)
+    report = present((o.paths or ABSENT).report, "-")
+    if (o.champion or ABSENT).variant_hash == base.variant_hash:
+        # the incumbent against itself is no claim: say so instead of a verdict of 0 differences
         lines.append("Holdout: no candidate was claimed; the incumbent stays")
-        lines.append(f"Report: {summary['paths'].get('report', '-')}")
+        lines.append(f"Report: {report}")
         return "\n".join(lines)
     lines.append(
-        f"Holdout verdict: {verdict} ({word}); {claim.get('metric', 'score')} difference {claim.get('mean_diff', 0):+.3f}, "
-        f"{round(100 * claim.get('confidence', 0.95))}% CI [{claim.get('low', 0):+.3f}, {claim.get('high', 0):+.3f}]"
-        f"{f', p = {p:.3g}' if isinstance(p, (int, float)) else ''} over {claim.get('n', 0)} tasks "
-        f"({claim.get('discordant', '?')} differ); "
-        f"cost/task {claim.get('cost_delta', 0):+.5f} USD, latency p95 {claim.get('latency_delta', 0):+.2f}s"
+        f"Holdout verdict: {verdict} ({word}); {present(claim.metric, 'score')} difference {present(claim.mean_diff, 0):+.3f}, "
+        f"{round(100 * present(claim.confidence, 0.95))}% CI [{present(claim.low, 0):+.3f}, {present(claim.high, 0):+.3f}]"
+        f"{f', p = {p:.3g}' if isinstance(p, (int, float)) else ''} over {present(claim.n, 0)} tasks "
+        f"({present(claim.discordant, '?')} differ); "
+        f"cost/task {present(claim.cost_delta, 0):+.5f} USD, latency p95 {present(claim.latency_delta, 0):+.2f}s"
     )
-    lines.append(f"Report: {summary['paths'].get('report', '-')}")
+    lines.append(f"Report: {report}")
     return "\n".join(lines)
 
 

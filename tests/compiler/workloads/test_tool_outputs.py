@@ -148,7 +148,7 @@ def test_a_replay_miss_is_one_line_or_a_skip_never_a_live_call(tmp_path: Path, s
 
 def test_the_replayed_snapshot_is_part_of_the_workload_hash(tmp_path: Path, service: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from evoharness.compiler.workloads.tasks.workload import TasksFileWorkload
-    from evoharness.search.records.doctor import workload_hash
+    from evoharness.search.records.doctor_record import workload_hash
 
     setup(tmp_path, ROUTES[:1])
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from evoharness.search.evaluation.metrics import EvalReport, TaskRow
-from evoharness.search.optimise.finish import FinishAborted, _cheapest
+from evoharness.search.optimise.select_dev import FinishAborted
+from evoharness.search.optimise.select_dev import pick_noninferior as _cheapest
 
 
 def report(passes: list[float], cost: float) -> EvalReport:

@@ -30,7 +30,7 @@ def _definition(settings: RunSettings, genome: Genome, pools: Pools) -> dict[str
 def snapshot_for_search(
     settings: RunSettings, paths: StudyPaths, pools: Pools, round_fronts: Sequence[Sequence[TrialRecord]], champion: Mapping[str, Any],
     claim: Mapping[str, Any], *, config_hash: str, quality: str, variant_of: Callable[[Genome], HarnessVariant],
-    baseline_metrics: Mapping[str, Any],
+    baseline_metrics: Mapping[str, Any], champion_genome: Genome,
 ) -> dict[str, Any]:
     registry = Registry(settings.registry_dir)
     component = str(settings.agent["name"])
@@ -38,7 +38,7 @@ def snapshot_for_search(
     base = make_snapshot(component, _definition(settings, BASELINE, pools), author="baseline", metrics=baseline_metrics,
                          provenance={**common, "variant_hash": variant_of(BASELINE).content_hash, "role": "baseline"})
     registry.write_snapshot(base)
-    g = Genome.from_dict(champion["genome"])
+    g = champion_genome
     champ = make_snapshot(component, _definition(settings, g, pools), author=_author(settings, g, pools), parent_hash=base.content_hash,
                           metrics={"train": champion.get("train") or {}, "dev": champion.get("dev") or {},
                                    "holdout": champion.get("holdout") or {}},
