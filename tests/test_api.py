@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REFUNDS = ROOT / "examples" / "refunds"
 SHOP = ["plugins=[refunds_shop]", "workload=refunds", "agent=refunds_agent", "tool=refunds"]
 TINY_SEARCH = [*SHOP, "hydra/launcher=basic", "model=sim_small", "search.models=[sim_large]", "criteria.decision=best_quality",
-               "search.rounds=1", "search.population_size=2", "search.trials_per_round=2", "search.train_limit=3",
+               "search.rounds=1", "search.population_size=2", "search.trials_per_round=2", "model.temperature=1.0",
                "search.samples=1", "search.max_front_dev=2", "search.resamples=200", "mutators.enabled=[]", "search.teacher=null",
                "search.formats=[json]", "search.temperatures=[0.0]", "search.study=api"]
 
@@ -107,7 +107,8 @@ def test_search_returns_the_outcome_whose_champion_is_the_clis(tmp_path: Path) -
         import json
         import evoharness
         outcome = evoharness.search({[*args, f"runs_dir={api_runs}", f"registry_dir={api_runs / 'registry'}"]!r})
-        print(json.dumps({{"type": type(outcome).__name__, "champion": outcome.champion_hash,
+        print(json.dumps({{"type": type(outcome).__name__, "champion": outcome.champion.variant_hash,
+                           "baseline": outcome.baseline.variant_hash, "verdict": outcome.claim.verdict,
                            "front": sorted(m.variant_hash for m in outcome.front)}}))
         """)
     assert proc.returncode == 0, proc.stderr
@@ -117,7 +118,8 @@ def test_search_returns_the_outcome_whose_champion_is_the_clis(tmp_path: Path) -
     assert cli.returncode == 0, cli.stderr
     summary = json.loads((cli_runs / "api" / "summary.json").read_text())
     assert api["type"] == "SearchOutcome"
-    assert api["champion"] is not None  # the large model beats the small incumbent: a champion to compare
+    assert api["champion"] != api["baseline"]  # the large model beats the small incumbent: a champion to compare
+    assert api["verdict"] == summary["claim"]["verdict"]
     assert api["champion"] == summary["champion"]["variant_hash"]
     assert api["front"] == sorted(m["variant_hash"] for m in summary["front"])
 

@@ -110,7 +110,8 @@ def test_the_preflight_checks_the_settings_the_sweeper_runs_with(tmp_path: Path,
     """The sweeper runs inside hydra.main, which composes the config again: both build the settings
     with search_settings, from the released config (a promoted snapshot merged in) and the same argv."""
     from evoharness.compiler.config_compile import to_plain
-    from evoharness.compiler.release.registry import Registry, make_snapshot
+    from evoharness.compiler.release.registry import Registry
+    from evoharness.compiler.release.snapshot import make_snapshot
     from evoharness.search.cli.main import main
     from evoharness.search.optimise import settings
     from hydra import compose as hydra_compose
