@@ -53,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall = time.perf_counter()
 
     from evoharness.compiler.runtime.llm import ensure_providers
+    from evoharness.compiler.runtime.workload import SPLITS
     from evoharness.compiler.sim import configure_sim
     from evoharness.compiler.sim.tokens import count_text_tokens
     from evoharness.compiler.variant import compile_agent
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ensure_providers()  # litellm (~200 MiB) is imported before the baseline RSS
     configure_sim(None, time_scale=0.0)
     workload = BfclWorkload()
-    scenarios = [t for split in ("train", "dev", "holdout") for t in workload.tasks(split)]
+    scenarios = [t for split in SPLITS for t in workload.tasks(split)]
     variant = compile_agent(base_agent(), tool=TOOL, model=model_config("sim_small"))
     gc.collect()
     start_rss = rss_mib()

@@ -13,14 +13,13 @@ from evoharness.compiler.atomic import write_text_atomic
 from evoharness.compiler.config_compile import compile_config, to_plain
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.models import check_model
-from evoharness.compiler.runtime.workload import WORKLOADS, Task, Workload
+from evoharness.compiler.runtime.workload import SPLITS, WORKLOADS, Task, Workload, checked_split
 from evoharness.compiler.variant import HarnessVariant
 from omegaconf import DictConfig, OmegaConf
 
 if TYPE_CHECKING:
     from evoharness.search.evaluation.metrics import EvalReport
 
-SPLITS = ("train", "dev", "holdout")
 
 
 _MADE: dict[tuple[object, str], Workload] | None = None  # (factory, options) -> workload, while a command shares them
@@ -123,7 +122,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     report = evaluate_variant(
         variant,
         workload,
-        str(cfg.workload.split),
+        checked_split(cfg.workload.split),  # chosen_tasks refused any other
         samples=samples,
         concurrency=int(cfg.workload.concurrency),
         seed=int(cfg.seed),

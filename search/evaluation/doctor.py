@@ -27,10 +27,9 @@ from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.loop import run_episode
 from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.runtime.trajectory import ToolCall
-from evoharness.compiler.runtime.workload import EpisodeScore, Task, Workload
+from evoharness.compiler.runtime.workload import SPLITS, EpisodeScore, Split, Task, Workload
 from evoharness.compiler.variant import HarnessVariant
 
-SPLITS = ("train", "dev", "holdout")
 LENIENT_SHARE = 0.5  # the do-nothing model may pass at most this share of the tasks that have reference calls
 REPLAY_ROUTE = "openai/evoharness-replay"  # litellm answers a mock request itself: the name is never sent anywhere
 NULL_ANSWER = "I cannot help with that."
@@ -72,7 +71,7 @@ class ReplayClient(ModelClient):
 @dataclass(frozen=True)
 class TaskCheck:
     task_id: str
-    split: str
+    split: Split
     has_gold: bool
     gold: EpisodeScore | None  # the gold replay's score (None without gold)
     null_passed: bool

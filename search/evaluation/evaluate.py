@@ -24,7 +24,7 @@ from evoharness.compiler.runtime.llm import drain_litellm_logging
 from evoharness.compiler.runtime.loop import run_episode
 from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.runtime.trajectory import Trajectory
-from evoharness.compiler.runtime.workload import Task, Workload
+from evoharness.compiler.runtime.workload import Split, Task, Workload
 from evoharness.compiler.variant import HarnessVariant, content_hash
 from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.evaluation.metrics import EvalReport, aggregate
@@ -87,7 +87,7 @@ def route_cap_warning(variant: HarnessVariant, concurrency: int, in_flight: int)
 async def evaluate_variant_async(
     variant: HarnessVariant,
     workload: Workload,
-    split: str,
+    split: Split,
     *,
     samples: int = 1,
     concurrency: int = 16,
@@ -160,7 +160,7 @@ async def evaluate_variant_async(
 def evaluate_variant(
     variant: HarnessVariant,
     workload: Workload,
-    split: str,
+    split: Split,
     *,
     samples: int = 1,
     concurrency: int = 16,

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from evoharness.compiler.runtime.workload import Split
 from evoharness.search.evaluation.episode import EpisodeResult
 
 SCORE_QUANTILES: tuple[float, ...] = (0.10, 0.25, 0.50, 0.75, 0.90)
@@ -44,7 +45,7 @@ class TaskRow:
 @dataclass(frozen=True)
 class EvalReport:
     variant_hash: str
-    split: str
+    split: Split
     samples: int  # samples per task requested
     episodes: tuple[EpisodeResult, ...]
     metrics: Mapping[str, float]
@@ -170,7 +171,7 @@ def _determinism(scored: Sequence[EpisodeResult]) -> float | None:
 
 
 def aggregate(
-    episodes: Sequence[EpisodeResult], *, variant_hash: str, split: str, samples: int,
+    episodes: Sequence[EpisodeResult], *, variant_hash: str, split: Split, samples: int,
     stand_ins: Sequence[EpisodeResult] = (),
 ) -> EvalReport:
     """Summarise one variant's episodes on one split (see the module docstring for the rules).

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from evoharness.compiler.runtime.workload import Split
 from evoharness.search.genome import BASELINE, Genome, Pools, canonical
 
 Layer = tuple[str, Genome]
@@ -49,7 +50,7 @@ def decompose(incumbent_q: float, measured: Sequence[tuple[str, float | None]]) 
 
 
 def ablation_jobs(champion: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]
-                  ) -> tuple[list[Layer], list[tuple[Genome, str, str]]]:
+                  ) -> tuple[list[Layer], list[tuple[Genome, Split, str]]]:
     """The layers, and the dev evaluations the intermediate ones need (the last layer is the champion,
     already measured): asked for with the holdout's, in the same batch."""
     todo = layers(champion, pools, base_format=base_format, base_steps=base_steps)

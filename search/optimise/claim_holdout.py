@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.workload import Split
 from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.evaluation.claim import make_claim
 from evoharness.search.evaluation.criteria import quality_objective
@@ -46,7 +47,7 @@ def claim_on_holdout(settings: RunSettings, looks_path: Path, hashes: Mapping[st
         raise ConfigError("search.second_look", f"study {s.study!r} already looked at its holdout for champion {seen[0][:12]}; "
                           f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split",
                           "start a new search.study, or pass search.second_look=true (the claim and the report then say so)")
-    hold_jobs = [(champion.genome, "holdout", "champion-holdout")] if candidate else []
+    hold_jobs: list[tuple[Genome, Split, str]] = [(champion.genome, "holdout", "champion-holdout")] if candidate else []
     ablate = bool(candidate and champion.dev and q in champion.dev)
     layers_todo, ablation_batch = (ablation_jobs(champion.genome, pools, base_format=settings.base_format,
                                                  base_steps=settings.base_steps) if ablate else ([], []))

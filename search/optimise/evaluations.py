@@ -11,6 +11,7 @@ from pathlib import Path
 
 from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.workload import Split
 from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.genome import Genome, Pools, canonical
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
@@ -35,7 +36,7 @@ class Evaluations:
         self.pools: Pools | None = None
         self._variants: dict[str, HarnessVariant] = {}  # genome -> compiled variant, so nothing is compiled twice
 
-    def spec(self, genome: Genome, split: str, label: str, *, seed: int | None = None) -> TrialSpec:
+    def spec(self, genome: Genome, split: Split, label: str, *, seed: int | None = None) -> TrialSpec:
         st = self.settings
         assert self.pools is not None, "a spec needs the round's pools"
         return TrialSpec(
@@ -104,7 +105,7 @@ class Evaluations:
             raise bad
         return [r for r in out if r is not None]
 
-    def evaluate(self, jobs: Sequence[tuple[Genome, str, str]]) -> list[TrialResult | BaseException]:
+    def evaluate(self, jobs: Sequence[tuple[Genome, Split, str]]) -> list[TrialResult | BaseException]:
         """Evaluate (genome, split, label) jobs on the latest pools."""
         if self.should_stop():  # dev and holdout evaluations already stored are read back on resume
             raise SearchInterrupted("stopped by request")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
+from evoharness.compiler.runtime.workload import Split
 from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.evaluation.criteria import quality_objective
 from evoharness.search.genome import Genome, Pools, canonical
@@ -56,13 +57,13 @@ class SearchRun:
     def pools(self, pools: Pools | None) -> None:
         self.evaluations.pools = pools
 
-    def spec(self, genome: Genome, split: str, label: str, *, seed: int | None = None) -> TrialSpec:
+    def spec(self, genome: Genome, split: Split, label: str, *, seed: int | None = None) -> TrialSpec:
         return self.evaluations.spec(genome, split, label, seed=seed)
 
     def run_jobs(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
         return self.evaluations.run_jobs(specs)
 
-    def evaluate(self, jobs: Sequence[tuple[Genome, str, str]]) -> list[TrialResult | BaseException]:
+    def evaluate(self, jobs: Sequence[tuple[Genome, Split, str]]) -> list[TrialResult | BaseException]:
         return self.evaluations.evaluate(jobs)
 
     def variant_of(self, genome: Genome) -> HarnessVariant:

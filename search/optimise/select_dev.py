@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from evoharness.compiler.runtime.workload import Split
 from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
 from evoharness.search.evaluation.decision import DevCandidate
@@ -22,7 +23,7 @@ from evoharness.search.optimise.trial import TrialResult
 from evoharness.search.records.ledger import unified_diff
 from evoharness.search.records.outcome import Member
 
-Evaluate = Callable[[Sequence[tuple[Genome, str, str]]], list[TrialResult | BaseException]]  # (genome, split, label) jobs
+Evaluate = Callable[[Sequence[tuple[Genome, Split, str]]], list[TrialResult | BaseException]]  # (genome, split, label) jobs
 
 
 class FinishAborted(RuntimeError):
@@ -101,10 +102,13 @@ def select_on_dev(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials
     # the incumbent's holdout run (and a named reference's) is the claim's whatever the champion, and
     # no selection reads it: it shares the dev batch, first, as its longest jobs, so that no worker
     # idles through the batch's last wave and the champion's holdout is then a wave of its own
-    fixed_hold = [(BASELINE, "holdout", "baseline-holdout"), *([(ref_genome, "holdout", "reference-holdout")] if ref_genome else [])]
-    first_batch = evaluate([*fixed_hold, (BASELINE, "dev", "baseline-dev"),
-                            *[(front[i].genome, "dev", f"front-{front[i].trial}-dev") for i in picked],
-                            *([(ref_genome, "dev", "reference-dev")] if ref_genome else [])])
+    fixed_hold: list[tuple[Genome, Split, str]] = [(BASELINE, "holdout", "baseline-holdout")]
+    dev_jobs: list[tuple[Genome, Split, str]] = [(BASELINE, "dev", "baseline-dev"),
+                                                 *[(front[i].genome, "dev", f"front-{front[i].trial}-dev") for i in picked]]
+    if ref_genome:
+        fixed_hold.append((ref_genome, "holdout", "reference-holdout"))
+        dev_jobs.append((ref_genome, "dev", "reference-dev"))
+    first_batch = evaluate([*fixed_hold, *dev_jobs])
     fixed_results, dev_results = first_batch[:len(fixed_hold)], first_batch[len(fixed_hold):]
     # a failed incumbent (or reference) holdout stops the finish here, before the champion's is paid for
     baseline_hold = report_of(fixed_results[0], "baseline holdout")

@@ -56,7 +56,7 @@ class WorkloadSettings:
 @dataclass(frozen=True)
 class TrialSpec:
     label: str  # e.g. "r0-t3-train" or "baseline-dev"
-    split: str
+    split: Split
     genome: Genome
     pools: Pools
     agent: Mapping[str, Any]

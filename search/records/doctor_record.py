@@ -11,13 +11,11 @@ from typing import Any
 
 from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.names import checked_name
-from evoharness.compiler.runtime.workload import Task, Workload
+from evoharness.compiler.runtime.workload import SPLITS, Task, Workload
 from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.scorer import scorer_hash
 from evoharness.search.records.provenance import tasks_hash
 from evoharness.search.records.versions import versioned
-
-SPLITS = ("train", "dev", "holdout")
 
 
 def workload_hash(workload: Workload, options: Mapping[str, Any], *, tools: Sequence[str], max_turns: int) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 from evoharness.compiler.atomic import write_text_atomic
+from evoharness.compiler.runtime.workload import SPLITS
 from evoharness.search.evaluation.criteria import quality_objective
 from evoharness.search.evaluation.decision import rule_of_record
 from evoharness.search.records.format import fmt_metric
@@ -194,7 +195,7 @@ def _splits(splits: Mapping[str, Any]) -> dict[str, Any] | None:
     if not strata:
         return None
     names = sorted({s for counts in strata.values() for s in counts})
-    order = [k for k in ("train", "dev", "holdout") if k in strata] + sorted(k for k in strata if k not in ("train", "dev", "holdout"))
+    order = [k for k in SPLITS if k in strata] + sorted(k for k in strata if k not in SPLITS)
     return {"hash": str(splits.get("hash") or "–"), "columns": order,
             "rows": [[name, *[int(strata[k].get(name, 0)) for k in order]] for name in names],
             "totals": [sum(strata[k].values()) for k in order]}

@@ -8,11 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.runtime.workload import Split
 from evoharness.search.records.journal import append_lines, read_lines
 from evoharness.search.records.versions import versioned
 
 
-def spend_row(*, eval_key: str, label: str, split: str, variant_hash: str, metrics: Mapping[str, Any],
+def spend_row(*, eval_key: str, label: str, split: Split, variant_hash: str, metrics: Mapping[str, Any],
               model_calls: int) -> dict[str, Any]:
     return versioned("spend", {
         "eval_key": eval_key, "label": label, "split": split, "variant_hash": variant_hash,
