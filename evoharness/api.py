@@ -152,10 +152,20 @@ def _locked(work: Callable[[], T]) -> T:
 
 def _loop_safe(work: Callable[[], T]) -> T:
     """``work()``, on a worker thread when this thread runs an event loop (the evaluation loop's
-    own ``asyncio.run`` cannot start inside a running one)."""
+    own ``asyncio.run`` cannot start inside a running one). An interrupt while it runs there (a
+    notebook's stop button) asks a search to stop after its batch in flight, as Ctrl-C does on the
+    command line: what it paid for is kept, and the call then returns or raises as that search does."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return work()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="evoharness") as pool:
-        return pool.submit(work).result()
+        future = pool.submit(work)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            from evoharness.search.optimise.sweeper import request_stop
+
+            if not request_stop():
+                raise
+            return future.result()

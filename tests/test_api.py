@@ -150,3 +150,31 @@ def test_a_string_is_refused_with_the_fix() -> None:
 
     with pytest.raises(TypeError, match=r"Fix: pass \['model=sim_small'\]"):
         evoharness.compile("model=sim_small")  # type: ignore[arg-type]
+
+
+def test_an_interrupt_inside_a_running_loop_asks_the_search_on_the_worker_thread_to_stop(tmp_path: Path) -> None:
+    """A notebook's stop button is a SIGINT to the kernel's main thread, which waits on the worker
+    thread a search runs on: the search is asked to stop after its batch, as a first Ctrl-C does."""
+    proc = _script(tmp_path, """
+        import asyncio, os, signal, threading, time
+        from evoharness.api import _loop_safe
+        from evoharness.search.optimise.sweeper import StopRequest
+
+        def search_like():
+            with StopRequest() as stop:  # what the sweeper holds while its rounds run
+                deadline = time.monotonic() + 30
+                while not stop.requested and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                return "stopped after its batch" if stop.requested else "ran to the end"
+
+        async def cell():
+            threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+            return _loop_safe(search_like)
+
+        # a kernel's loop, as ipykernel runs it: SIGINT stays Python's KeyboardInterrupt (asyncio.run
+        # would install a handler of its own)
+        print(asyncio.new_event_loop().run_until_complete(cell()))
+        """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "stopped after its batch"
+    assert "stopping after the batch in flight" in proc.stderr

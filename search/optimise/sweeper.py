@@ -36,6 +36,7 @@ class StopRequest:
         print("stopping after the batch in flight (press Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
 
     def __enter__(self) -> StopRequest:
+        _ACTIVE.append(self)
         if threading.current_thread() is not threading.main_thread():
             return self
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -43,9 +44,25 @@ class StopRequest:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         while self._previous:
             sig, handler = self._previous.popitem()
             signal.signal(sig, handler)
+
+
+_ACTIVE: list[StopRequest] = []  # the searches running in this process (one per thread that runs one)
+
+
+def request_stop() -> bool:
+    """Ask every search running in this process to stop after its batch in flight, as a first
+    Ctrl-C would (for a search on a worker thread, whose caller's thread receives the interrupt).
+    Whether one was running."""
+    for stop in list(_ACTIVE):
+        if not stop.requested:
+            stop.requested = True
+            print("stopping after the batch in flight", file=sys.stderr, flush=True)
+    return bool(_ACTIVE)
 
 
 class NSGA2SweeperImpl:
