@@ -8,9 +8,15 @@ COUNTS = ("tokens_per_task", "skipped", "undelivered", "safety_violations", "epi
 
 
 def number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    """``value`` as a float to show; None when it is no number, or none a person could read
+    (an int too large for a float, infinity, NaN, beyond ±1e300: a forged or corrupted record)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        return None
+    return v if math.isfinite(v) and abs(v) <= 1e300 else None
 
 
 def fmt_metric(value: Any, metric: str, *, signed: bool = False, missing: str = "–") -> str:

@@ -9,6 +9,9 @@ write, with one line.
 """
 from __future__ import annotations
 
+import math
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
@@ -24,6 +27,9 @@ class _Absent:
 
     def __repr__(self) -> str:
         return "ABSENT"
+
+    def __str__(self) -> str:  # how a message names it: the file has no such value
+        return "absent"
 
     def __bool__(self) -> bool:
         return False
@@ -76,18 +82,102 @@ def _emit(obj: Any) -> dict[str, Any]:
 
 
 def _take(cls: type[R], d: Mapping[str, Any], **convert: Any) -> R:
-    """``cls`` from ``d``: each field's key (converted by ``convert[name]`` when given), ABSENT when missing."""
+    """``cls`` from ``d``: each field's key (converted by ``convert[name]`` when given), ABSENT when
+    missing. A value of the wrong kind for its field (text for a number, null for a record, a number
+    no float holds) is refused with one line naming it: these files can be edited by hand."""
+    if not isinstance(d, Mapping):
+        raise ConfigError(cls.__name__, f"is a {type(d).__name__}, not a record (a JSON object)", _FIX)
     known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(d) - known)
     if unknown:
         raise ConfigError(f"{cls.__name__}", f"unknown keys {unknown}", "the record was written by another evoharness version")
+    hints = typing.get_type_hints(cls)
     kw: dict[str, Any] = {}
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name in d:
-            kw[f.name] = convert[f.name](d[f.name]) if f.name in convert and d[f.name] is not None else d[f.name]
+            value = d[f.name]
+            if value is None and _is_record(hints[f.name]):
+                kw[f.name] = ABSENT  # a nested record that is null reads as absent, so no reader follows a null
+                continue
+            if value is not None:  # null is any field's "not measured", which every reader shows as missing
+                _check(f"{cls.__name__}.{f.name}", value, hints[f.name])
+            kw[f.name] = convert[f.name](value) if f.name in convert and value is not None else value
         elif f.default is MISSING and f.default_factory is MISSING:
             kw[f.name] = ABSENT
     return cls(**kw)
+
+
+_FIX = "re-run the search to rewrite its records (a search writes these files; an edited one is refused)"
+
+
+def _check(where: str, value: Any, hint: Any) -> None:
+    """``value`` is of the kind ``hint`` names (its outer kind: the record's own readers check
+    inside nested records), and every number in it is one a float holds."""
+    if not _fits(value, hint):
+        raise ConfigError(where, f"is {_shown(value)}, not {_kind(hint)}", _FIX)
+    bad = _bad_number(value)
+    if bad is not None:
+        raise ConfigError(where, f"holds the number {_shown(bad)}, which no search writes", _FIX)
+
+
+def _is_record(hint: Any) -> bool:
+    return isinstance(hint, type) and hasattr(hint, "from_dict") and hint is not Genome
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    target = origin or hint
+    if target in (Mapping, dict) or (isinstance(target, type) and hasattr(target, "from_dict")):
+        return isinstance(value, Mapping)  # a nested record arrives as a JSON object
+    if target in (Sequence, list, tuple):
+        return isinstance(value, list | tuple)
+    return True
+
+
+def _bad_number(value: Any) -> Any:
+    """The first number in ``value`` that no search writes and no reader can show: an int beyond
+    ±2**63, a finite float beyond ±1e300 (NaN and infinity a search may write: readers show them
+    as missing). None when there is none."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            continue
+        if isinstance(v, int):
+            if abs(v) > 2**63:
+                return v
+        elif isinstance(v, float):
+            if math.isfinite(v) and abs(v) > 1e300:
+                return v
+        elif isinstance(v, Mapping):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = "null" if value is None else repr(value)
+    return f"{type(value).__name__} {text[:40]}{'…' if len(text) > 40 else ''}" if value is not None else "null"
+
+
+def _kind(hint: Any) -> str:
+    text = getattr(hint, "__name__", None) or str(hint)
+    return text.replace("typing.", "").replace("collections.abc.", "")
 
 
 @dataclass(frozen=True)

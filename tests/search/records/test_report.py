@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evoharness.compiler.errors import ConfigError
 from evoharness.search.records.format import fmt_metric
 from evoharness.search.records.report import render_report, write_report
 from evoharness.search.records.report_svg import Point, nice_ticks, scatter_svg
@@ -179,8 +180,8 @@ def test_write_report_is_atomic(tmp_path: Path) -> None:
     assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert [p.name for p in target.parent.iterdir()] == ["report.html"]
     bad = copy.deepcopy(make_summary("win"))
-    bad["trials"] = 5  # not iterable: rendering fails before anything is replaced
-    with pytest.raises(TypeError):
+    bad["trials"] = 5  # not a list: refused when read, before anything is replaced
+    with pytest.raises(ConfigError, match=r"SearchOutcome.trials: is int 5, not Sequence"):
         write_report(bad, target)
     assert [p.name for p in target.parent.iterdir()] == ["report.html"] and "<svg" in target.read_text(encoding="utf-8")
 
