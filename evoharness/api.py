@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,10 +30,14 @@ if TYPE_CHECKING:
     from evoharness.search.evaluation.metrics import EvalReport
     from evoharness.search.records.outcome import SearchOutcome
 
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.hydra_errors import UsageError
+
 Overrides = Sequence[str] | Mapping[str, Any]
 T = TypeVar("T")
 
 _ONE_AT_A_TIME = threading.Lock()
+_OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("evoharness_api_call", default=None)
 
 
 def compile(overrides: Overrides = (), *, config_dir: str | Path | None = None) -> HarnessVariant:  # noqa: A001
@@ -87,26 +93,52 @@ def search(overrides: Overrides = (), *, config_dir: str | Path | None = None) -
 def as_overrides(overrides: Overrides) -> list[str]:
     """Command-line overrides from a list of them, a mapping of dotted keys to values, or a
     composed config (its ``hydra`` node left out). A mapping's values are written in Hydra's
-    override grammar (strings quoted), so no value is parsed as a sweep or a group choice."""
-    from omegaconf import DictConfig, OmegaConf
+    override grammar as literal values: a string stays that text (``a,b`` is not a sweep,
+    ``${...}`` is not an interpolation, a backslash stays one backslash)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
 
     if isinstance(overrides, DictConfig):
         plain = {str(k): v for k, v in OmegaConf.to_container(overrides, resolve=False).items()}  # type: ignore[union-attr]
         plain.pop("hydra", None)
         # every key of a composed config is set; an empty mapping has nothing to set (and as an
-        # override it would be refused as a no-op)
-        return [f"++{k}={_value(v)}" for k, v in _flatten(plain) if v != {}]
+        # override it would be refused as a no-op); its interpolations stay interpolations
+        return [f"++{k}={_value(v, literal=False)}" for k, v in _flatten(plain) if v != {}]
     if isinstance(overrides, Mapping):
-        return [f"{k}={_value(v)}" for k, v in _flatten(dict(overrides))]
-    if isinstance(overrides, str):
-        raise TypeError(f"overrides must be a list of strings, got the string {overrides!r}. Fix: pass [{overrides!r}]")
-    return [str(o) for o in overrides]
+        return [f"{_key(k)}={_value(v)}" for k, v in _flatten(dict(overrides))]
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, (Sequence, ListConfig)):
+        shown = repr(overrides)[:60]
+        raise TypeError(f"overrides must be a list of strings, a mapping or a composed DictConfig, got {type(overrides).__name__} "
+                        f"{shown}. Fix: pass a list, e.g. [{overrides!r}]" if isinstance(overrides, str) else
+                        f"overrides must be a list of strings, a mapping or a composed DictConfig, got {type(overrides).__name__} "
+                        f"{shown}. Fix: pass a list, e.g. ['model=sim_small']")
+    out = []
+    for o in overrides:
+        if not isinstance(o, str):
+            raise TypeError(f"override {o!r} is a {type(o).__name__}, not a string. Fix: write it as 'key=value'")
+        if o.startswith("-"):
+            raise UsageError(f"{o!r}: the Python API runs one command and takes overrides only (no flags; "
+                             "config_dir= is --config-dir). Fix: drop it; for a sweep, loop in Python or use the CLI's -m")
+        out.append(o)
+    return out
+
+
+_KEY = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*")
+
+
+def _key(key: object) -> str:
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise UsageError(f"override key {key!r} is not a dotted config path. Fix: use a key such as 'model.temperature'")
+    return key
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
     out: list[tuple[str, Any]] = []
     for key, value in tree.items():
         path = f"{prefix}{key}"
+        if isinstance(value, (DictConfig, ListConfig)):
+            value = OmegaConf.to_container(value, resolve=False)
         if isinstance(value, Mapping) and value:
             out.extend(_flatten(value, f"{path}."))
         else:
@@ -114,15 +146,28 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]
     return out
 
 
-def _value(value: Any) -> str:
+def _value(value: Any, *, literal: bool = True) -> str:
     if isinstance(value, Mapping):
-        return "{" + ",".join(f"{k}:{_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{k}:{_value(v, literal=literal)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_value(v) for v in value) + "]"
+        return "[" + ",".join(_value(v, literal=literal) for v in value) + "]"
     if value is None or isinstance(value, (bool, int, float)):
-        return json.dumps(value)  # null, true/false and numbers read back as themselves
-    text = str(value)
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return json.dumps(value)  # null, true/false and numbers (NaN and Infinity too) read back as themselves
+    if not isinstance(value, str):
+        raise TypeError(f"override value {value!r} is a {type(value).__name__}. "
+                        "Fix: pass text, a number, a bool, None, a list or a mapping")
+    return _quoted(value, literal=literal)
+
+
+def _quoted(text: str, *, literal: bool) -> str:
+    r"""``text`` as a single-quoted Hydra string that reads back as exactly ``text``. Hydra's
+    grammar escapes only a backslash run before a quote or at the end, the quote itself, and
+    ``\${`` (which, when ``literal``, keeps ``${`` as text rather than an interpolation)."""
+    if literal:
+        text = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
+    text = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)
+    text = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text)
+    return f"'{text}'"
 
 
 def _call(command: str, overrides: Overrides, config_dir: str | Path | None, task: Callable[[DictConfig], Any],
@@ -130,24 +175,53 @@ def _call(command: str, overrides: Overrides, config_dir: str | Path | None, tas
     from evoharness.compiler.hydra_run import run_command
     from evoharness.search.cli.main import command_argv
 
+    if config_dir is not None and not str(config_dir).strip():
+        raise UsageError("config_dir is empty. Fix: name a folder of configs, or leave config_dir=None for the package's own")
     argv = [*(["--config-dir", str(config_dir)] if config_dir is not None else []), *command_argv(command, as_overrides(overrides))]
 
     def run() -> object:
         try:
             return run_command(command, argv, task, validate)
-        except SystemExit as stop:  # a sweep's failure is reported the way hydra.main reports it, then exits
+        except (ConfigError, UsageError) as exc:
+            raise _scrubbed(exc) from None
+        except SystemExit as stop:  # a sweep's end: the error that caused it, or its exit code
             if stop.code in (0, None):
                 return None
+            error = getattr(stop, "error", None)
+            if isinstance(error, BaseException):
+                raise _scrubbed(error) from None
             raise RuntimeError(f"evoharness {command} stopped (exit code {stop.code}); its output above says why") from None
 
-    return _loop_safe(lambda: _locked(run))
+    return _loop_safe(lambda: _locked(command, run))
 
 
-def _locked(work: Callable[[], T]) -> T:
+def _scrubbed(error: BaseException) -> BaseException:
+    """``error`` with every secret value in its message replaced by the variable that holds it,
+    as the command line prints it (a notebook keeps a traceback in its file)."""
+    from evoharness.compiler.secrets import scrub
+
+    if isinstance(error, ConfigError):
+        return ConfigError(scrub(error.path), scrub(error.problem), scrub(error.fix))
+    if isinstance(error, KeyboardInterrupt):
+        return error
+    try:
+        return type(error)(scrub(str(error)))
+    except Exception:  # an error type that takes other arguments: its message, scrubbed, as a RuntimeError
+        return RuntimeError(scrub(str(error)))
+
+
+def _locked(command: str, work: Callable[[], T]) -> T:
     from evoharness.search.cli.commands import sharing_workloads
 
+    if _OWNER.get() is not None:  # Hydra's state is the running call's: a nested one would wait on itself
+        raise RuntimeError(f"evoharness.{command} was called while evoharness.{_OWNER.get()} was running in the same thread "
+                           "(from a callback or a tool?). Fix: make the call after the first one returns")
     with _ONE_AT_A_TIME, sharing_workloads():
-        return work()
+        token = _OWNER.set(command)
+        try:
+            return work()
+        finally:
+            _OWNER.reset(token)
 
 
 def _loop_safe(work: Callable[[], T]) -> T:

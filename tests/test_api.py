@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+from evoharness.compiler.hydra_errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 REFUNDS = ROOT / "examples" / "refunds"
@@ -98,6 +101,8 @@ def test_compile_takes_a_mapping_and_a_composed_config_and_gives_the_clis_hash(t
                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert cli.returncode == 0, cli.stderr
     assert hashes == [cli.stdout.split()[0]] * 3
+    # each call (and the CLI's) ran in a folder of its own, though they started within a second
+    assert len([d for d in (runs / "compile").iterdir() if d.is_dir()]) == 4
 
 
 def test_search_returns_the_outcome_whose_champion_is_the_clis(tmp_path: Path) -> None:
@@ -148,7 +153,7 @@ def test_calls_from_two_threads_each_get_their_own_config(tmp_path: Path) -> Non
 def test_a_string_is_refused_with_the_fix() -> None:
     import evoharness
 
-    with pytest.raises(TypeError, match=r"Fix: pass \['model=sim_small'\]"):
+    with pytest.raises(TypeError, match=r"got str 'model=sim_small'. Fix: pass a list, e.g. \['model=sim_small'\]"):
         evoharness.compile("model=sim_small")  # type: ignore[arg-type]
 
 
@@ -178,3 +183,79 @@ def test_an_interrupt_inside_a_running_loop_asks_the_search_on_the_worker_thread
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "stopped after its batch"
     assert "stopping after the batch in flight" in proc.stderr
+
+
+def test_search_stays_callable_once_the_search_package_is_imported() -> None:
+    import evoharness.search.optimise.run  # noqa: F401  (binds evoharness.search to the package)
+
+    import evoharness
+    from evoharness.api import search
+
+    assert callable(evoharness.search)
+    assert evoharness.search.optimise.run.SearchRun is not None  # and it is still the package
+    with pytest.raises(UsageError, match="override key 'a b'"):
+        evoharness.search({"a b": 1})
+    assert search.__doc__ and "summary.json" in search.__doc__
+
+
+@pytest.mark.parametrize(("overrides", "error", "message"), [
+    (None, TypeError, "got NoneType None. Fix: pass a list"),
+    (b"model=x", TypeError, "got bytes"),
+    (["-m", "model=sim_small"], "UsageError", "takes overrides only"),
+    ({"": 1}, "UsageError", "override key '' is not a dotted config path"),
+    ({"model.temperature": object()}, TypeError, "Fix: pass text, a number"),
+])
+def test_bad_overrides_are_refused_naming_them(overrides: Any, error: Any, message: str) -> None:
+    import evoharness
+
+    with pytest.raises(UsageError if error == "UsageError" else error, match=re.escape(message)):
+        evoharness.compile(overrides)
+
+
+@pytest.mark.parametrize("text", ["a,b", "${oc.env:HOME}", r"\${x}", r"regex \d+ in C:\orders", "it's", "ends with \\", r"q\\'x", "",
+                                  "null", "line\nbreak", "{{ '{' }}"])
+def test_a_mapping_value_is_literal_text(text: str) -> None:
+    """What the user wrote is what the config holds: no sweep, no interpolation, no doubled backslash."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from evoharness.api import as_overrides
+
+    (override,) = as_overrides({"agent.prompt_sections.style": text})
+    parsed = OverridesParser.create().parse_overrides([override])[0]
+    assert not parsed.is_sweep_override()
+    assert OmegaConf.create({"v": parsed.value()}).v == text
+
+
+def test_an_api_error_carries_no_secret_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import evoharness
+
+    monkeypatch.setenv("ACME_API_KEY", "plainkey0123456789abcdef")
+    with pytest.raises(UsageError) as caught:
+        evoharness.compile({"model.temperature": "plainkey0123456789abcdef", "runs_dir": str(tmp_path)})
+    assert "plainkey0123456789abcdef" not in str(caught.value) and "${oc.env:ACME_API_KEY}" in str(caught.value)
+
+
+def test_a_call_made_while_one_runs_in_the_same_thread_is_refused(tmp_path: Path) -> None:
+    """A callback or a tool that calls the API from inside a call would wait on itself for ever."""
+    from evoharness import api
+
+    def nested() -> object:
+        return api.compile([f"runs_dir={tmp_path}"])
+
+    with pytest.raises(RuntimeError, match="was called while evoharness.evaluate was running"):
+        api._locked("evaluate", nested)
+
+
+def test_a_search_refused_inside_the_sweep_raises_the_config_error_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line prints it and exits 2; a Python caller gets the ConfigError to catch."""
+    from evoharness.compiler.errors import ConfigError
+    from evoharness.search.optimise.lock import study_lock
+
+    import evoharness
+
+    monkeypatch.syspath_prepend(str(REFUNDS))
+    runs = tmp_path / "runs"
+    with study_lock(runs / "api", "api"), pytest.raises(ConfigError, match=r"search.study: study 'api' is being searched by"):
+        evoharness.search([*TINY_SEARCH, f"runs_dir={runs}", f"registry_dir={runs / 'registry'}"])
+    assert not (runs / "api" / "summary.json").exists()

@@ -65,6 +65,14 @@ def request_stop() -> bool:
     return bool(_ACTIVE)
 
 
+def _exit(code: int, error: BaseException) -> SystemExit:
+    """The command line's exit code, carrying the error that caused it: a Python caller (the API)
+    raises that error itself rather than an exit code."""
+    stop = SystemExit(code)
+    stop.error = error  # type: ignore[attr-defined]
+    return stop
+
+
 class NSGA2SweeperImpl:
     def __init__(self) -> None:
         self.config: DictConfig | None = None
@@ -145,11 +153,11 @@ class NSGA2SweeperImpl:
         except (SearchAborted, FinishAborted, ConfigError) as exc:
             # bad input or a run that cannot go on: one line and exit 2; the study keeps every finished trial
             print(f"error: {scrub(str(exc))}", file=sys.stderr)
-            raise SystemExit(2) from None
-        except (KeyboardInterrupt, SearchInterrupted):
+            raise _exit(2, exc) from None
+        except (KeyboardInterrupt, SearchInterrupted) as stopped:
             # the batch in flight is abandoned: its trials stay RUNNING under no live owner (the study's
             # lock went with this process), and the next run closes them, marks them and runs them again
             print("interrupted; resume with the same command", file=sys.stderr)
-            raise SystemExit(130) from None
+            raise _exit(130, stopped) from None
         print_summary(summary)
         return summary
