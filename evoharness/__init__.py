@@ -18,6 +18,10 @@ def __getattr__(name: str) -> object:
     # loaded on first use: a plugin importing evoharness.plugin does not pay for Hydra and the search
     import importlib
 
+    if name == "search":
+        # the package, which is callable as the API's search: a dotted path through it
+        # (evoharness.search.records...) resolves whether or not it was imported before
+        return importlib.import_module("evoharness.search")
     if name in _API:
         return getattr(importlib.import_module("evoharness.api"), name)
     if name in _ERRORS:

@@ -173,11 +173,16 @@ def _quoted(text: str, *, literal: bool) -> str:
 def _call(command: str, overrides: Overrides, config_dir: str | Path | None, task: Callable[[DictConfig], Any],
           validate: Callable[..., object]) -> object:
     from evoharness.compiler.hydra_run import run_command
+    from evoharness.compiler.secrets import remember_credential_env
     from evoharness.search.cli.main import command_argv
 
-    if config_dir is not None and not str(config_dir).strip():
-        raise UsageError("config_dir is empty. Fix: name a folder of configs, or leave config_dir=None for the package's own")
-    argv = [*(["--config-dir", str(config_dir)] if config_dir is not None else []), *command_argv(command, as_overrides(overrides))]
+    remember_credential_env()  # the values a message must not quote, before anything can fail
+    try:
+        if config_dir is not None and not str(config_dir).strip():
+            raise UsageError("config_dir is empty. Fix: name a folder of configs, or leave config_dir=None for the package's own")
+        argv = [*(["--config-dir", str(config_dir)] if config_dir is not None else []), *command_argv(command, as_overrides(overrides))]
+    except (ConfigError, UsageError, TypeError) as exc:  # a value quoted back may be a secret's
+        raise _scrubbed(exc) from None
 
     def run() -> object:
         try:

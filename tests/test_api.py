@@ -227,13 +227,30 @@ def test_a_mapping_value_is_literal_text(text: str) -> None:
     assert OmegaConf.create({"v": parsed.value()}).v == text
 
 
-def test_an_api_error_carries_no_secret_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("overrides", [
+    {"model.temperature": "plainkey0123456789abcdef"},  # refused by the preflight
+    {"a b plainkey0123456789abcdef": 1},  # refused before it, as a key
+    ["--plainkey0123456789abcdef"],  # as a flag
+    "model=plainkey0123456789abcdef",  # as the wrong kind of argument
+])
+def test_an_api_error_carries_no_secret_value(overrides: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import evoharness
 
     monkeypatch.setenv("ACME_API_KEY", "plainkey0123456789abcdef")
-    with pytest.raises(UsageError) as caught:
-        evoharness.compile({"model.temperature": "plainkey0123456789abcdef", "runs_dir": str(tmp_path)})
+    with pytest.raises((UsageError, TypeError)) as caught:
+        evoharness.compile(overrides)
     assert "plainkey0123456789abcdef" not in str(caught.value) and "${oc.env:ACME_API_KEY}" in str(caught.value)
+
+
+def test_a_dotted_path_through_evoharness_search_resolves_in_a_fresh_process(tmp_path: Path) -> None:
+    """Hydra's _target_ strings and monkeypatch walk attributes: evoharness.search is the package."""
+    proc = _script(tmp_path, """
+        from hydra.utils import get_object
+        import evoharness
+        print(get_object("evoharness.search.records.sweep.SweepSummary").__name__, callable(evoharness.search))
+        """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["SweepSummary", "True"]
 
 
 def test_a_call_made_while_one_runs_in_the_same_thread_is_refused(tmp_path: Path) -> None:

@@ -95,7 +95,7 @@ def _read(folder: Path, name: str, kind: str) -> dict[str, Any]:
     path = folder / name
     try:
         return checked(kind, json.loads(path.read_text(encoding="utf-8")), path)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested deeper than a parser goes
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0][:200]
         raise RegistryError(f"no readable {name} for study {folder.name!r} in {folder} ({why}). "
                             f"Fix: pass the study's own runs/<study>/champion.json (or --runs with the output root the search wrote to), "
@@ -105,7 +105,7 @@ def _read(folder: Path, name: str, kind: str) -> dict[str, Any]:
 def _typed(folder: Path, name: str, record: Mapping[str, Any], read: Callable[[Mapping[str, Any]], T]) -> T:
     try:
         return read(record)
-    except (ConfigError, KeyError, TypeError, ValueError) as exc:
+    except (ConfigError, KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
         why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise RegistryError(f"{folder / name} is not the record a search writes ({why}). "
                             f"Fix: re-run the search to rewrite its records, {_REVIEW}") from None

@@ -53,8 +53,8 @@ def _fits(value: Any, hint: Any) -> bool:
 
 
 def _bad_number(value: Any) -> Any:
-    """The first number in ``value`` that no search writes and no reader can show: an int beyond
-    ±2**63, a finite float beyond ±1e300 (NaN and infinity a search may write: readers show them
+    """The first number in ``value`` that no search writes: an int beyond ±2**63, a float that is
+    infinite or beyond ±1e300 (NaN a search writes for what it could not measure: readers show it
     as missing). None when there is none."""
     stack = [value]
     while stack:
@@ -65,7 +65,7 @@ def _bad_number(value: Any) -> Any:
             if abs(v) > 2**63:
                 return v
         elif isinstance(v, float):
-            if math.isfinite(v) and abs(v) > 1e300:
+            if math.isinf(v) or abs(v) > 1e300:
                 return v
         elif isinstance(v, Mapping):
             stack.extend(v.values())

@@ -108,6 +108,14 @@ def _take(cls: type[R], d: Mapping[str, Any], **convert: Any) -> R:
     return cls(**kw)
 
 
+def _genome(d: Mapping[str, Any]) -> Genome:
+    """A member's genome, or one line saying the record's is not one a search writes."""
+    try:
+        return Genome.from_dict(d)
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise ConfigError("Member.genome", f"is not a genome ({type(exc).__name__}: {str(exc)[:80]})", _FIX) from None
+
+
 @dataclass(frozen=True)
 class Member:
     """A variant as summary.json lists it: the baseline, the named reference, a front member or
@@ -137,7 +145,7 @@ class Member:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Member:
-        return _take(cls, d, genome=Genome.from_dict, authors=list, edits=list, values=list)
+        return _take(cls, d, genome=_genome, authors=list, edits=list, values=list)
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,26 @@ def test_an_edited_claim_saying_win_is_refused(studies: Path, tmp_path: Path, ca
     assert "(no_win)" in refused(runs, capsys, runs / "lost" / "champion.json")
 
 
+@pytest.mark.parametrize(("name", "forge", "said"), [
+    ("summary.json", lambda s: s["champion"].update(genome={"steps": None}), "Member.genome: is not a genome"),
+    ("summary.json", lambda s: s["champion"]["genome"].update(toolset=float("inf")), "holds the number float inf"),
+    ("summary.json", lambda s: s.update(snapshots=None), "the champion snapshot in summary.json (absent)"),
+    ("claim.json", lambda c: c.update(n=10**400), "holds the number int 1000"),
+])
+def test_a_forged_value_in_a_record_is_one_line(studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str,
+                                                forge: Callable[[dict[str, Any]], None], said: str) -> None:
+    runs = copy_of(studies, tmp_path, "won")
+    edit_json(runs / "won" / name, forge)
+    err = refused(runs, capsys, runs / "won" / "champion.json")
+    assert said in err and "Traceback" not in err
+
+
+def test_a_record_nested_deeper_than_a_parser_goes_is_one_line(studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = copy_of(studies, tmp_path, "won")
+    (runs / "won" / "claim.json").write_text("[" * 100_000)
+    assert "no readable claim.json for study 'won'" in refused(runs, capsys, runs / "won" / "champion.json")
+
+
 def test_a_forged_folder_without_a_study_database_is_refused(studies: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs = copy_of(studies, tmp_path, "won")
     folder = runs / "won"

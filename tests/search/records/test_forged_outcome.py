@@ -23,6 +23,9 @@ from tests.search.records.test_report import make_summary
     (lambda s: s["claim"].update(n=10**400), "SearchOutcome.claim: holds the number int 1000"),
     (lambda s: s["claim"].update(mean_diff=-1e308), "SearchOutcome.claim: holds the number float -1e+308"),
     (lambda s: s.update(front={"a": 1}), "SearchOutcome.front: is dict"),
+    (lambda s: s["claim"].update(confidence=float("inf")), "SearchOutcome.claim: holds the number float inf"),
+    (lambda s: s["champion"].update(genome={"steps": None}), "Member.genome: is not a genome"),
+    (lambda s: s["champion"].update(genome={"toolset": "x"}), "Member.genome: is not a genome"),
 ])
 def test_a_forged_value_is_one_line_naming_it(mutate: Callable[[dict[str, Any]], None], message: str) -> None:
     summary = copy.deepcopy(make_summary("win"))
