@@ -27,7 +27,6 @@ from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import figure  # noqa: E402
-
 from evoharness.search.evaluation.stats import MIN_DISCORDANT, noninferiority_verdict, paired_test  # noqa: E402
 
 ALPHA, MARGIN, WORSE, SCENARIO = 0.025, 0.05, 0.08, 4
