@@ -1,12 +1,24 @@
 """The package laid out as a wheel installs it (evoharness/compiler/, evoharness/search/, ...),
 built from wherever this interpreter imports it. The repository keeps compiler/, search/ and conf/
 at its top level and an editable install maps them under ``evoharness`` with an import hook;
-import-linter and mypy walk folders, so they check this copy instead."""
+import-linter and mypy walk folders, so they check this copy instead: `lint-imports` run in the
+repository says "Module 'evoharness.compiler' does not exist"; run it through this module:
+
+    python -m tests.installed_view            # builds the copy in a temporary folder, runs lint-imports on it
+"""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# the console script's entry point, run with this interpreter so it works without the venv on PATH
+LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
 PACKAGES = ("evoharness", "evoharness.compiler", "evoharness.search", "hydra_plugins.evoharness_nsga2",
             "hydra_plugins.evoharness_parallel")
@@ -26,3 +38,18 @@ def build(dest: Path) -> Path:
                 (target / relative).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(file, target / relative)
     return dest
+
+
+def lint_imports(view: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """import-linter's own command on the copy at ``view``, with the repository's contracts.
+    ``--no-cache``: nothing is written into the repository (nor raced on by two test workers)."""
+    return subprocess.run([sys.executable, "-c", LINT_IMPORTS, "--no-cache", str(ROOT / "pyproject.toml"), *args],
+                          cwd=view, env={**os.environ, "PYTHONPATH": str(view)}, capture_output=True, text=True, timeout=300)
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as folder:
+        proc = lint_imports(build(Path(folder)), *sys.argv[1:])
+    print(proc.stdout, end="")
+    print(proc.stderr, end="", file=sys.stderr)
+    sys.exit(proc.returncode)
