@@ -177,49 +177,47 @@ def _noninferior_meaning(rule: DecisionRule, verdict: str, claim: Mapping[str, A
 
 
 @dataclass(frozen=True)
-class CheapestNoninferior(DecisionRule):
-    """The cheapest front member whose quality is non-inferior to the reference's within the margin;
-    the claim: quality non-inferior and a per-task cost saving."""
+class _Noninferior(DecisionRule):
+    """A rule that ships the front member saving most of one resource whose quality is non-inferior
+    to the reference's within the margin; its claim: quality non-inferior and a per-task saving.
+    A rule of this kind names its words and its resource, (dev metric, per-task row field)."""
 
-    name: ClassVar[str] = "cheapest_noninferior"
-    comparative: ClassVar[str] = "cheaper"
-    superlative: ClassVar[str] = "cheapest"
+    saves: ClassVar[tuple[str, str]]
 
     def resource(self) -> tuple[str, str]:
-        return ("cost_per_task", "cost")
+        return self.saves
 
     def claim(self, baseline: EvalReport, champion: EvalReport, *, metric: str, confidence: float, resamples: int,
               min_effect: float, seed: int) -> ClaimTest:
         return _noninferior_claim(self, baseline, champion, metric=metric, confidence=confidence, resamples=resamples, seed=seed)
 
     def meaning(self, verdict: str, claim: Mapping[str, Any], *, min_effect: float) -> str:
-        return _noninferior_meaning(self, verdict, claim, "cost", self.comparative)
+        return _noninferior_meaning(self, verdict, claim, self.saves[1], self.comparative)
 
     def win_words(self) -> str:
         return f"{self.comparative} and non-inferior"
 
 
 @dataclass(frozen=True)
-class FastestNoninferior(DecisionRule):
+class CheapestNoninferior(_Noninferior):
+    """The cheapest front member whose quality is non-inferior to the reference's within the margin;
+    the claim: quality non-inferior and a per-task cost saving."""
+
+    name: ClassVar[str] = "cheapest_noninferior"
+    comparative: ClassVar[str] = "cheaper"
+    superlative: ClassVar[str] = "cheapest"
+    saves: ClassVar[tuple[str, str]] = ("cost_per_task", "cost")
+
+
+@dataclass(frozen=True)
+class FastestNoninferior(_Noninferior):
     """The fastest front member (dev p95 latency) whose quality is non-inferior to the reference's
     within the margin; the claim: quality non-inferior and a per-task latency saving."""
 
     name: ClassVar[str] = "fastest_noninferior"
     comparative: ClassVar[str] = "faster"
     superlative: ClassVar[str] = "fastest"
-
-    def resource(self) -> tuple[str, str]:
-        return ("latency_p95", "latency")
-
-    def claim(self, baseline: EvalReport, champion: EvalReport, *, metric: str, confidence: float, resamples: int,
-              min_effect: float, seed: int) -> ClaimTest:
-        return _noninferior_claim(self, baseline, champion, metric=metric, confidence=confidence, resamples=resamples, seed=seed)
-
-    def meaning(self, verdict: str, claim: Mapping[str, Any], *, min_effect: float) -> str:
-        return _noninferior_meaning(self, verdict, claim, "latency", self.comparative)
-
-    def win_words(self) -> str:
-        return f"{self.comparative} and non-inferior"
+    saves: ClassVar[tuple[str, str]] = ("latency_p95", "latency")
 
 
 @dataclass(frozen=True)
