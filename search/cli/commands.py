@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 if TYPE_CHECKING:
     from evoharness.search.evaluation.metrics import EvalReport
+    from evoharness.search.optimise.settings import RunSettings
 
 
 
@@ -193,12 +194,27 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
         raise ConfigError("workload", f"workload {workload.name!r} has no {' or '.join(empty)} tasks",
                           "give every split tasks (a tasks file: declare splits, or let enough tasks be hashed)")
     settings = search_settings(cfg, overrides)
+    refuse_underpowered(settings, workload)
     if settings.search.storage:
         check_storage(settings.search.storage)
     named = [(f"search.models.{name}", m) for name, m in settings.models.items() if name != "base"]
     for path, m in [*named, *([("search.teacher", settings.teacher)] if settings.teacher else [])]:
         check_model(path, route=str(m["route"]), params=m.get("extra") or {}, api_key_env=m.get("api_key_env"))
     return variant
+
+
+def refuse_underpowered(settings: RunSettings, workload: Workload) -> None:
+    """Refuse, before anything is paid for, splits too small for the decision rule's question
+    (search/evaluation/power.py), unless search.allow_underpowered=true (then every claim says so)."""
+    from evoharness.search.evaluation.criteria import quality_objective
+    from evoharness.search.evaluation.power import split_power
+
+    found = split_power(workload.tasks("holdout"), workload.tasks("dev"), samples=settings.search.samples,
+                        margin=settings.rule.bar, confidence=settings.search.confidence,
+                        metric=quality_objective(settings.objectives)).problems()
+    if found and not settings.search.allow_underpowered:
+        what, fix = found[0]
+        raise ConfigError("criteria.margin", what, f"{fix}; or pass search.allow_underpowered=true (the claim then says so)")
 
 
 def doctor_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:

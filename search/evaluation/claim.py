@@ -1,5 +1,6 @@
 """The holdout claim: champion against baseline on the sealed split, on the quality metric the
-search selected by: a sign-flip permutation test and a BCa interval over paired tasks."""
+search selected by, under the decision rule's test (search/evaluation/stats.py), with the task's
+cluster as the unit of evidence."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -33,6 +34,9 @@ def make_claim(
         "p_value": result.p_value,
         "alpha": (1.0 - confidence) / 2,
         "n": result.n,
+        "unit": result.unit,
+        "clusters": result.clusters,
+        "design_effect": result.design_effect,
         "discordant": result.discordant,
         "min_discordant": MIN_DISCORDANT,
         "confidence": confidence,

@@ -15,8 +15,15 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 from evoharness.compiler.errors import ConfigError
-from evoharness.search.evaluation.metrics import EvalReport, paired_scores
-from evoharness.search.evaluation.stats import ClaimVerdict, PairedTest, noninferiority_verdict, paired_test, superiority_verdict
+from evoharness.search.evaluation.metrics import EvalReport, paired_clusters, paired_scores
+from evoharness.search.evaluation.stats import (
+    ClaimVerdict,
+    PairedTest,
+    noninferiority_verdict,
+    quality_test,
+    saving_test,
+    superiority_verdict,
+)
 
 Evidence = Literal["interval", "point"]
 _TOL = 1e-12
@@ -148,15 +155,17 @@ def _noninferior_claim(rule: DecisionRule, baseline: EvalReport, champion: EvalR
     assert res is not None
     _, field = res
     a_q, b_q = paired_scores(baseline, champion, metric=metric)[1:]
-    result = paired_test(a_q, b_q, shift=-rule.margin, resamples=resamples, confidence=confidence, seed=seed)
+    clusters = paired_clusters(baseline, champion)
+    result = quality_test(a_q, b_q, null=-rule.margin, clusters=clusters, confidence=confidence)
     if field == "cost":
         _, a, b = paired_scores(baseline, champion, metric="cost_per_task")
     else:
         a, b = _latency_pairs(baseline, champion)
-    saving = paired_test(b, a, shift=0.0, resamples=resamples, confidence=confidence, seed=seed)  # baseline - champion
+    saving = saving_test(b, a, clusters=clusters, resamples=resamples, confidence=confidence, seed=seed)  # baseline - champion
     verdict = noninferiority_verdict(result, saving, margin=rule.margin)
-    test = (f"non-inferiority: {metric} difference > -{rule.margin:g} (one-sided sign-flip test, BCa interval) "
-            f"and per-task {field} saving > 0 (the same)")
+    test = (f"non-inferiority: {metric} difference > -{rule.margin:g} (one-sided score test with the variance restricted to "
+            f"the null, {result.unit}s as the unit; the interval inverts it) and per-{result.unit} {field} saving > 0 "
+            "(sign-flip permutation test, BCa interval)")
     extra = {"margin": rule.margin, f"{field}_saving": saving.mean_diff, f"{field}_saving_low": saving.low,
              f"{field}_saving_high": saving.high, f"{field}_saving_p_value": saving.p_value, f"{field}_discordant": saving.discordant}
     return ClaimTest(verdict, result, test, extra)
@@ -237,8 +246,9 @@ class BestQuality(DecisionRule):
     def claim(self, baseline: EvalReport, champion: EvalReport, *, metric: str, confidence: float, resamples: int,
               min_effect: float, seed: int) -> ClaimTest:
         a, b = paired_scores(baseline, champion, metric=metric)[1:]
-        result = paired_test(a, b, shift=min_effect, resamples=resamples, confidence=confidence, seed=seed)
-        test = "superiority: one-sided sign-flip permutation test of mean(champion - baseline) > min_effect, BCa interval"
+        result = quality_test(a, b, null=min_effect, clusters=paired_clusters(baseline, champion), confidence=confidence)
+        test = (f"superiority: one-sided score test of mean(champion - baseline) > min_effect with the variance restricted "
+                f"to the null, {result.unit}s as the unit; the interval inverts it")
         return ClaimTest(superiority_verdict(result, min_effect=min_effect), result, test, {})
 
     def meaning(self, verdict: str, claim: Mapping[str, Any], *, min_effect: float) -> str:

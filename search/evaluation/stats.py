@@ -1,36 +1,60 @@
-"""The claim statistics, on per-task paired differences (champion minus baseline, same tasks):
-an exact or Monte-Carlo sign-flip permutation test for the p-value and a BCa bootstrap for the
-interval, both from scipy.stats. The task is the unit of evidence: task-to-task variance cancels
-in the pairing, and samples of one task are averaged before.
+"""The claim statistics, on paired differences (champion minus baseline, same tasks), with the
+cluster as the unit of evidence: tasks that share a cluster (BFCL's four variants of a scenario)
+are not independent, so each cluster counts once, as the mean of its tasks' differences (samples of
+a task are averaged before). When every task is its own cluster this is the per-task analysis.
 
-A sparse difference is weak evidence however large its mean: 4 tasks better and 36 tied give a
-sign-flip p of 1/16. So a ``win`` also needs at least ``MIN_DISCORDANT`` tasks that differ.
+Quality (bounded, tie-heavy, often binary): a **score test with the variance restricted to the
+null**, inverted for the interval. The shifted sign-flip test it replaces read a tied task as a
+``+margin`` observation, so "all tied" was strong evidence at any size; a Wald or bootstrap
+interval has the same flaw (no spread, no width). Here the variance is the one of the most likely
+distribution whose mean is the null value (empirical likelihood over the observed cluster values,
+with the worst score, -1, added to the support at zero count). For independent binary tasks this is
+Tango's score test for paired proportions; for all-tied data it gives the exact answer's shape:
+``n`` tied clusters reject "worse by delta" only when ``n > z^2 (1 - delta) / delta`` (73 at a 0.05
+margin), since a model worse by delta through a few bad clusters ties on all of them with
+probability ``(1 - delta)^n``. Decision and interval are the same test, so they cannot disagree.
+
+Savings (cost, latency: unbounded, not tie-heavy): an exact or Monte-Carlo sign-flip permutation
+test of the cluster means and a BCa interval, both from scipy.stats. ``n`` equal positive
+differences have the exact p ``2^-n``.
+
+A sparse difference is weak evidence however large its mean: a ``win`` also needs at least
+``MIN_DISCORDANT`` tasks that differ.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 ClaimVerdict = Literal["win", "no_win", "inconclusive", "equivalent"]
 MIN_DISCORDANT = 5  # tasks whose scores differ; below it no verdict is a win
+_LOWEST = -1.0  # the worst paired difference of a score in [0, 1]
 
 
 @dataclass(frozen=True)
 class PairedTest:
-    mean_diff: float  # observed mean of (b - a) over paired tasks
-    low: float  # BCa confidence interval of the mean difference
+    mean_diff: float  # mean of (b - a) over clusters (over tasks when each task is its own cluster)
+    low: float  # confidence interval of the mean difference
     high: float
-    p_value: float  # one-sided sign-flip test of H0: differences symmetric about ``shift``
+    p_value: float  # one-sided test of H0: mean difference <= ``shift``
     n: int  # paired tasks
     discordant: int  # tasks whose difference is not 0
     confidence: float
     resamples: int
-    shift: float  # the null's centre: min_effect for superiority, -margin for non-inferiority
+    shift: float  # the null's value: min_effect for superiority, -margin for non-inferiority, 0 for a saving
+    clusters: int = 0  # units of evidence (== n when every task is its own cluster)
+    design_effect: float = 1.0  # variance of the mean with clusters as the unit over that with tasks as the unit
+    method: str = ""
+
+    @property
+    def unit(self) -> str:
+        return "task" if self.clusters == self.n else "cluster"
 
 
 def _paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -44,38 +68,146 @@ def _paired(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) ->
     return y - x
 
 
-def paired_test(
-    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, shift: float = 0.0, resamples: int = 10_000,
-    confidence: float = 0.95, seed: int = 0,
+def cluster_values(diff: np.ndarray, clusters: Sequence[str] | None) -> tuple[np.ndarray, float]:
+    """Each cluster's mean difference (in first-seen order) and the design effect: the variance of
+    the overall mean with clusters as the unit over its variance with tasks as the unit (1.0 when
+    every task is its own cluster or the tasks do not vary)."""
+    if clusters is None:
+        return diff, 1.0
+    if len(clusters) != diff.size:
+        raise ValueError(f"clusters names {len(clusters)} tasks, the differences {diff.size}; pass one cluster per paired task")
+    index: dict[str, int] = {}
+    codes = np.array([index.setdefault(str(c), len(index)) for c in clusters])
+    k, n = len(index), diff.size
+    totals, sizes = np.bincount(codes, weights=diff, minlength=k), np.bincount(codes, minlength=k)
+    means = totals / sizes
+    if k == n or k < 2:
+        return means, 1.0
+    mean = diff.mean()
+    var_tasks = float(diff.var(ddof=1)) / n
+    var_clusters = k / (k - 1) * float(np.sum((totals - sizes * mean) ** 2)) / n ** 2
+    return means, (var_clusters / var_tasks if var_tasks > 0 else 1.0)
+
+
+def _restricted_variance(values: np.ndarray, null: float) -> float:
+    """The variance of the most likely distribution with mean ``null`` (below the observed mean)
+    over the observed values plus the worst score at zero count: empirical likelihood whose
+    weights, when the worst point carries mass, have the closed form w_j = (null - lo) / (K (v_j - lo))."""
+    lo = _LOWEST
+    inv = 1.0 / np.maximum(values - lo, 1e-300)
+    extra = 1.0 - (null - lo) * float(inv.mean())  # mass on the worst point
+    if extra > 0:
+        w = (null - lo) * inv / values.size
+        return float(np.sum(w * (values - null) ** 2) + extra * (lo - null) ** 2)
+    # the observed values reach below the null: ordinary empirical likelihood on them alone
+    d = values - null
+    lam_lo, lam_hi = -1.0 / d.max() + 1e-12, -1.0 / d.min() - 1e-12
+
+    def moment(lam: float) -> float:
+        return float(np.sum(d / (1.0 + lam * d)))
+
+    with np.errstate(divide="ignore"):
+        lam = optimize.brentq(moment, lam_lo, lam_hi, xtol=1e-14) if moment(lam_lo) * moment(lam_hi) < 0 else 0.0
+    w = 1.0 / (values.size * (1.0 + lam * d))
+    return float(np.sum(w * d ** 2) / np.sum(w))
+
+
+def score_z(values: np.ndarray, null: float) -> float:
+    """The score statistic of H0: mean <= ``null`` for cluster values in [-1, 1] (large: evidence against)."""
+    mean = float(values.mean())
+    if mean == null:
+        return 0.0
+    # above the null the worst point is -1; below it, mirror the data so the worst point is +1
+    v, n0 = (values, null) if mean > null else (-values, -null)
+    var = _restricted_variance(v, n0)
+    z = (float(v.mean()) - n0) / math.sqrt(var / values.size) if var > 0 else math.inf
+    return z if mean > null else -z
+
+
+def _bound(values: np.ndarray, z: float, *, upper: bool) -> float:
+    """The value where the score statistic equals ``z``: the interval's end on that side."""
+    mean = float(values.mean())
+    v, m = (-values, -mean) if upper else (values, mean)
+    if m <= _LOWEST:
+        end = _LOWEST
+    else:
+        f = lambda mu: score_z(v, mu) - z  # noqa: E731  (decreasing in mu: from +inf at -1 to -z at the mean)
+        end = optimize.brentq(f, _LOWEST + 1e-12, m, xtol=1e-10) if f(_LOWEST + 1e-12) > 0 else _LOWEST
+    return -end if upper else end
+
+
+def quality_test(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, null: float, clusters: Sequence[str] | None = None,
+    confidence: float = 0.95,
 ) -> PairedTest:
-    """Test mean(b - a) > ``shift`` and interval it. Deterministic for a given ``seed``."""
+    """Test mean(b - a) > ``null`` for scores in [0, 1], clusters as the unit, and interval it
+    (two-sided at ``confidence``; the one-sided test has alpha = (1 - confidence) / 2)."""
+    _check_confidence(confidence)
+    diff = _paired(a, b)
+    if np.abs(diff).max() > 1.0 + 1e-9:
+        raise ValueError(f"quality differences must lie in [-1, 1] (scores in [0, 1]); got {float(np.abs(diff).max()):g}")
+    values, deff = cluster_values(np.clip(diff, -1.0, 1.0), clusters)
+    z = float(stats.norm.ppf(1.0 - (1.0 - confidence) / 2))
+    p = float(stats.norm.sf(score_z(values, null)))
+    return PairedTest(mean_diff=float(values.mean()), low=_bound(values, z, upper=False), high=_bound(values, z, upper=True),
+                      p_value=p, n=int(diff.size), discordant=int(np.count_nonzero(diff)), confidence=confidence, resamples=0,
+                      shift=null, clusters=int(values.size), design_effect=deff, method="score")
+
+
+def saving_test(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, clusters: Sequence[str] | None = None,
+    resamples: int = 10_000, confidence: float = 0.95, seed: int = 0,
+) -> PairedTest:
+    """Test mean(b - a) > 0 (a sign-flip permutation test of the cluster means: exact when
+    2^clusters <= ``resamples``) and interval it (BCa bootstrap of the cluster means). Deterministic for a given ``seed``."""
     if resamples < 100:
         raise ValueError(f"resamples={resamples} must be >= 100 (10000 is the usual choice)")
-    if not 0.5 <= confidence < 1.0:
-        raise ValueError(f"confidence={confidence} must be in [0.5, 1), e.g. 0.95")
+    _check_confidence(confidence)
     diff = _paired(a, b)
-    n, mean = int(diff.size), float(diff.mean())
-    discordant = int(np.count_nonzero(diff))
-    centred = diff - shift
-    if n < 2 or np.all(centred == centred[0]):
-        # every difference equal: no resampling can move the mean (and BCa is undefined)
-        p = 0.0 if n >= 2 and centred[0] > 0 else 1.0
-        low = high = mean
+    values, deff = cluster_values(diff, clusters)
+    k, mean = int(values.size), float(values.mean())
+    rng = np.random.default_rng(seed)
+    if np.all(values == 0):
+        p = 1.0
     else:
-        rng = np.random.default_rng(seed)
-        p = float(stats.permutation_test((centred,), np.mean, permutation_type="samples", alternative="greater",
+        # equal positive values: every other sign pattern has a lower mean, so p = 2^-k exactly
+        p = float(stats.permutation_test((values,), np.mean, permutation_type="samples", alternative="greater",
                                          n_resamples=resamples, vectorized=True, random_state=rng).pvalue)
+    if k < 2 or np.all(values == values[0]):
+        low = high = mean  # no resample can move the mean (and BCa is undefined)
+    else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # BCa warns on heavily tied data; its interval is still returned
-            ci = stats.bootstrap((diff,), np.mean, method="BCa", confidence_level=confidence, n_resamples=resamples,
+            ci = stats.bootstrap((values,), np.mean, method="BCa", confidence_level=confidence, n_resamples=resamples,
                                  vectorized=True, random_state=rng).confidence_interval
         low, high = float(ci.low), float(ci.high)
         if not (np.isfinite(low) and np.isfinite(high)):  # degenerate jackknife: fall back to the percentile interval
-            ci = stats.bootstrap((diff,), np.mean, method="percentile", confidence_level=confidence, n_resamples=resamples,
+            ci = stats.bootstrap((values,), np.mean, method="percentile", confidence_level=confidence, n_resamples=resamples,
                                  vectorized=True, random_state=rng).confidence_interval
             low, high = float(ci.low), float(ci.high)
-    return PairedTest(mean_diff=mean, low=low, high=high, p_value=p, n=n, discordant=discordant, confidence=confidence,
-                      resamples=resamples, shift=shift)
+    return PairedTest(mean_diff=mean, low=low, high=high, p_value=p, n=int(diff.size), discordant=int(np.count_nonzero(diff)),
+                      confidence=confidence, resamples=resamples, shift=0.0, clusters=k, design_effect=deff, method="sign-flip")
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.5 <= confidence < 1.0:
+        raise ValueError(f"confidence={confidence} must be in [0.5, 1), e.g. 0.95")
+
+
+def reach(clusters: int, *, confidence: float = 0.95) -> float:
+    """The smallest distance below the observed mean the quality interval's low end can be with
+    ``clusters`` units: its value when every cluster ties, z^2 / (K + z^2). A non-inferiority
+    margin at or below it cannot be shown however the candidate scores, short of beating the reference."""
+    z = float(stats.norm.ppf(1.0 - (1.0 - confidence) / 2))
+    return z * z / (clusters + z * z) if clusters > 0 else 1.0
+
+
+def clusters_needed(margin: float, *, confidence: float = 0.95) -> int:
+    """The fewest clusters whose reach is below ``margin``."""
+    if not 0 < margin < 1:
+        raise ValueError(f"margin={margin} must be in (0, 1)")
+    z = float(stats.norm.ppf(1.0 - (1.0 - confidence) / 2))
+    return math.floor(z * z * (1.0 - margin) / margin) + 1
 
 
 def superiority_verdict(result: PairedTest, *, min_effect: float) -> ClaimVerdict:
@@ -95,17 +227,17 @@ def superiority_verdict(result: PairedTest, *, min_effect: float) -> ClaimVerdic
     return "inconclusive"
 
 
-def noninferiority_verdict(quality: PairedTest, cost_saving: PairedTest, *, margin: float) -> ClaimVerdict:
-    """For ``cheapest_noninferior``: ``win`` when quality is non-inferior (the one-sided test of
+def noninferiority_verdict(quality: PairedTest, saving: PairedTest, *, margin: float) -> ClaimVerdict:
+    """For a non-inferiority rule: ``win`` when quality is non-inferior (the one-sided test of
     mean difference > -``margin`` rejects, and the interval's low end is above -``margin``) AND the
-    per-task cost saving is positive by the same standard, with at least MIN_DISCORDANT tasks whose
-    cost differs. ``no_win`` when quality is shown inferior (interval below -``margin``) or the
+    per-task saving is positive by the same standard, with at least MIN_DISCORDANT tasks whose
+    cost (latency) differs. ``no_win`` when quality is shown inferior (interval below -``margin``) or the
     saving is shown absent (interval at or below 0). Else ``inconclusive``."""
     alpha = (1.0 - quality.confidence) / 2
-    noninferior = quality.n >= 2 and quality.p_value < alpha and quality.low > -margin
-    cheaper = cost_saving.n >= 2 and cost_saving.p_value < alpha and cost_saving.low > 0 and cost_saving.discordant >= MIN_DISCORDANT
+    noninferior = quality.p_value < alpha and quality.low > -margin
+    cheaper = saving.n >= 2 and saving.p_value < alpha and saving.low > 0 and saving.discordant >= MIN_DISCORDANT
     if noninferior and cheaper:
         return "win"
-    if quality.high < -margin or cost_saving.high <= 0:
+    if quality.high < -margin or saving.high <= 0:
         return "no_win"
     return "inconclusive"

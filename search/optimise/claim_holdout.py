@@ -15,6 +15,7 @@ from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.evaluation.claim import make_claim
 from evoharness.search.evaluation.criteria import quality_objective
 from evoharness.search.evaluation.metrics import EvalReport
+from evoharness.search.evaluation.power import power
 from evoharness.search.genome import Genome, Pools
 from evoharness.search.optimise.ablation import ablation_jobs, ablation_rows
 from evoharness.search.optimise.select_dev import DevSelection, Evaluate, report_of
@@ -32,6 +33,15 @@ class HoldoutClaim:
     champion_hold: EvalReport
     ablation: list[dict[str, Any]]
     champion_hash: str
+
+
+def power_fields(settings: RunSettings, claim: Mapping[str, Any], chosen: DevSelection) -> dict[str, Any]:
+    """The claim's reach, and whether its splits were too small for its question (run anyway under
+    search.allow_underpowered): the same checks the preflight made, on the tasks actually paired."""
+    checked = power(holdout_tasks=int(claim["n"]), holdout_clusters=int(claim["clusters"]), dev_tasks=len(chosen.reference_dev.tasks),
+                    samples=settings.search.samples, margin=settings.rule.bar, confidence=settings.search.confidence,
+                    metric=str(claim["metric"]))
+    return {"reach": checked.reach, "underpowered": bool(checked.problems())}
 
 
 def claim_on_holdout(settings: RunSettings, looks_path: Path, hashes: Mapping[str, str], chosen: DevSelection, pools: Pools, *,
@@ -59,7 +69,7 @@ def claim_on_holdout(settings: RunSettings, looks_path: Path, hashes: Mapping[st
                                           min_effect=s.min_effect, seed=settings.seed, hashes=hashes, metric=q, rule=settings.rule))
     looks = len(seen) + (1 if candidate and champion_hash not in seen else 0)
     claim = {**claim, "looks": looks, "second_look": looks > 1,
-             "reference": settings.reference if chosen.reference_genome else "incumbent"}
+             "reference": settings.reference if chosen.reference_genome else "incumbent", **power_fields(settings, claim, chosen)}
     if candidate and champion_hash not in seen:  # the same champion again (a resume) is the same look, not a new one
         append_look(looks_path, look_row(champion_hash=champion_hash, baseline_hash=chosen.baseline_variant.content_hash,
                                          claim=claim, look=looks))

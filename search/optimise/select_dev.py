@@ -11,8 +11,8 @@ from evoharness.compiler.runtime.workload import Split
 from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
 from evoharness.search.evaluation.decision import DevCandidate
-from evoharness.search.evaluation.metrics import EvalReport, paired_scores
-from evoharness.search.evaluation.stats import paired_test
+from evoharness.search.evaluation.metrics import EvalReport, paired_clusters, paired_scores
+from evoharness.search.evaluation.stats import quality_test
 from evoharness.search.genome import BASELINE, Genome, Pools, authors, describe, edits
 from evoharness.search.optimise.mutation import losses
 from evoharness.search.optimise.select import champion_index, distinct_front
@@ -185,8 +185,8 @@ def compare_with_reference(settings: RunSettings, q: str, reference_dev: EvalRep
             compared.append(None)
             candidates.append(DevCandidate(float("-inf"), float("-inf"), float("inf"), False, float("inf")))
             continue
-        test = paired_test(a, b, shift=-margin, resamples=s.resamples, confidence=s.confidence, seed=settings.seed)
-        compared.append({"mean_diff": test.mean_diff, "low": test.low, "high": test.high, "n": test.n})
+        test = quality_test(a, b, null=-margin, clusters=paired_clusters(reference_dev, report), confidence=s.confidence)
+        compared.append({"mean_diff": test.mean_diff, "low": test.low, "high": test.high, "n": test.n, "clusters": test.clusters})
         candidates.append(DevCandidate(float(dev.get(q, 0.0)), test.low, float(dev.get("cost_per_task", 0.0)), feasible,
                                        float(dev.get("latency_p95", 0.0))))
     decision: dict[str, Any] = {"rule": settings.decision, "margin": margin, "reference": settings.reference,

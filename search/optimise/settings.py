@@ -58,6 +58,7 @@ class SearchSettings:
     max_failure_rate: float
     teacher: str | None
     second_look: bool = False
+    allow_underpowered: bool = False
     budget_usd: float | None = None
 
     @classmethod

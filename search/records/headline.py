@@ -53,19 +53,24 @@ def headline(summary: SearchOutcome | Mapping[str, Any]) -> str:
     pct = int(round(100 * float(present(made.confidence, 0.95))))
     meaning = decided.meaning(verdict, claim, min_effect=min_effect)
     mean_diff, low, high = (float(present(v, 0.0)) for v in (made.mean_diff, made.low, made.high))
-    interval = f"({mean_diff:+.3f}, {pct}% CI {low:+.3f}..{high:+.3f}: {meaning})"
+    clustered = made.unit == "cluster"
+    over = f" over {made.clusters} clusters" if clustered else ""
+    interval = f"({mean_diff:+.3f}, {pct}% CI {low:+.3f}..{high:+.3f}{over}: {meaning})"
     c_c, c_b = _num(hold_c.get("cost_per_task")), _num(hold_b.get("cost_per_task"))
     cost = f"cost/task {_change(c_c, c_b)}" + (f" (${c_c:.4f} vs ${c_b:.4f})" if c_c is not None and c_b is not None else "")
     latency = f"latency p95 {_change(_num(hold_c.get('latency_p95')), _num(hold_b.get('latency_p95')))}"
     second = " (second look at the holdout)" if made.second_look else ""
+    if made.underpowered:
+        second += " (underpowered: the splits cannot show this within the margin; run under search.allow_underpowered)"
     # the claim needs the interval's low end above the bar: what it lacks is mean - low vs mean - bar
     half = mean_diff - low
     room = mean_diff - decided.quality_bar(min_effect)
     quality_undecided = low <= decided.quality_bar(min_effect)
     if verdict == "inconclusive" and quality_undecided and room > 0 and half > room:
         # an interval narrows as 1/sqrt(n): how many tasks would decide it if the difference holds
+        units = f"{made.clusters} clusters" if clustered else f"{present(made.n, '?')} tasks"
         second += (f"; too few holdout tasks to decide: if the observed difference is real, about {(half / room) ** 2:.1f}x "
-                   f"the {present(made.n, '?')} tasks would (the interval's lower arm would need to be {room:.3f}, not {half:.3f})")
+                   f"the {units} would (the interval's lower arm would need to be {room:.3f}, not {half:.3f})")
     if verdict == "win":
         action = f"ship {changes}"
     else:

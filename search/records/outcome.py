@@ -179,6 +179,11 @@ class Claim:
     looks: int = ABSENT
     second_look: bool = ABSENT
     reference: str = ABSENT
+    unit: str = ABSENT
+    clusters: int = ABSENT
+    design_effect: float = ABSENT
+    reach: float = ABSENT
+    underpowered: bool = ABSENT
     rule_fields: Mapping[str, Any] = field(default_factory=dict, metadata={"skip": True})
     schema_version: int = field(default=VERSIONS["claim"], metadata={"skip": True})
 

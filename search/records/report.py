@@ -90,6 +90,8 @@ def _banner(made: Claim | None, has_champion: bool) -> dict[str, str]:
     ci = _ci_text(made)
     if made.second_look:
         ci = f"Second look at the holdout (look {present(made.looks, None)}): the claim is weaker than its interval says. {ci}"
+    if made.underpowered:
+        ci = f"Underpowered: the splits cannot show non-inferiority within the margin (search.allow_underpowered). {ci}"
     verdict = str(present(made.verdict, None))
     decided = rule_of_record(claim, {})
     if decided.bar is not None:

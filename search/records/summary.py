@@ -50,6 +50,9 @@ def answer_lines(summary: SearchOutcome | Mapping[str, Any]) -> list[str]:
     if claim.second_look:
         lines.append(f"  Second look at the holdout (look {present(claim.looks, None)}): read the verdict as weaker than its "
                      "interval says")
+    if claim.underpowered:
+        lines.append("  Underpowered: the splits cannot show non-inferiority within the margin (run under "
+                     "search.allow_underpowered=true); a win here needed the candidate to beat the reference")
     snap = (o.snapshots or ABSENT).champion_path
     if snap and verdict == "win":
         lines.append(f"  Ship it: evoharness promote {snap} && evoharness compile")

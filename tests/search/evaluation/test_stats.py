@@ -1,93 +1,163 @@
-"""The claim statistics: a sign-flip permutation test and a BCa interval (scipy.stats) over paired
-per-task differences, and the verdicts they support, on constructed data."""
+"""The claim statistics on constructed data: the quality score test with its null-restricted
+variance (checked against a brute-force restricted maximum likelihood), its reach with all-tied
+clusters, clusters as the unit, the sign-flip saving test, and the verdicts they support."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
-from evoharness.search.evaluation.stats import MIN_DISCORDANT, PairedTest, paired_test, superiority_verdict
+from evoharness.search.evaluation.stats import (
+    MIN_DISCORDANT,
+    PairedTest,
+    clusters_needed,
+    noninferiority_verdict,
+    quality_test,
+    reach,
+    saving_test,
+    superiority_verdict,
+)
+from scipy import optimize, stats
 
 
-def pair(diffs: list[float], base: float = 0.4) -> tuple[np.ndarray, np.ndarray]:
+def pair(diffs: list[float], base: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     a = np.full(len(diffs), base)
     return a, a + np.asarray(diffs, dtype=float)
 
 
-def test_a_clear_improvement_is_a_win() -> None:
-    a, b = pair([0.5] * 20 + [0.0] * 20)
-    r = paired_test(a, b, seed=1)
-    assert r.discordant == 20 and r.p_value < 0.001 and 0.1 < r.low < r.mean_diff < r.high and r.mean_diff == pytest.approx(0.25)
-    assert superiority_verdict(r, min_effect=0.03) == "win"
+def test_all_tied_clusters_show_non_inferiority_only_from_the_size_the_exact_bound_needs() -> None:
+    needed = clusters_needed(0.05)
+    assert needed == 73  # z^2 (1 - d) / d = 72.99: a model losing 5% of tasks ties on all 72 with probability 0.025
+    short, enough = quality_test(*pair([0.0] * (needed - 1)), null=-0.05), quality_test(*pair([0.0] * needed), null=-0.05)
+    assert short.low <= -0.05 < enough.low and short.p_value >= 0.025 > enough.p_value
+    assert enough.low == pytest.approx(-reach(needed), abs=1e-6) and short.high == pytest.approx(reach(needed - 1), abs=1e-6)
+    # six tied tasks were a win before: here they bound nothing closer than 0.39
+    assert quality_test(*pair([0.0] * 6), null=-0.05).low == pytest.approx(-0.390, abs=0.001)
 
 
-def test_four_better_of_forty_is_not_a_win() -> None:
-    a, b = pair([1.0] * 4 + [0.0] * 36)
-    r = paired_test(a, b, seed=1)
-    assert r.discordant == 4 < MIN_DISCORDANT
-    # ties flip to themselves: only the four that differ carry signs, so p is 1/16 (estimated by Monte Carlo)
-    assert r.p_value == pytest.approx(1 / 16, abs=0.01)
-    assert superiority_verdict(r, min_effect=0.0) != "win"
+def _brute_force_z(values: np.ndarray, null: float) -> float:
+    """The score statistic with the restricted MLE found by a general optimiser over the support
+    {observed values} + {-1}: an independent check of the closed form and the empirical likelihood."""
+    support = np.unique(np.append(values, -1.0))
+    counts = np.array([np.sum(values == s) for s in support], dtype=float)
+
+    def neg(w: np.ndarray) -> float:
+        return -float(np.sum(counts[counts > 0] * np.log(np.maximum(w[counts > 0], 1e-300))))
+
+    cons = [{"type": "eq", "fun": lambda w: w.sum() - 1}, {"type": "eq", "fun": lambda w: w @ support - null}]
+    w0 = np.full(support.size, 1 / support.size)
+    w = optimize.minimize(neg, w0, bounds=[(0, 1)] * support.size, constraints=cons, method="SLSQP",
+                          options={"ftol": 1e-14, "maxiter": 500}).x
+    var = float(w @ (support - null) ** 2)
+    return (values.mean() - null) / math.sqrt(var / values.size)
 
 
-def test_the_p_value_is_the_exact_sign_flip_one_for_small_n() -> None:
-    a, b = pair([0.2] * 10)
-    r = paired_test(a, b, seed=0)
-    assert r.low == r.high == pytest.approx(0.2)  # every difference equal: no resample can move the mean
-    mixed = paired_test(*pair([0.2] * 9 + [-0.1]), seed=0)
+@pytest.mark.parametrize("diffs", [[1.0] * 5 + [-1.0] + [0.0] * 35, [1.0] * 3 + [0.0] * 30, [0.5, 0.25, 0.0, 0.0, -0.25, 1.0] * 5,
+                                   [-1.0] * 4 + [1.0] * 6 + [0.0] * 20, [0.0] * 40])
+def test_the_score_test_uses_the_restricted_maximum_likelihood_variance(diffs: list[float]) -> None:
+    r = quality_test(*pair(diffs), null=-0.05)
+    assert stats.norm.isf(r.p_value) == pytest.approx(_brute_force_z(np.asarray(diffs), -0.05), rel=2e-3)
+
+
+def test_the_interval_inverts_the_test() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        diffs = list(rng.choice([-1.0, 0.0, 1.0], size=int(rng.integers(10, 200)), p=[0.12, 0.78, 0.10]))
+        r = quality_test(*pair(diffs), null=-0.05)
+        assert (r.p_value < 0.025) == (r.low > -0.05)
+        assert r.low < r.mean_diff < r.high
+
+
+def test_clusters_are_the_unit_and_carry_the_design_effect() -> None:
+    rng = np.random.default_rng(1)
+    scenario = rng.choice([-1.0, 0.0, 1.0], size=50, p=[0.2, 0.6, 0.2])
+    diffs = np.repeat(scenario, 4)  # each scenario's four tasks move together
+    names = [f"s{i // 4}" for i in range(200)]
+    as_tasks, as_clusters = quality_test(*pair(list(diffs)), null=-0.05), quality_test(*pair(list(diffs)), null=-0.05, clusters=names)
+    assert (as_tasks.unit, as_tasks.clusters, as_tasks.design_effect) == ("task", 200, 1.0)
+    assert (as_clusters.unit, as_clusters.clusters, as_clusters.n) == ("cluster", 50, 200)
+    assert as_clusters.design_effect == pytest.approx(4.0, rel=0.05)  # perfectly correlated: m = 4
+    assert as_clusters.high - as_clusters.low > 1.8 * (as_tasks.high - as_tasks.low)  # about sqrt(4) wider
+    independent = rng.choice([-1.0, 0.0, 1.0], size=200, p=[0.2, 0.6, 0.2])
+    assert quality_test(*pair(list(independent)), null=-0.05, clusters=names).design_effect == pytest.approx(1.0, abs=0.35)
+
+
+def test_the_size_at_the_smallest_accepted_holdout_is_nominal() -> None:
+    """Monte-Carlo at the boundary (truly 0.05 worse), 73 tasks, the hardest tie pattern the bench
+    finds near nominal: 2000 draws, so the rate's standard error is 0.0035."""
+    rng = np.random.default_rng(11)
+    hits = 0
+    for _ in range(2000):
+        diffs = rng.choice([1.0, -1.0, 0.0], size=73, p=[0.05, 0.10, 0.85])
+        r = quality_test(np.zeros(73), diffs, null=-0.05)
+        hits += r.p_value < 0.025
+    assert hits / 2000 <= 0.035
+
+
+def test_a_saving_of_n_equal_differences_has_the_exact_p() -> None:
+    for n in (5, 8):
+        r = saving_test(*pair([0.2] * n), seed=0)
+        assert r.p_value == pytest.approx(2.0 ** -n) and r.low == r.high == pytest.approx(0.2)
+    assert saving_test(*pair([0.0] * 8), seed=0).p_value == 1.0
+    mixed = saving_test(*pair([0.2] * 9 + [-0.1]), seed=0)
     assert mixed.p_value == pytest.approx(2 / 1024)  # all +, or all + but the smallest: 2 of 2^10 patterns
 
 
-def test_a_tight_null_is_equivalent() -> None:
+def test_a_saving_is_tested_on_cluster_means() -> None:
+    # ten clusters of three, nine of mean 0.3 and one of -0.1: the sign flips are of ten values, not thirty
+    diffs = [0.3] * 27 + [-0.1] * 3
+    names = [f"c{i // 3}" for i in range(30)]
+    r = saving_test(*pair(diffs), clusters=names, seed=0)
+    assert r.clusters == 10 and r.p_value == pytest.approx(2 / 1024)  # the observed signs, or the negative one flipped
+    assert saving_test(*pair(diffs), seed=0).p_value < 1e-4
+
+
+def test_superiority_verdicts() -> None:
     rng = np.random.default_rng(3)
-    diffs = list(rng.choice([-0.01, 0.0, 0.01], size=200))
-    r = paired_test(*pair(diffs), seed=2)
-    assert -0.03 <= r.low and r.high <= 0.03
-    assert superiority_verdict(r, min_effect=0.03) == "equivalent"
-    assert superiority_verdict(r, min_effect=0.0) in ("no_win", "inconclusive")
+    clear = quality_test(*pair([0.5] * 20 + [0.0] * 20), null=0.03)
+    assert superiority_verdict(clear, min_effect=0.03) == "win"
+    sparse = quality_test(*pair([1.0] * 4 + [0.0] * 36), null=0.0)
+    assert sparse.discordant == 4 < MIN_DISCORDANT and superiority_verdict(sparse, min_effect=0.0) != "win"
+    tight = quality_test(*pair(list(rng.normal(0, 0.05, 400).clip(-1, 1))), null=0.1)
+    assert superiority_verdict(tight, min_effect=0.1) == "equivalent"
+    loss = quality_test(*pair([-0.5] * 30), null=0.03)
+    assert superiority_verdict(loss, min_effect=0.03) == "no_win"
+    with pytest.raises(ValueError, match="min_effect"):
+        superiority_verdict(clear, min_effect=-0.01)
 
 
-def test_a_loss_is_no_win_and_noise_is_inconclusive() -> None:
-    assert superiority_verdict(paired_test(*pair([-0.5] * 30 + [0.0] * 10), seed=0), min_effect=0.03) == "no_win"
-    rng = np.random.default_rng(0)
-    noisy = paired_test(*pair(list(rng.choice([-1.0, 0.0, 1.0], size=30))), seed=0)
-    assert superiority_verdict(noisy, min_effect=0.03) == "inconclusive"
-
-
-def test_deterministic_for_a_seed() -> None:
-    rng = np.random.default_rng(5)
-    a, b = pair(list(rng.normal(0.05, 0.3, size=60)))
-    assert paired_test(a, b, seed=7) == paired_test(a, b, seed=7)
-    assert paired_test(a, b, seed=7).low != paired_test(a, b, seed=8).low
-
-
-@pytest.mark.parametrize("a, b, kwargs, match", [
-    ([0.1, 0.2], [0.1], {}, "paired by task"),
-    ([], [], {}, "no paired tasks"),
-    ([0.1, float("nan")], [0.1, 0.2], {}, "finite"),
-    ([0.1, 0.2], [0.3, 0.4], {"resamples": 10}, "resamples=10"),
-    ([0.1, 0.2], [0.3, 0.4], {"confidence": 1.0}, "confidence=1.0"),
-])
-def test_bad_input_is_refused(a: list[float], b: list[float], kwargs: dict[str, float], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        paired_test(a, b, **kwargs)  # type: ignore[arg-type]
-
-
-def test_negative_min_effect_is_rejected() -> None:
-    r = PairedTest(mean_diff=0.1, low=0.05, high=0.2, p_value=0.01, n=40, discordant=10, confidence=0.95, resamples=1000, shift=0.0)
-    with pytest.raises(ValueError, match="min_effect=-0.1"):
-        superiority_verdict(r, min_effect=-0.1)
+def _verdict(quality: list[float], saving: list[float]) -> str:
+    return noninferiority_verdict(quality_test(*pair(quality), null=-0.05), saving_test(*pair(saving), seed=0), margin=0.05)
 
 
 def test_noninferiority_needs_both_quality_within_margin_and_a_real_saving() -> None:
-    from evoharness.search.evaluation.stats import noninferiority_verdict
+    tied, cheaper = [0.0] * 200, [0.05] * 200
+    assert _verdict(tied, cheaper) == "win"
+    assert _verdict([0.0] * 20, [0.05] * 20) == "inconclusive"  # too few tasks to bound the margin
+    assert _verdict(tied, [0.0] * 200) == "no_win"  # no saving at all
+    assert _verdict([-1.0] * 40 + [0.0] * 160, cheaper) == "no_win"  # 0.2 worse: shown inferior
 
-    rng = np.random.default_rng(4)
-    same = list(rng.choice([-0.02, 0.0, 0.02], size=80))
-    quality = paired_test(*pair(same), shift=-0.05, seed=1)
-    saving = paired_test(*pair(list(rng.uniform(0.05, 0.1, size=80)), base=0.01), seed=1)  # 80 tasks each cheaper
-    none = paired_test(*pair([0.0] * 80, base=0.01), seed=1)
-    worse = paired_test(*pair([-0.5] * 40 + [0.0] * 40), shift=-0.05, seed=1)
-    assert noninferiority_verdict(quality, saving, margin=0.05) == "win"
-    assert noninferiority_verdict(quality, none, margin=0.05) == "no_win"  # not cheaper: nothing to claim
-    assert noninferiority_verdict(worse, saving, margin=0.05) == "no_win"  # cheaper but clearly worse
-    few = paired_test(*pair([0.05] * 3 + [0.0] * 77, base=0.01), seed=1)
-    assert noninferiority_verdict(quality, few, margin=0.05) != "win"  # three cheaper tasks are not a saving
+
+@pytest.mark.parametrize(("a", "b", "match"), [([0.1], [0.1, 0.2], "paired"), ([], [], "no paired"),
+                                                ([0.1, float("nan")], [0.1, 0.2], "finite"), ([0.0, 0.0], [2.0, 0.0], r"\[-1, 1\]")])
+def test_bad_input_is_refused(a: list[float], b: list[float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        quality_test(a, b, null=0.0)
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="resamples"):
+        saving_test([0.1, 0.2], [0.2, 0.3], resamples=10)
+    with pytest.raises(ValueError, match="confidence"):
+        quality_test([0.1, 0.2], [0.2, 0.3], null=0.0, confidence=1.0)
+    with pytest.raises(ValueError, match="clusters"):
+        quality_test([0.1, 0.2], [0.2, 0.3], null=0.0, clusters=["a"])
+    with pytest.raises(ValueError, match="margin"):
+        clusters_needed(0.0)
+
+
+def test_paired_test_is_frozen() -> None:
+    r = quality_test(*pair([0.1, 0.0, 0.2]), null=0.0)
+    assert isinstance(r, PairedTest)
+    with pytest.raises(AttributeError):
+        r.low = 0.0  # type: ignore[misc]
