@@ -217,6 +217,21 @@ def refuse_underpowered(settings: RunSettings, workload: Workload) -> None:
         raise ConfigError("criteria.margin", what, f"{fix}; or pass search.allow_underpowered=true (the claim then says so)")
 
 
+def power_line(cfg: DictConfig, workload: Workload) -> str:
+    """The doctor's line on whether the splits can answer the configured decision's question."""
+    from evoharness.search.evaluation.decision import decision_rule
+    from evoharness.search.evaluation.power import split_power
+
+    rule = decision_rule(str(cfg.criteria.get("decision", "cheapest_noninferior")), margin=float(cfg.criteria.get("margin", 0.05)))
+    found = split_power(workload.tasks("holdout"), workload.tasks("dev"), samples=int(cfg.search.samples), margin=rule.bar,
+                        confidence=float(cfg.search.confidence))
+    head = (f"power ({rule.name}): holdout {found.holdout_clusters} clusters of {found.holdout_tasks} tasks, interval reach "
+            f"{found.reach:.3f}" + (f" against margin {found.margin:g}" if found.margin is not None else "")
+            + (f"; dev step {found.dev_step:.3f}" if found.dev_step else ""))
+    problems = found.problems()
+    return head + (": " + "; ".join(f"{what}. Fix: {fix}" for what, fix in problems) if problems else ": can be shown")
+
+
 def doctor_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVariant:
     """The config compiles and the workload builds; the doctor reads every split (gold only: no
     agent is measured, so the holdout's seal is not touched)."""
@@ -243,6 +258,7 @@ def doctor_task(cfg: DictConfig) -> None:
 
     variant = compile_config(released(cfg))
     workload = make_workload(cfg)
+    power = power_line(cfg, workload)  # a bad criteria.decision fails here, before the replay
     limit = None if cfg.workload.limit is None else int(cfg.workload.limit)
     tasks = [t for split in SPLITS for t in list(workload.tasks(split))[:limit]]
     total = sum(len(workload.tasks(split)) for split in SPLITS)
@@ -257,7 +273,8 @@ def doctor_task(cfg: DictConfig) -> None:
 
     lines = [f"doctor: workload {workload.name!r}, {len(tasks)} of {total} tasks, hash {digest[:12]}", doctor_table(report),
              *[f"  gold replay failed: {failure}" for failure in report.failures()],
-             "gates: " + ", ".join(f"{name} {'n/a' if ok is None else 'PASS' if ok else 'FAIL'}" for name, ok in gates.items())]
+             "gates: " + ", ".join(f"{name} {'n/a' if ok is None else 'PASS' if ok else 'FAIL'}" for name, ok in gates.items()),
+             power]
     print(scrub("\n".join(lines)))  # a tool's error text may carry an environment value
     print(f"record: {path}", file=sys.stderr)
     if not report.passed:
