@@ -1,5 +1,5 @@
 """BFCL's train/dev/holdout assignment: by a seeded hash within strata of the scenario's involved
-API classes, so every stratum is spread over the splits in proportion (60/20/20) and no split is
+API classes, so every stratum is spread over the splits in proportion (40/20/40) and no split is
 one API's. The assignment is per scenario index and shared by all four categories, which are
 variants of one scenario. Pure: classes in, splits out.
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from evoharness.compiler.runtime.workload import Split
 
 SALT = "bfcl-splits-v1"  # changing it reshuffles every split: a new benchmark, not a new seed
-SHARES: tuple[tuple[Split, float], ...] = (("train", 0.6), ("dev", 0.2), ("holdout", 0.2))
+SHARES: tuple[tuple[Split, float], ...] = (("train", 0.4), ("dev", 0.2), ("holdout", 0.4))
 
 
 def stratum(classes: Sequence[str]) -> str:
