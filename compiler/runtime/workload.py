@@ -41,6 +41,11 @@ class Task:
         added_tools: Turn index -> the tools added at that turn.
         answers: The reference final answer of each turn (``None`` where a turn has none), or ``()``.
         data: Anything else the workload needs; ``data["stratum"]`` labels the task's kind.
+        cluster: The group of tasks the task belongs to, such as the variants of one scenario:
+            tasks of one cluster are not independent evidence, so the claim statistics count
+            clusters, and all of a cluster's tasks must share a split. Left out (or ``""``), it is
+            the task's own ``task_id``: the task is a cluster of one. ``dataclasses.replace``
+            keeps it, a new ``task_id`` included.
 
     Raises:
         Never raises: the fields are not checked here; ``evoharness.testing.WorkloadContract``
@@ -55,6 +60,11 @@ class Task:
     added_tools: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # turn -> tools added
     answers: tuple[str | None, ...] = ()  # reference final answer per turn, for scorers that read the answer
     data: Mapping[str, Any] = field(default_factory=dict)  # workload-specific payload
+    cluster: str = ""  # the task's cluster (e.g. its scenario); "" means the task's own id
+
+    def __post_init__(self) -> None:
+        if not self.cluster:  # a task named with no cluster is a cluster of one
+            object.__setattr__(self, "cluster", self.task_id)
 
 
 # What a failed episode got wrong, as a workload's scorer reports it (docs/workloads.md).

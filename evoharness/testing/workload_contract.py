@@ -161,6 +161,17 @@ class WorkloadContract:
             ids += [t.task_id for t in tasks]
         assert len(ids) == len(set(ids)), "a task id repeats (within or across splits)"
 
+    def test_every_task_names_a_cluster_that_stays_in_one_split(self, all_tasks: dict[str, Sequence[Task]]) -> None:
+        """``Task.cluster`` is a non-empty string, and a cluster's tasks share a split: a cluster
+        with tasks in train and holdout would let the search fit on the evidence its claim reads."""
+        where: dict[str, tuple[str, str]] = {}  # cluster -> (split, the first task seen in it)
+        for split, tasks in all_tasks.items():
+            for task in tasks:
+                assert isinstance(task.cluster, str) and task.cluster.strip(), f"{task.task_id}: cluster {task.cluster!r}"
+                first = where.setdefault(task.cluster, (split, task.task_id))
+                assert first[0] == split, (f"cluster {task.cluster!r} spans two splits: {first[1]} in {first[0]}, "
+                                           f"{task.task_id} in {split}")
+
     def test_an_unknown_split_is_an_error_not_an_empty_list(self, workload: Workload) -> None:
         with pytest.raises((ValueError, KeyError)):
             workload.tasks("no_such_split")

@@ -153,7 +153,7 @@ async def evaluate_variant_async(
                                            for s in range(1, samples)]
     await drain_litellm_logging()
     report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples,
-                       stand_ins=stand_ins)
+                       stand_ins=stand_ins, clusters={t.task_id: t.cluster for t in chosen})
     return report, ([t for _, t in done] if keep_trajectories else [])
 
 

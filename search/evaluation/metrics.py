@@ -30,7 +30,11 @@ def quantile_key(q: float, name: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class TaskRow:
-    """Per-task summary over the task's scored samples (tasks with none are not listed)."""
+    """Per-task summary over the task's scored samples (tasks with none are not listed).
+
+    ``cluster`` is the task's ``Task.cluster`` (the tasks that are one piece of evidence: a
+    scenario's variants); left out (or ``""``), it is the task's own id.
+    """
 
     task_id: str
     scored: int  # samples scored (skipped samples excluded)
@@ -40,6 +44,11 @@ class TaskRow:
     cost_mean: float
     latency_mean: float
     named_means: Mapping[str, float] = field(default_factory=dict)
+    cluster: str = ""  # the task's cluster; "" means the task's own id
+
+    def __post_init__(self) -> None:
+        if not self.cluster:  # a row of a task with no cluster, or read from an eval.json written before clusters
+            object.__setattr__(self, "cluster", self.task_id)
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,7 @@ def pair_agreement(passes: Sequence[bool]) -> float:
     return (k * (k - 1) + (n - k) * (n - k - 1)) / (n * (n - 1))
 
 
-def _task_rows(scored: Sequence[EpisodeResult]) -> tuple[TaskRow, ...]:
+def _task_rows(scored: Sequence[EpisodeResult], clusters: Mapping[str, str]) -> tuple[TaskRow, ...]:
     by_task: dict[str, list[EpisodeResult]] = defaultdict(list)
     for e in scored:
         by_task[e.task_id].append(e)
@@ -127,6 +136,7 @@ def _task_rows(scored: Sequence[EpisodeResult]) -> tuple[TaskRow, ...]:
                 cost_mean=float(np.mean([e.cost_usd for e in eps])),
                 latency_mean=float(np.mean([e.latency_s for e in eps])),
                 named_means={n: float(_named_values(eps, n).mean()) for n in names},
+                cluster=clusters.get(task_id, task_id),
             )
         )
     return tuple(rows)
@@ -172,7 +182,7 @@ def _determinism(scored: Sequence[EpisodeResult]) -> float | None:
 
 def aggregate(
     episodes: Sequence[EpisodeResult], *, variant_hash: str, split: Split, samples: int,
-    stand_ins: Sequence[EpisodeResult] = (),
+    stand_ins: Sequence[EpisodeResult] = (), clusters: Mapping[str, str] | None = None,
 ) -> EvalReport:
     """Summarise one variant's episodes on one split (see the module docstring for the rules).
 
@@ -193,12 +203,15 @@ def aggregate(
     cost-per-task and latency metrics and the task rows weigh every task by the samples asked
     for, as if they had run, while the counters (episodes, cost_total, attempts) and determinism
     count only what ran and was paid.
+
+    ``clusters`` maps a task id to its ``Task.cluster`` (the evaluator knows the tasks; an episode
+    names only its task id); a task it does not name is its own cluster.
     """
     if samples < 1:
         raise ValueError(f"samples={samples} must be >= 1 (samples per task requested)")
     scored = [e for e in episodes if e.scored]
     weighed = scored + [e for e in stand_ins if e.scored]
-    rows = _task_rows(weighed)
+    rows = _task_rows(weighed, clusters or {})
     metrics = _quality_metrics(weighed, rows) if weighed else {}
     determinism = _determinism(scored)
     if determinism is not None:
@@ -255,3 +268,21 @@ def paired_scores(
     a_means = np.array([value(a_rows[t]) for t in task_ids], dtype=float)
     b_means = np.array([value(b_rows[t]) for t in task_ids], dtype=float)
     return task_ids, a_means, b_means
+
+
+def paired_clusters(a: EvalReport, b: EvalReport) -> tuple[str, ...]:
+    """The cluster of each task ``paired_scores(a, b)`` pairs, in its order (task ids scored in
+    both reports, sorted): ``tasks, x, y = paired_scores(a, b); clusters = paired_clusters(a, b)``.
+
+    Raises:
+        ValueError: a task's cluster differs between the reports (they were run on different
+            clusterings of the workload, so they cannot be paired cluster by cluster).
+    """
+    a_rows = {r.task_id: r for r in a.tasks}
+    b_rows = {r.task_id: r for r in b.tasks}
+    task_ids = sorted(a_rows.keys() & b_rows.keys())
+    for t in task_ids:
+        if a_rows[t].cluster != b_rows[t].cluster:
+            raise ValueError(f"task {t} is in cluster {a_rows[t].cluster!r} in one report ({a.variant_hash[:12]}) and "
+                             f"{b_rows[t].cluster!r} in the other ({b.variant_hash[:12]}); pair reports of one clustering")
+    return tuple(a_rows[t].cluster for t in task_ids)

@@ -10,10 +10,13 @@ from evoharness.compiler.variant import content_hash
 
 
 def tasks_hash(tasks: Sequence[Task]) -> str:
-    """Hash of the frozen task set: ids, turns, gold calls and reference answers, so a changed split shows."""
+    """Hash of the frozen task set: ids, turns, gold calls, reference answers and clusters, so a
+    changed split or clustering shows. A task that is its own cluster (the default) and one without
+    reference answers hash as they did before either was hashed."""
     return content_hash([[t.task_id, t.split, [list(map(dict, turn)) for turn in t.turns],
                           [[[c.name, dict(c.arguments)] for c in turn] for turn in t.gold],
-                          *([list(t.answers)] if t.answers else [])] for t in tasks])
+                          *([list(t.answers)] if t.answers else []),
+                          *([{"cluster": t.cluster}] if t.cluster != t.task_id else [])] for t in tasks])
 
 
 def provenance(config: Mapping[str, Any], tasks: Sequence[Task], *, packages: Sequence[str] = ()) -> dict[str, Any]:

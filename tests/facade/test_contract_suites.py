@@ -70,6 +70,18 @@ def test_the_workload_suite_fails_a_lenient_scorer_and_an_empty_unknown_split() 
         suite.test_splits_hold_their_own_tasks_with_unique_prefixed_ids(lax, {s: lax.tasks(s) for s in ("train", "dev", "holdout")})
 
 
+def test_the_workload_suite_fails_a_cluster_that_spans_two_splits_or_is_no_string() -> None:
+    suite = WorkloadContract()
+    twin = replace(TASK, task_id="lax/1", split="holdout", cluster="lax/pair")
+    apart = {"train": (), "dev": (replace(TASK, cluster="lax/pair"),), "holdout": (twin,)}
+    with pytest.raises(AssertionError, match=r"cluster 'lax/pair' spans two splits: lax/0 in dev, lax/1 in holdout"):
+        suite.test_every_task_names_a_cluster_that_stays_in_one_split(apart)
+    suite.test_every_task_names_a_cluster_that_stays_in_one_split({**apart, "holdout": (replace(twin, cluster="lax/1"),)})
+    for bad in (" ", 7):
+        with pytest.raises(AssertionError, match=r"lax/0: cluster"):
+            suite.test_every_task_names_a_cluster_that_stays_in_one_split({"dev": (replace(TASK, cluster=bad),)})
+
+
 class Leaky:
     """Copies a failure's expected value into the policy section, and drops the section's text."""
 

@@ -3,7 +3,9 @@
 Tasks come from bfcl-eval's own data files, read lazily and memoized. Splits are per scenario
 (the number that ends a BFCL id) and shared by all categories, so a scenario and its miss_param /
 miss_func / long_context variants always land in the same split; scenarios are assigned within
-strata of their involved API classes (splits.py), about 120 / 40 / 40.
+strata of their involved API classes (splits.py), about 120 / 40 / 40. A scenario is also its
+tasks' cluster (``Task.cluster``, ``"bfcl/scenario_<index>"``): its variants are one piece of
+evidence, not four.
 """
 from __future__ import annotations
 
@@ -64,6 +66,11 @@ def scenario_classes() -> Mapping[int, tuple[str, ...]]:
 @cache
 def scenario_splits() -> Mapping[int, Split]:
     return MappingProxyType(assign(scenario_classes()))
+
+
+def scenario_cluster(index: int) -> str:
+    """The cluster of scenario ``index``'s tasks in every category, e.g. ``"bfcl/scenario_7"``."""
+    return f"{WORKLOAD_NAME}/scenario_{index}"
 
 
 def split_of(index: int) -> Split:
@@ -130,6 +137,7 @@ def _build_task(category: str, entry: Mapping[str, Any], answer: Mapping[str, An
             "missed_function": missed,
             "path": tuple(entry.get("path", ())),
         },
+        cluster=scenario_cluster(index),  # the categories' variants of one scenario share it, and its split
     )
 
 

@@ -8,8 +8,15 @@ A task record (one JSON object per line, or a YAML list of them)::
      "expected_calls": [[{"name": "refund", "arguments": {"order_id": 17}}], []],  # per turn, optional
      "expected_state": {"orders": {"17": {"status": "refunded"}}},  # keys checked at the end, optional
      "answers": [null, "Closed."],            # reference final answer per turn, optional ("answer": last turn)
-     "split": "train",                        # optional: otherwise hashed from the id by `splits` shares
-     "stratum": "refunds"}                    # optional label the split records show
+     "split": "train",                        # optional: otherwise hashed from the cluster by `splits` shares
+     "stratum": "refunds",                    # optional label the split records show
+     "cluster": "refund_flow"}                # optional: tasks that are variants of one case name the same one
+
+A task's cluster (``Task.cluster``) is ``"tasks/<cluster>"``, or its own id when it names none, so a
+variant can join another task's cluster by naming that task's id. Tasks of one cluster are one
+piece of evidence to the claim statistics and share a split: a task without ``split`` is assigned
+by a seeded hash of its cluster's name (its id when it names none), and a cluster whose tasks'
+splits differ (one declared, one hashed, say) is refused.
 
 The tool functions (``tools``: import paths, the same list as ``tool.callables``) get the task's
 state, deep-copied per episode, through a ``state`` parameter. The default scorer passes an
@@ -24,7 +31,7 @@ import copy
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +62,7 @@ RECORD = {
         "answers": {"type": "array", "items": {"type": ["string", "null"]}},
         "split": {"enum": list(SPLITS)},
         "stratum": {"type": "string"},
+        "cluster": {"type": "string", "minLength": 1},
         "tools": {"type": "array", "items": {"type": "string"}},
     },
 }
@@ -148,6 +156,7 @@ class TasksFileWorkload:
             if task.task_id in self._tasks:
                 raise ValueError(f"{file} record {i + 1}: task id {raw['id']!r} appears twice")
             self._tasks[task.task_id] = task
+        _check_cluster_splits(self._tasks.values(), file)
 
     def _task(self, raw: Any, where: str, shares: Mapping[str, float], salt: str) -> Task:
         try:
@@ -173,12 +182,13 @@ class TasksFileWorkload:
         unoffered = sorted(set(raw.get("tools") or []) - set(self._tools))
         if unoffered:
             raise ValueError(f"{where}: tools names tools that are not in workload.options.tools: {unoffered}")
-        split: Split = raw.get("split") or _hashed_split(raw["id"], shares, salt)
+        split: Split = raw.get("split") or _hashed_split(raw.get("cluster", raw["id"]), shares, salt)
         offered = tuple(raw.get("tools") or self._tools)
         return Task(task_id=f"{self.name}/{raw['id']}", split=split, turns=turns, tool_names=offered,
                     gold=gold + ((),) * (len(turns) - len(gold)) if gold else (), answers=answers,
                     data={"state": raw.get("state") or {}, "expected_state": raw.get("expected_state"),
-                          "stratum": raw.get("stratum", "-")})
+                          "stratum": raw.get("stratum", "-")},
+                    cluster=f"{self.name}/{raw['cluster']}" if "cluster" in raw else "")
 
     @property
     def scorer_modules(self) -> tuple[str, ...]:
@@ -241,9 +251,20 @@ def tasks_workload(**options: Any) -> TasksFileWorkload:
     return built
 
 
-def _hashed_split(task_id: str, shares: Mapping[str, float], salt: str) -> Split:
-    """A stable split from the id alone: adding tasks never moves an old one."""
-    at = int(hashlib.sha256(f"{salt}:{task_id}".encode()).hexdigest()[:12], 16) / 16**12
+def _check_cluster_splits(tasks: Iterable[Task], file: Path) -> None:
+    """Refuse a cluster whose tasks were declared into different splits (its holdout tasks would
+    share evidence with the ones the search fits on)."""
+    seen: dict[str, Task] = {}
+    for task in tasks:
+        first = seen.setdefault(task.cluster, task)
+        if first.split != task.split:
+            raise ValueError(f"{file}: cluster {task.cluster.split('/', 1)[1]!r} spans two splits ({first.task_id} in "
+                             f"{first.split}, {task.task_id} in {task.split}); declare the same split on all its tasks, or on none")
+
+
+def _hashed_split(key: str, shares: Mapping[str, float], salt: str) -> Split:
+    """A stable split from ``key`` (a cluster's name, or the task's id) alone: adding tasks never moves an old one."""
+    at = int(hashlib.sha256(f"{salt}:{key}".encode()).hexdigest()[:12], 16) / 16**12
     cumulative = 0.0
     for split in SPLITS:
         cumulative += float(shares[split])

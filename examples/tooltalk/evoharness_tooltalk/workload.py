@@ -9,6 +9,10 @@ conversation's clock and signed-in user. The scorer is ToolTalk's own matcher
 - the score is ToolTalk's soft success;
 - each action that succeeded but matches no reference call is a safety violation (ToolTalk's
   incorrect-action rate).
+
+A task is one whole conversation, and no two conversations are variants of one another (two pairs
+share a mix of APIs, each with its own user, scenario and clock), so each task is a cluster of its
+own: ``Task.cluster`` is left to its default, the task id.
 """
 from __future__ import annotations
 

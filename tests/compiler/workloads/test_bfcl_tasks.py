@@ -38,6 +38,20 @@ def test_split_counts_disjoint_and_aligned_across_categories() -> None:
     assert all(len(splits) == 1 for splits in index_split.values())  # a scenario's variants share a split
 
 
+def test_a_scenarios_four_categories_are_one_cluster_and_the_holdout_has_41_of_them() -> None:
+    workload = BfclWorkload(categories=ALL)
+    sizes = {}
+    for split in ("train", "dev", "holdout"):
+        members: dict[str, set[tuple[int, str]]] = {}
+        for task in workload.tasks(split):
+            members.setdefault(task.cluster, set()).add((task.data["index"], task.data["category"]))
+        assert all(len({index for index, _ in m}) == 1 and {c for _, c in m} == set(ALL) for m in members.values()), split
+        sizes[split] = Counter(len(m) for m in members.values())
+    assert sizes == {"train": {4: 119}, "dev": {4: 40}, "holdout": {4: 41}}  # 164 holdout tasks in 41 clusters of 4
+    assert workload.task("bfcl/multi_turn_miss_func_7").cluster == workload.task("bfcl/multi_turn_base_7").cluster \
+        == "bfcl/scenario_7" != workload.task("bfcl/multi_turn_base_8").cluster
+
+
 def test_every_class_of_dev_and_holdout_is_in_train_in_proportion() -> None:
     workload = BfclWorkload()
     classes = {s: Counter(c for t in workload.tasks(s) for c in t.data["involved_classes"]) for s in ("train", "dev", "holdout")}

@@ -46,6 +46,8 @@ def write(tmp: Path, records: list[Any]) -> Path:
     ({"id": "a", "turns": ["x"], "answers": [""]}, "an empty reference answer checks nothing"),
     ({"id": "a", "turns": ["x"], "answers": ["a", "b"]}, "answers has 2 entries, the task 1 turns"),
     ({"id": "a", "turns": ["x"], "tools": ["nosuch_tool"]}, "tools names tools that are not in workload.options.tools"),
+    ({"id": "a", "turns": ["x"], "cluster": 3}, "record 1: cluster: 3 is not of type 'string'"),
+    ({"id": "a", "turns": ["x"], "cluster": ""}, "record 1: cluster: '' should be non-empty"),
 ])
 def test_bad_records_are_one_line_naming_the_record(tmp_path: Path, record: Any, expected: str) -> None:
     with pytest.raises(ValueError) as err:
@@ -92,6 +94,23 @@ def test_splits_are_declared_or_hashed_from_the_id_alone(tmp_path: Path) -> None
     more = TasksFileWorkload(path=str(write(tmp_path, [{"id": "new", "turns": ["y"]}, *records])), tools=TOOLS)
     assert all(more.task(t.task_id).split == t.split for s in ("train", "dev") for t in w.tasks(s))  # adding a task moves none
     assert _hashed_split("t1", {"train": 0.0, "dev": 0.0, "holdout": 1.0}, "s") == "holdout"
+
+
+def test_a_task_names_its_cluster_or_is_its_own_and_a_cluster_is_hashed_into_one_split(tmp_path: Path) -> None:
+    variants = [{"id": f"v{i}", "turns": ["x"], "cluster": "case_7"} for i in range(40)]
+    records = [{"id": "case_7", "turns": ["x"]}, {"id": "lone", "turns": ["x"]}, *variants]
+    w = TasksFileWorkload(path=str(write(tmp_path, records)), tools=TOOLS)
+    assert w.task("tasks/v3").cluster == w.task("tasks/case_7").cluster == "tasks/case_7"  # naming a task's id joins it
+    assert w.task("tasks/lone").cluster == "tasks/lone"
+    assert {w.task(f"tasks/v{i}").split for i in range(40)} == {w.task("tasks/case_7").split}  # 40 variants, one split
+    assert w.task("tasks/v0").split == _hashed_split("case_7", {"train": 0.6, "dev": 0.2, "holdout": 0.2}, "tasks-v1")
+
+
+def test_a_cluster_declared_into_two_splits_is_one_line(tmp_path: Path) -> None:
+    records = [{"id": "a", "turns": ["x"], "cluster": "c", "split": "train"},
+               {"id": "b", "turns": ["x"], "cluster": "c", "split": "holdout"}]
+    with pytest.raises(ValueError, match=r"tasks.jsonl: cluster 'c' spans two splits \(tasks/a in train, tasks/b in holdout\)"):
+        TasksFileWorkload(path=str(write(tmp_path, records)), tools=TOOLS)
 
 
 def test_an_unknown_split_is_refused_even_when_no_task_would_match(tmp_path: Path) -> None:
@@ -162,6 +181,13 @@ def tasks_cli(tmp: Path, tasks: list[Any], *args: str, env: dict[str, str] | Non
                            f"runs_dir={tmp / 'runs'}", "workload.name=tasks", "~workload.options.categories", "tool.source=null",
                            "tool.callables=[leaky_tools.leak]", "agent.tools=[leak]", f"+workload.options.path={path}",
                            "+workload.options.tools=[leaky_tools.leak]"], cwd=tmp, env=full, capture_output=True, text=True, timeout=300)
+
+
+def test_a_non_string_cluster_stops_evaluate_with_one_line(tmp_path: Path) -> None:
+    records = [{"id": f"t{i}", "split": s, "turns": ["go"]} for i, s in enumerate(("train", "dev", "holdout"))]
+    proc = tasks_cli(tmp_path, [*records, {"id": "odd", "turns": ["go"], "cluster": ["x"]}], "evaluate")
+    line = "error: workload.options: " + str(tmp_path / "tasks.jsonl") + " record 4: cluster: ['x'] is not of type 'string'."
+    assert proc.returncode == 2 and proc.stderr.startswith(line) and proc.stderr.count("\n") == 1, proc.stderr
 
 
 def test_an_empty_split_is_one_line_and_the_doctor_masks_secrets(tmp_path: Path) -> None:

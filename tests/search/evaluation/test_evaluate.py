@@ -134,6 +134,17 @@ def test_identical_temperature_zero_repeats_are_measured_then_not_paid() -> None
     assert judged.metrics["pass_rate"] == paid.metrics["pass_rate"]
 
 
+def test_each_task_row_carries_its_tasks_cluster() -> None:
+    """An episode names only its task id: the evaluator, which has the tasks, puts each row in its
+    scenario's cluster, the four categories of a scenario in one."""
+    every = BfclWorkload(categories=("base", "miss_param", "miss_func", "long_context"))
+    tasks = list(every.tasks("dev"))[:8]  # two scenarios, four categories each
+    r = evaluate_variant(variant("sim/large"), every, "dev", tasks=tasks, samples=1)
+    rows = {row.task_id: row.cluster for row in r.tasks}
+    assert rows == {t.task_id: f"bfcl/scenario_{t.data['index']}" for t in tasks}
+    assert len(set(rows.values())) == 2
+
+
 def test_sampled_or_flaky_repeats_are_all_paid() -> None:
     warm = evaluate_variant(variant("sim/small", temperature=0.7), WORKLOAD, "dev", tasks=DEV, samples=2, seed=1)
     assert warm.metrics["episodes"] == 24 and warm.metrics["samples_skipped"] == 0

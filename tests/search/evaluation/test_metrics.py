@@ -8,7 +8,16 @@ import pytest
 from evoharness.compiler.runtime.trajectory import ModelCallRecord, ToolCallRecord, Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore
 from evoharness.search.evaluation.episode import EpisodeResult
-from evoharness.search.evaluation.metrics import EvalReport, aggregate, pair_agreement, paired_scores, quantile_key, score_quantile
+from evoharness.search.evaluation.metrics import (
+    EvalReport,
+    TaskRow,
+    aggregate,
+    pair_agreement,
+    paired_clusters,
+    paired_scores,
+    quantile_key,
+    score_quantile,
+)
 
 
 def ep(task: str = "t0", sample: int = 0, **overrides: Any) -> EpisodeResult:
@@ -175,6 +184,45 @@ def test_to_dict_from_dict_round_trip_through_json() -> None:
     original = report(eps, samples=2)
     restored = EvalReport.from_dict(json.loads(json.dumps(original.to_dict())))
     assert restored == original
+
+
+def test_task_rows_carry_the_cluster_the_evaluator_gives_and_it_round_trips_through_eval_json() -> None:
+    eps = [ep("t0"), ep("t1", passed=False, score=0.0), ep("t2"), ep("t3", status="skipped")]
+    r = aggregate(eps, variant_hash="v", split="dev", samples=1, clusters={"t0": "s/0", "t1": "s/0", "t3": "s/1"})
+    assert [(row.task_id, row.cluster) for row in r.tasks] == [("t0", "s/0"), ("t1", "s/0"), ("t2", "t2")]  # t2: named by none
+    data = json.loads(json.dumps(r.to_dict()))
+    assert [row["cluster"] for row in data["tasks"]] == ["s/0", "s/0", "t2"]
+    assert EvalReport.from_dict(data) == r
+    assert report(eps).task("t0").cluster == "t0"  # type: ignore[union-attr]  # no clusters given: each task its own
+
+
+def test_a_row_from_an_eval_json_written_before_clusters_reads_as_its_own_task() -> None:
+    data = json.loads(json.dumps(aggregate([ep("t0"), ep("t1")], variant_hash="v", split="dev", samples=1,
+                                           clusters={"t0": "s/0", "t1": "s/0"}).to_dict()))
+    for row in data["tasks"]:
+        del row["cluster"]
+    assert [row.cluster for row in EvalReport.from_dict(data).tasks] == ["t0", "t1"]
+    assert TaskRow("t9", 1, 1.0, 1.0, 0.0, 0.01, 1.0).cluster == "t9"  # positional rows, as before
+    assert TaskRow("t9", 1, 1.0, 1.0, 0.0, 0.01, 1.0, cluster="s/4").cluster == "s/4"
+
+
+def test_paired_clusters_follow_paired_scores_order() -> None:
+    clusters = {"t0": "s/b", "t1": "s/a", "t2": "s/b", "t3": "s/c"}
+    a = aggregate([ep("t2", score=0.5), ep("t0", score=0.2), ep("t1", score=0.4), ep("t3", status="skipped")],
+                  variant_hash="a", split="dev", samples=1, clusters=clusters)
+    b = aggregate([ep("t3"), ep("t1", score=0.6), ep("t2"), ep("t0", score=0.8)],
+                  variant_hash="b", split="dev", samples=1, clusters=clusters)
+    tasks, x, _ = paired_scores(a, b)
+    assert tasks == ("t0", "t1", "t2") and x.tolist() == [0.2, 0.4, 0.5]
+    assert paired_clusters(a, b) == ("s/b", "s/a", "s/b") == tuple(clusters[t] for t in tasks)
+    assert paired_clusters(b, a) == paired_clusters(a, b)
+
+
+def test_paired_clusters_refuse_reports_of_two_clusterings() -> None:
+    a = aggregate([ep("t0"), ep("t1")], variant_hash="a" * 16, split="dev", samples=1, clusters={"t0": "s/0", "t1": "s/0"})
+    b = aggregate([ep("t0"), ep("t1")], variant_hash="b" * 16, split="dev", samples=1)
+    with pytest.raises(ValueError, match=r"task t0 is in cluster 's/0' in one report \(aaaaaaaaaaaa\) and 't0' in the other"):
+        paired_clusters(a, b)
 
 
 def test_paired_scores_uses_tasks_scored_in_both() -> None:
