@@ -55,7 +55,7 @@ def test_the_fastest_rule_takes_nothing_slower_than_the_reference() -> None:
 
 
 def test_each_rule_claims_its_own_question_on_the_holdout() -> None:
-    passes = [1.0] * 30 + [0.0] * 10
+    passes = [1.0] * 60 + [0.0] * 20  # 80 tied tasks: enough to bound a 0.05 margin (73 are)
     baseline = report(passes, cost=0.01, latency=4.0, name="base")
     faster = report(passes, cost=0.01, latency=1.0, name="champ")  # as good, as dear, four times as fast
     kwargs = {"confidence": 0.95, "resamples": 500, "min_effect": 0.03, "seed": 1, "hashes": {}}

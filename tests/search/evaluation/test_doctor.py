@@ -135,15 +135,17 @@ def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_doctor_on_bfcl_writes_its_record_and_evaluate_reads_it(tmp_path: Path) -> None:
     before = cli(tmp_path, "evaluate", "workload.limit=2")
     assert before.returncode == 0 and "has no `evoharness doctor` run" in before.stderr
-    proc = cli(tmp_path, "doctor", "workload.limit=3")
+    proc = cli(tmp_path, "doctor", "workload.limit=4")
     [path] = list((tmp_path / "doctor").glob("bfcl-*.json"))
     record = json.loads(path.read_text(encoding="utf-8"))
     # BFCL's own data: scenario 173's gold passes ticket_id='ticket_001' where its function doc says integer
     assert proc.returncode == 1 and record["passed"] is False, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "gold replay failed: bfcl/multi_turn_base_173: close_ticket" in proc.stdout and "'ticket_001' is not of type" in proc.stdout
-    assert [r["split"] for r in record["splits"]] == ["train", "dev", "holdout"] and record["tasks_checked"] == 9
+    assert [r["split"] for r in record["splits"]] == ["train", "dev", "holdout"] and record["tasks_checked"] == 12
     assert record["tasks_total"] == 200 and "gates: every split has tasks PASS, gold replay passes FAIL" in proc.stdout
-    assert [r["gold_passed"] for r in record["splits"]] == [2, 3, 3]
+    assert [r["gold_passed"] for r in record["splits"]] == [3, 4, 4]
+    # and whether the splits can answer the default question: 81 holdout scenarios bound a 0.05 margin
+    assert "power (cheapest_noninferior): holdout 81 clusters of 81 tasks, interval reach 0.045 against margin 0.05" in proc.stdout
     after = cli(tmp_path, "evaluate", "workload.limit=2")
     assert after.returncode == 0 and "failed its last `evoharness doctor` run" in after.stderr
     # two scenarios a split (no scenario 173): a check of half the tasks does not vouch for all of them
