@@ -51,7 +51,8 @@ class Power:
             assert self.margin is not None and self.clusters_needed is not None
             per = self.holdout_tasks / max(self.holdout_clusters, 1)
             unit = f"{self.holdout_clusters} clusters ({self.holdout_tasks} tasks)" if per > 1 else f"{self.holdout_tasks} tasks"
-            more = f"{self.clusters_needed} clusters" + (f" (about {math.ceil(self.clusters_needed * per)} tasks)" if per > 1 else "")
+            more = (f"{self.clusters_needed} clusters (about {math.ceil(self.clusters_needed * per)} tasks)" if per > 1
+                    else f"{self.clusters_needed} tasks")
             out.append((f"the holdout's {unit} cannot show non-inferiority within {self.margin:g}: with every cluster tied the "
                         f"interval still reaches {self.reach:.3f} below",
                         f"give the holdout at least {more}, or set criteria.margin="

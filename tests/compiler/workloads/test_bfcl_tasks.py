@@ -27,7 +27,7 @@ def test_split_counts_disjoint_and_aligned_across_categories() -> None:
     by_split = {split: workload.tasks(split) for split in ("train", "dev", "holdout")}
     for category in ALL:
         counts = {s: sum(t.data["category"] == category for t in ts) for s, ts in by_split.items()}
-        assert counts == {"train": 119, "dev": 40, "holdout": 41}  # 60/20/20 within each API-class stratum
+        assert counts == {"train": 81, "dev": 38, "holdout": 81}  # 40/20/40 within each API-class stratum
     ids = [t.task_id for ts in by_split.values() for t in ts]
     assert len(ids) == len(set(ids)) == 800
     index_split: dict[int, set[str]] = {}
@@ -38,7 +38,7 @@ def test_split_counts_disjoint_and_aligned_across_categories() -> None:
     assert all(len(splits) == 1 for splits in index_split.values())  # a scenario's variants share a split
 
 
-def test_a_scenarios_four_categories_are_one_cluster_and_the_holdout_has_41_of_them() -> None:
+def test_a_scenarios_four_categories_are_one_cluster_and_the_holdout_has_81_of_them() -> None:
     workload = BfclWorkload(categories=ALL)
     sizes = {}
     for split in ("train", "dev", "holdout"):
@@ -47,7 +47,7 @@ def test_a_scenarios_four_categories_are_one_cluster_and_the_holdout_has_41_of_t
             members.setdefault(task.cluster, set()).add((task.data["index"], task.data["category"]))
         assert all(len({index for index, _ in m}) == 1 and {c for _, c in m} == set(ALL) for m in members.values()), split
         sizes[split] = Counter(len(m) for m in members.values())
-    assert sizes == {"train": {4: 119}, "dev": {4: 40}, "holdout": {4: 41}}  # 164 holdout tasks in 41 clusters of 4
+    assert sizes == {"train": {4: 81}, "dev": {4: 38}, "holdout": {4: 81}}  # 324 holdout tasks in 81 clusters of 4
     assert workload.task("bfcl/multi_turn_miss_func_7").cluster == workload.task("bfcl/multi_turn_base_7").cluster \
         == "bfcl/scenario_7" != workload.task("bfcl/multi_turn_base_8").cluster
 
@@ -71,7 +71,7 @@ def test_the_assignment_is_deterministic_and_seeded_by_the_salt(monkeypatch: pyt
     first = splits.assign(classes)
     monkeypatch.setattr(splits, "SALT", "another")
     assert splits.assign(classes) != first
-    assert sorted(Counter(first.values()).items()) == [("dev", 10), ("holdout", 10), ("train", 30)]
+    assert sorted(Counter(first.values()).items()) == [("dev", 10), ("holdout", 20), ("train", 20)]
 
 
 def test_a_prefix_of_train_is_a_stratified_sample() -> None:
@@ -85,7 +85,7 @@ def test_a_prefix_of_train_is_a_stratified_sample() -> None:
 
 def test_default_is_base_only_and_deterministic() -> None:
     tasks = BfclWorkload().tasks("dev")
-    assert len(tasks) == 40 and all(t.task_id.startswith("bfcl/multi_turn_base_") for t in tasks)
+    assert len(tasks) == 38 and all(t.task_id.startswith("bfcl/multi_turn_base_") for t in tasks)
     assert BfclWorkload().tasks("dev") == tasks
 
 

@@ -160,10 +160,19 @@ def test_the_example_evaluates_passes_the_doctor_and_searches(tmp_path: Path) ->
     passed = {e["task_id"] for e in report["episodes"] if e["passed"]}
     assert report["metrics"]["pass_rate"] >= 0.5
     assert any(t.startswith("tasks/status_") for t in passed)  # scored on the final answer: the reference text came through
-    proc = cli(tmp_path, "search", ONE_AT_A_TIME, "model=sim_large", "search.models=[sim_small]", "search.rounds=2",
-               "search.trials_per_round=4", "search.population_size=2", "search.samples=1", "search.train_limit=19",
-               "search.max_front_dev=2", "search.resamples=2000", "search.teacher=null", "mutators.enabled=[{name: rule_miner}]")
+    args = [ONE_AT_A_TIME, "model=sim_large", "search.models=[sim_small]", "search.rounds=2", "search.trials_per_round=4",
+            "search.population_size=2", "search.samples=1", "search.train_limit=19", "search.max_front_dev=2",
+            "search.resamples=2000", "search.teacher=null", "mutators.enabled=[{name: rule_miner}]"]
+    # 8 holdout tasks cannot tell "as good" from "0.05 worse": refused before anything is paid for
+    refused = cli(tmp_path, "search", *args)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert refused.stderr.startswith("error: criteria.margin: the holdout's 8 tasks cannot show non-inferiority within 0.05")
+    assert "at least 73 tasks, or set criteria.margin=0.33 or wider" in refused.stderr and not (tmp_path / "bfcl_sim").exists()
+    proc = cli(tmp_path, "search", *args, "search.allow_underpowered=true")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    claim = json.loads((tmp_path / "bfcl_sim" / "claim.json").read_text(encoding="utf-8"))
+    assert claim["underpowered"] is True and claim["clusters"] == claim["n"] == 8 and claim["reach"] > 0.3
+    assert "Underpowered" in proc.stdout
     rounds = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((tmp_path / "bfcl_sim" / "pools").glob("r*.json"))]
     mined = [e for rp in rounds for kind in ("sections", "tools") for slot in rp["pools"][kind].values() for e in slot
              if e["author"] == "rule_miner"]
