@@ -114,8 +114,11 @@ def one_search(seed: int, runs_dir: str) -> int:
     register_null_provider()
     from evoharness.search.cli.main import main
 
+    # each seed is an independent null world: a registry of its own, so its claim is not a later look at
+    # the holdout the other seeds' searches already claimed on
     return main(["search", f"runs_dir={runs_dir}", f"search.study=null{seed}", f"search.seed={seed}", f"seed={seed}",
-                 f"model.route={ROUTE}", "search.models=[]", "criteria.decision=best_quality"])
+                 f"registry_dir={runs_dir}/registry-null{seed}", f"model.route={ROUTE}", "search.models=[]",
+                 "criteria.decision=best_quality"])
 
 
 # -- the statistic alone ---------------------------------------------------------------------

@@ -158,7 +158,7 @@ class SearchConfig:
     resamples: int = 10000  # bootstrap resamples
     max_failure_rate: float = 0.5  # abort when a larger share of trials fails
     teacher: str | None = None  # model config name the teacher-gap rewriter may run
-    second_look: bool = False  # allow a holdout claim for a champion other than the one the holdout was first looked at for
+    second_look: bool = False  # allow a holdout claim for a champion other than those the sealed split was looked at for (by any study)
     allow_underpowered: bool = False  # run a search whose splits cannot show non-inferiority within the margin (the claim says so)
     budget_usd: float | None = None  # cap on the search's model spend (episodes, LLM mutators, teacher); None = no cap
 

@@ -5,6 +5,8 @@ Layout under the root (default ``runs/registry/``)::
     snapshots/<sha256>.json  one Snapshot each, never rewritten; named by the hash of its definition
     promotions.json          {component: {slot: [{hash, promoted_at, by, action}, ...]}}; current = last
     .lock                    flock'ed around every write, so concurrent promoters never lose an update
+    holdout_looks.jsonl      the looks at sealed holdouts by every search and `evaluate` on this registry
+                             (written by evoharness.search.records.looks, under holdout_looks.jsonl.lock)
 
 Every file is written to a temp file beside it and renamed into place, so a crash leaves the previous
 file. Reads take no lock: a rename is atomic, a reader sees the old file or the new one.

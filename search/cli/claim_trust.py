@@ -33,6 +33,11 @@ match are not a signature. What remains is that such a person can promote only a
 operator's own tools have stored. A signature would need a key the operator keeps outside both
 folders. Without one, the registry is the record an outsider's folder cannot reach.
 
+A win claimed on a second (or later) look at the sealed holdout (the database's record says so:
+``second_look``, or ``looks`` above 1 in a record written before that key) is refused unless the
+operator passes ``--force``; ``claim.json`` and ``summary.json`` must agree with the record's look
+count, so a file edited to hide the second look from the report is refused too.
+
 Every refusal is one RegistryError line (exit 2). A study whose records agree that its verdict is
 not a win is not an error: ``--if-win`` then promotes nothing and exits 0.
 """
@@ -50,7 +55,7 @@ from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import RegistryError, Snapshot, read_snapshot
 from evoharness.compiler.secrets import public_url
 from evoharness.search.records.claim_record import NoRecord, read_claim_record
-from evoharness.search.records.outcome import Claim, SearchOutcome
+from evoharness.search.records.outcome import ABSENT, Claim, SearchOutcome
 from evoharness.search.records.versions import checked
 
 T = TypeVar("T")
@@ -75,6 +80,18 @@ class StudyRecords:
     @property
     def champion_snapshot(self) -> str:
         return str(self.record.get("snapshot"))
+
+    @property
+    def looks(self) -> int | None:
+        looks = self.record.get("looks")
+        return looks if type(looks) is int else None
+
+    @property
+    def second_look(self) -> bool:
+        """Whether the database records the claim as a second (or later) look at its sealed holdout
+        (a record written before ``second_look`` was kept says so by its look count)."""
+        flag = self.record.get("second_look")
+        return flag if isinstance(flag, bool) else (self.looks or 0) > 1
 
 
 def study_folder(ref: str, snapshot: Snapshot | None, runs: str | None) -> Path:
@@ -181,7 +198,25 @@ def study_records(folder: Path, *, storage: str | None = None) -> StudyRecords:
           record.get("champion_file"))
     _same(study, "the claim's hashes", "claim.json", claim.hashes, record.get("hashes"))
     _same(study, "the hashes", "freeze.json", pinned, record.get("hashes"))
+    if "looks" in record:  # a file edited to hide a second look (the report and the summary read them)
+        _same(study, "the holdout looks", "claim.json", _given(claim.looks), record.get("looks"))
+        _same(study, "the holdout looks", "summary.json", _given(summary.claim.looks), record.get("looks"))
+    if "second_look" in record:
+        _same(study, "whether the claim is a second look", "claim.json", _given(claim.second_look), record.get("second_look"))
+        _same(study, "whether the claim is a second look", "summary.json", _given(summary.claim.second_look), record.get("second_look"))
     return StudyRecords(folder=folder, study=study, claim=claim, summary=summary, record=record)
+
+
+def _given(value: Any) -> Any:
+    return None if value is ABSENT else value
+
+
+def second_look_refusal(snapshot: Snapshot, records: StudyRecords) -> str:
+    """The line ``--if-win`` refuses a second-look win with (without ``--force``)."""
+    looks = f" (look {records.looks}: the split had been looked at for {records.looks} variants)" if records.looks else ""
+    return (f"snapshot {snapshot.content_hash[:12]}: study {records.study!r} records its win as a second look at the sealed holdout"
+            f"{looks}, so its interval overstates it. "
+            "Fix: confirm it on a holdout not looked at yet, or pass --force to ship it anyway")
 
 
 def trusted_verdict(snapshot: Snapshot, records: StudyRecords, registry: Registry) -> str:

@@ -5,7 +5,6 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,15 +81,30 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
         raise ConfigError("workload.concurrency", f"must be at least 1, got {cfg.workload.concurrency}",
                           "set workload.concurrency=1 or more")
     check_model("model", route=variant.model.route, params=variant.model.extra, api_key_env=variant.route.api_key_env)
-    if str(cfg.workload.split) == "holdout" and not cfg.get("unseal_holdout", False):
-        raise ConfigError("workload.split", "holdout is the sealed split a search's claim is made on; every look at it weakens that claim",
-                          "evaluate on dev, or pass unseal_holdout=true (the look is recorded in <registry_dir>/holdout_looks.jsonl)")
+    check_seal(cfg)
     if str(cfg.workload.split) == "holdout":  # the look is journaled in the registry: writable before it is paid for
         from evoharness.compiler.refusals import writable_dir
 
         writable_dir("registry_dir", cfg.registry_dir)
     chosen_tasks(cfg, make_workload(cfg))
     return variant
+
+
+def check_seal(cfg: DictConfig) -> None:
+    """The holdout is evaluated only on purpose (``unseal_holdout=true``), never as a search job's
+    spec, and only where its look can be journaled. Checked before the run and again by the run
+    itself, so a caller that skips the checks (a sweep past the preflight's combinations) is held too."""
+    if str(cfg.workload.split) != "holdout":
+        return
+    if "trial" in cfg:
+        raise ConfigError("trial", "is the search's own per-job setting", "remove +trial=... from the command")
+    if not cfg.get("unseal_holdout", False):
+        raise ConfigError("workload.split", "holdout is the sealed split a search's claim is made on; every look at it weakens that claim",
+                          "evaluate on dev, or pass unseal_holdout=true (the look is recorded in <registry_dir>/holdout_looks.jsonl, "
+                          "and a search's claim on this split counts it)")
+    if not str(cfg.get("registry_dir") or "").strip():
+        raise ConfigError("registry_dir", "is empty, and a look at the holdout is recorded in the registry",
+                          "set registry_dir (default ${runs_dir}/registry), or evaluate on dev")
 
 
 def evaluate_task(cfg: DictConfig) -> EvalReport:
@@ -120,6 +134,15 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     if unchecked:
         print(unchecked, file=sys.stderr)
     samples = int(cfg.workload.samples)
+    out = Path(HydraConfig.get().runtime.output_dir) / "eval.json"
+    if str(cfg.workload.split) == "holdout":  # unsealed on purpose: the look is journaled before it is taken
+        check_seal(cfg)
+        from evoharness.search.records.looks import RegistryLooks, Seal, holdout_hash, registry_row
+
+        seal = Seal(holdout_hash=holdout_hash(str(cfg.workload.name), [t.task_id for t in workload.tasks("holdout")]))
+        with RegistryLooks(str(cfg.registry_dir)).locked() as looks:
+            looks.append(registry_row(variant_hash=variant.content_hash, by="evaluate", seal=seal, tasks=len(tasks), eval=str(out)))
+        print(f"holdout look recorded in {looks.path}: a search's claim on this split counts it", file=sys.stderr)
     report = evaluate_variant(
         variant,
         workload,
@@ -131,13 +154,6 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         cache=open_cache(cfg.cache_dir) if cfg.cache_dir else None,
         progress=len(tasks) * samples >= 20,
     )
-    out = Path(HydraConfig.get().runtime.output_dir) / "eval.json"
-    if str(cfg.workload.split) == "holdout":  # unsealed on purpose: the registry keeps the record of the look
-        from evoharness.search.records.journal import append_lines
-
-        append_lines(Path(str(cfg.registry_dir)) / "holdout_looks.jsonl", [{
-            "at": datetime.now(UTC).isoformat(), "by": "evaluate", "variant_hash": variant.content_hash,
-            "pass_rate": report.metrics.get("pass_rate"), "tasks": len(tasks), "eval": str(out)}])
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     if resolved.get("search", {}).get("storage"):
         resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))  # never a database password
@@ -187,6 +203,9 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     variant = evaluate_validate(cfg, overrides)  # refuses +trial=..., the sweeper's own per-job setting
     from evoharness.compiler.refusals import writable_dir
 
+    if not str(cfg.get("registry_dir") or "").strip():
+        raise ConfigError("registry_dir", "is empty, and a search stores its champion and journals its holdout look in the registry",
+                          "set registry_dir (default ${runs_dir}/registry)")
     writable_dir("registry_dir", cfg.registry_dir)  # the champion's snapshot and the holdout looks go there
     workload = make_workload(cfg)
     empty = [split for split in SPLITS if not workload.tasks(split)]

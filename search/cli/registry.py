@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from evoharness.compiler.release.registry import DEFAULT_ROOT, DEFAULT_SLOT, Registry, check_slot
 from evoharness.compiler.release.snapshot import RegistryError, Snapshot
 from evoharness.compiler.secrets import scrub
-from evoharness.search.cli.claim_trust import nothing_to_promote, study_folder, study_records, trusted_verdict
+from evoharness.search.cli.claim_trust import nothing_to_promote, second_look_refusal, study_folder, study_records, trusted_verdict
 from evoharness.search.cli.releasable import check_releasable
 from evoharness.search.records.format import fmt_metric
 from omegaconf import DictConfig
@@ -64,7 +64,8 @@ def _promote(argv: list[str]) -> int:
     parser.add_argument("ref", help="full hash, unique prefix (>= 6 hex chars) or path to a snapshot .json")
     parser.add_argument("--class", dest="slot", default=DEFAULT_SLOT, help="release slot, e.g. fast (default: default)")
     parser.add_argument("--by", default="manual", help="who promotes (recorded in the history)")
-    parser.add_argument("--force", action="store_true", help="promote even when the snapshot's holdout claim is not a win")
+    parser.add_argument("--force", action="store_true", help="promote even when the snapshot's holdout claim is not a win, or "
+                                                              "(with --if-win) a win claimed on a second look at its holdout")
     parser.add_argument("--if-win", action="store_true",
                         help="promote only a study's champion whose claim the study's own database records as a win, and "
                              "which the search stored in this registry; when the study's records agree it is not a win, say "
@@ -88,12 +89,18 @@ def _promote(argv: list[str]) -> int:
         return 0
     snapshot = registry.load(args.ref)
     verdict: str | None
+    second: str | None = None
     if args.if_win:
         records = study_records(study_folder(args.ref, snapshot, args.runs), storage=args.storage)
         verdict = trusted_verdict(snapshot, records, registry)
         if verdict != "win":
             print(f"nothing promoted: study {records.study!r} records holdout verdict {verdict!r}, not a win")
             return 0
+        if records.second_look:
+            if not args.force:
+                raise RegistryError(second_look_refusal(snapshot, records))
+            second = (f"shipped a second-look win (--force): study {records.study!r} claimed it on look {records.looks or '2 or later'} "
+                      "at its sealed holdout, so its interval overstates it")
     else:
         verdict = (snapshot.provenance.get("claim") or {}).get("verdict")
     if verdict not in (None, "win") and not args.force:
@@ -105,6 +112,8 @@ def _promote(argv: list[str]) -> int:
     registry.write_snapshot(snapshot)
     snapshot = registry.promote(snapshot.content_hash, slot=args.slot, by=args.by)
     print(f"{snapshot.component}  {args.slot}  {snapshot.content_hash}")
+    if second:
+        print(f"warning: {second}", file=sys.stderr)
     return 0
 
 

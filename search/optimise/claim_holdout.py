@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.errors import ConfigError
@@ -19,8 +18,8 @@ from evoharness.search.evaluation.power import power
 from evoharness.search.genome import Genome, Pools
 from evoharness.search.optimise.ablation import ablation_jobs, ablation_rows
 from evoharness.search.optimise.select_dev import DevSelection, Evaluate, report_of
-from evoharness.search.optimise.settings import RunSettings
-from evoharness.search.records.looks import append_look, champions_seen, look_row, read_looks
+from evoharness.search.optimise.settings import RunSettings, StudyPaths
+from evoharness.search.records.looks import RegistryLooks, Seal, append_look, look_row, looked_at, read_looks, registry_row, seen_looks
 from evoharness.search.records.versions import versioned
 
 
@@ -44,19 +43,29 @@ def power_fields(settings: RunSettings, claim: Mapping[str, Any], chosen: DevSel
     return {"reach": checked.reach, "underpowered": bool(checked.problems())}
 
 
-def claim_on_holdout(settings: RunSettings, looks_path: Path, hashes: Mapping[str, str], chosen: DevSelection, pools: Pools, *,
-                     evaluate: Evaluate, variant_of: Callable[[Genome], HarnessVariant]) -> HoldoutClaim:
-    """Run the champion's holdout and ablation, make the claim and journal the look (claim.json is the caller's to write)."""
+def claim_on_holdout(settings: RunSettings, paths: StudyPaths, hashes: Mapping[str, str], chosen: DevSelection, pools: Pools, *,
+                     evaluate: Evaluate, variant_of: Callable[[Genome], HarnessVariant], seal: Seal) -> HoldoutClaim:
+    """Count the looks, run the champion's holdout and ablation, make the claim and journal the look
+    (claim.json is the caller's to write). The look is journaled in the registry before the holdout
+    is run, under the registry journal's lock: a process killed during the run has still looked."""
     s, q = settings.search, quality_objective(settings.objectives)
     champion = chosen.champion
     champion_hash = variant_of(champion.genome).content_hash
-    candidate = champion_hash != chosen.baseline_variant.content_hash  # the incumbent itself is no look at a candidate
-    seen = champions_seen(read_looks(looks_path))
-    if candidate and seen and champion_hash not in seen and not s.second_look:
-        # before the holdout is run: adding rounds until a champion wins would be peeking
-        raise ConfigError("search.second_look", f"study {s.study!r} already looked at its holdout for champion {seen[0][:12]}; "
-                          f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split",
-                          "start a new search.study, or pass search.second_look=true (the claim and the report then say so)")
+    baseline_hash = chosen.baseline_variant.content_hash
+    candidate = champion_hash != baseline_hash  # the incumbent itself is no look at a candidate
+    not_looks = {baseline_hash, *([chosen.reference_hold.variant_hash] if chosen.reference_genome else [])}
+    with RegistryLooks(settings.registry_dir).locked() as registry:
+        rows = registry.rows()
+        seen = seen_looks(study=s.study, journal=paths.looks, evals=paths.evals, spend=paths.spend, registry_rows=rows, seal=seal,
+                          exclude=not_looks)
+        if candidate and seen and champion_hash not in seen and not s.second_look:
+            # before the holdout is run: adding rounds (or studies) until a champion wins would be peeking
+            raise ConfigError("search.second_look", second_look_refusal(seen, champion_hash, seal),
+                              "pass search.second_look=true to claim it anyway (the claim and the report then say so); "
+                              "a new search.study or a deleted journal does not reset the count")
+        if candidate and not any(looked_at(r) == champion_hash and r.get("study") == s.study and seal.covers(r) for r in rows):
+            registry.append(registry_row(variant_hash=champion_hash, by="search", seal=seal, study=s.study,
+                                         champion_hash=champion_hash, baseline_hash=baseline_hash))
     hold_jobs: list[tuple[Genome, Split, str]] = [(champion.genome, "holdout", "champion-holdout")] if candidate else []
     ablate = bool(candidate and champion.dev and q in champion.dev)
     layers_todo, ablation_batch = (ablation_jobs(champion.genome, pools, base_format=settings.base_format,
@@ -68,13 +77,22 @@ def claim_on_holdout(settings: RunSettings, looks_path: Path, hashes: Mapping[st
     claim = versioned("claim", make_claim(chosen.reference_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
                                           min_effect=s.min_effect, seed=settings.seed, hashes=hashes, metric=q, rule=settings.rule))
     looks = len(seen) + (1 if candidate and champion_hash not in seen else 0)
-    claim = {**claim, "looks": looks, "second_look": looks > 1,
+    claim = {**claim, "looks": looks, "second_look": candidate and looks > 1,
              "reference": settings.reference if chosen.reference_genome else "incumbent", **power_fields(settings, claim, chosen)}
-    if candidate and champion_hash not in seen:  # the same champion again (a resume) is the same look, not a new one
-        append_look(looks_path, look_row(champion_hash=champion_hash, baseline_hash=chosen.baseline_variant.content_hash,
-                                         claim=claim, look=looks))
+    if candidate and champion_hash not in {looked_at(r) for r in read_looks(paths.looks)}:  # a resume's is the same look
+        append_look(paths.looks, look_row(champion_hash=champion_hash, baseline_hash=baseline_hash, claim=claim, look=looks,
+                                          study=s.study, seal=seal))
     ablation: list[dict[str, Any]] = []
     if ablate and champion.dev:
         ablation = ablation_rows(layers_todo, ablation_results, incumbent_q=float(chosen.baseline_dev.metrics.get(q, 0.0)),
                                  champion_q=float(champion.dev[q]), metric=q)
     return HoldoutClaim(claim=claim, champion_hold=champion_hold, ablation=ablation, champion_hash=champion_hash)
+
+
+def second_look_refusal(seen: Mapping[str, list[str]], champion_hash: str, seal: Seal) -> str:
+    """Why a claim for ``champion_hash`` would be a second look: which variants the split was looked at for, and by whom."""
+    first, where = next(iter(seen.items()))
+    others = f" and {len(seen) - 1} other variant(s)" if len(seen) > 1 else ""
+    split = f"splits {seal.splits_hash[:12]}" if seal.splits_hash else f"holdout {seal.holdout_hash[:12]}"
+    return (f"the sealed holdout ({split}) was already looked at for variant {first[:12]} ({', '.join(where)}){others}; "
+            f"a claim for champion {champion_hash[:12]} would be a second look at the same sealed split")

@@ -14,6 +14,7 @@ from evoharness.search.optimise.claim_holdout import claim_on_holdout
 from evoharness.search.optimise.select_dev import Evaluate, FinishAborted, SearchTrials, select_on_dev
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.write_outcome import write_outcome
+from evoharness.search.records.looks import Seal
 
 __all__ = ["Evaluate", "FinishAborted", "Frozen", "SearchTrials", "finish"]
 
@@ -29,6 +30,9 @@ class Frozen:
     seed: int
     split_strata: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # split -> stratum -> tasks
     tool_outputs_hash: str | None = None  # the replayed tool-output snapshot, when the workload replays one
+    # not a freeze.json key: the holdout's own hash (search/records/looks.py), derived from the frozen
+    # splits by the run, so `evaluate` looks at the same split are counted with the study's
+    holdout_hash: str | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Frozen:
@@ -47,6 +51,7 @@ def finish(
     budget: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     chosen = select_on_dev(settings, paths, trials_of, pools, evaluate=evaluate, variant_of=variant_of, echo=echo)
-    held = claim_on_holdout(settings, paths.looks, frozen.hashes(), chosen, pools, evaluate=evaluate, variant_of=variant_of)
+    seal = Seal(holdout_hash=frozen.holdout_hash or "", splits_hash=frozen.splits_hash)
+    held = claim_on_holdout(settings, paths, frozen.hashes(), chosen, pools, evaluate=evaluate, variant_of=variant_of, seal=seal)
     return write_outcome(settings, paths, trials_of, pools, chosen, held, config_hash=frozen.config_hash,
                          splits_hash=frozen.splits_hash, split_strata=frozen.split_strata, variant_of=variant_of, budget=budget)

@@ -9,6 +9,7 @@ what is fixed before the first paid call (freeze), the evaluations and their sto
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ from evoharness.search.optimise.seeding import NewEntry, accumulated
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.study import TrialRecord, best_records, eval_keys, front_over, mirror_round, records
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
+from evoharness.search.records.looks import holdout_hash
 
 __all__ = ["CONTROL_SEED_STRIDE", "Launch", "SearchAborted", "SearchInterrupted", "SearchRun"]
 
@@ -79,7 +81,8 @@ class SearchRun:
         return base_tools(self.settings)
 
     def freeze(self) -> Frozen:
-        return Frozen.from_dict(freeze(self.settings, self.paths, self.splits, tools=self.base_tools, echo=self.echo))
+        frozen = Frozen.from_dict(freeze(self.settings, self.paths, self.splits, tools=self.base_tools, echo=self.echo))
+        return dataclasses.replace(frozen, holdout_hash=holdout_hash(self.settings.workload.name, self.splits.task_ids["holdout"]))
 
     def execute(self) -> dict[str, Any]:
         frozen = self.freeze()

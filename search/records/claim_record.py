@@ -19,7 +19,8 @@ RECORD_VERSION = 1
 def claim_record(*, claim: Mapping[str, Any], champion: Mapping[str, Any], champion_variant: str, baseline_variant: str,
                  snapshots: Mapping[str, Any], registry: str) -> dict[str, Any]:
     """What ``--if-win`` compares with the files: the verdict, which champion (variant and snapshot)
-    it is about, the freeze hashes it was made under, and whether a champion.json was written."""
+    it is about, the freeze hashes it was made under, whether a champion.json was written, and how
+    many variants the sealed holdout had been looked at for (a second look ships only with --force)."""
     return {
         "schema_version": RECORD_VERSION,
         "verdict": claim.get("verdict"),
@@ -32,6 +33,7 @@ def claim_record(*, claim: Mapping[str, Any], champion: Mapping[str, Any], champ
         "round": champion.get("round"),
         "hashes": dict(claim.get("hashes") or {}),
         "looks": claim.get("looks"),
+        "second_look": claim.get("second_look"),
         "registry": str(Path(registry).absolute()),
     }
 

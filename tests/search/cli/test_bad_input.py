@@ -327,6 +327,10 @@ SETUPS: list[tuple[Setup, str]] = [
     (_registry_dir("snapshot", "registry_dir=/proc/evoharness"), "registry_dir: '/proc/evoharness' cannot be written"),
     (_registry_dir("evaluate", "workload.split=holdout", "unseal_holdout=true", "registry_dir=/proc/evoharness"),
      "registry_dir: '/proc/evoharness' cannot be written"),
+    # no registry, nowhere to journal a holdout look: refused rather than looked at uncounted
+    (_registry_dir("search", "registry_dir=''"), "registry_dir: is empty, and a search stores its champion and journals its holdout look"),
+    (_registry_dir("evaluate", "workload.split=holdout", "unseal_holdout=true", "registry_dir=''"),
+     "registry_dir: is empty, and a look at the holdout is recorded in the registry"),
     (_not_utf8_in_config_dir, "latin1.yaml: not UTF-8 text"),
     (_self_including_defaults, "the defaults lists include each other in a loop"),
     (_plugin_raising_ctrl_c, "plugins[0]: cannot import plugin 'ctrlc_plugin' (KeyboardInterrupt"),

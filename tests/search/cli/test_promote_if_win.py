@@ -6,7 +6,10 @@ The studies are real searches (SearchRun: its rounds, Optuna storage, finish, re
 on a launcher that answers from a known response surface instead of calling a model, so each
 takes a few seconds and its verdict is known: ``won`` (the large model passes every holdout task),
 ``lost`` (it passes them on train and dev but none on holdout) and ``kept`` (nothing beats the
-incumbent, so no champion.json). Each test promotes into its own copy of a finished study."""
+incumbent, so no champion.json). Each test promotes into its own copy of a finished study. A
+``second`` study on the same sealed split, whose champion differs from ``first``'s, is refused
+before its holdout runs and claims its win as a second look only when asked to; --if-win then
+ships that win only with --force."""
 from __future__ import annotations
 
 import json
@@ -66,7 +69,7 @@ class Launcher:
         return out
 
 
-def _search(root: Path, study: str, surface: Surface) -> Path:
+def _search(root: Path, study: str, surface: Surface, *extra: str) -> Path:
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
     from evoharness.search.optimise.run import SearchRun
@@ -77,7 +80,9 @@ def _search(root: Path, study: str, surface: Surface) -> Path:
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"runs_dir={root}", f"search.study={study}", *OVERRIDES])
+        keys = {e.split("=")[0] for e in extra}
+        cfg = compose(config_name="config", overrides=[f"runs_dir={root}", f"search.study={study}",
+                                                       *[o for o in OVERRIDES if o.split("=")[0] not in keys], *extra])
     GlobalHydra.instance().clear()
     SearchRun(RunSettings.from_config(cfg, conf_dirs=[CONF_DIR]), launch=Launcher(surface), echo=lambda _: None).execute()
     return root
@@ -344,3 +349,59 @@ def test_a_summary_naming_another_database_is_never_opened(studies: Path, tmp_pa
             listener.accept()
     finally:
         listener.close()
+
+
+# -- a second look at a sealed holdout ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def second_look(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``first`` claims sim_large on the split; ``second`` (a new study name, the same split) finds sim_medium."""
+    from evoharness.compiler.errors import ConfigError
+
+    root = tmp_path_factory.mktemp("looks")
+    _search(root, "first", _won)
+    with pytest.raises(ConfigError, match=r"already looked at for variant \w+ \(study 'first'\).*would be a second look"):
+        _search(root, "second", _won, "search.models=[sim_medium]")
+    assert not (root / "second" / "claim.json").exists()
+    return _search(root, "second", _won, "search.models=[sim_medium]", "search.second_look=true")
+
+
+def test_a_new_study_on_the_same_split_claims_its_win_as_a_second_look(second_look: Path) -> None:
+    from evoharness.compiler.runtime.workload import workload_factory
+    from evoharness.search.records.looks import holdout_hash, read_looks
+
+    first = json.loads((second_look / "first" / "claim.json").read_text(encoding="utf-8"))
+    claim = json.loads((second_look / "second" / "claim.json").read_text(encoding="utf-8"))
+    summary = json.loads((second_look / "second" / "summary.json").read_text(encoding="utf-8"))
+    assert (first["looks"], first["second_look"]) == (1, False)
+    assert (claim["verdict"], claim["looks"], claim["second_look"]) == ("win", 2, True) and claim["champion_hash"] != first["champion_hash"]
+    assert (summary["claim"]["looks"], summary["claim"]["second_look"]) == (2, True)
+    record = read_claim_record(f"sqlite:///{second_look / 'second' / 'study.db'}", "second")
+    assert (record["looks"], record["second_look"]) == (2, True)
+    # the registry's journal names the split both ways: the splits hash, and the holdout's own (as `evaluate` computes it)
+    holdout = [t.task_id for t in workload_factory("bfcl")(categories=["multi_turn_base"]).tasks("holdout")]
+    rows = read_looks(second_look / "registry" / "holdout_looks.jsonl")
+    assert [(r["study"], r["variant_hash"]) for r in rows] == [("first", first["champion_hash"]), ("second", claim["champion_hash"])]
+    assert {r["holdout_hash"] for r in rows} == {holdout_hash("bfcl", holdout)}
+    assert {r["splits_hash"] for r in rows} == {claim["hashes"]["splits"]}
+
+
+def test_if_win_refuses_a_second_look_win_without_force_and_ships_it_with_force(second_look: Path, tmp_path: Path,
+                                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    runs = copy_of(second_look, tmp_path, "second")
+    champion = read_snapshot(runs / "second" / "champion.json")
+    err = refused(runs, capsys, runs / "second" / "champion.json")
+    assert "study 'second' records its win as a second look at the sealed holdout (look 2" in err and "pass --force" in err
+    assert promote(runs, runs / "second" / "champion.json", "--force") == 0
+    out, err = capsys.readouterr()
+    assert out.split() == [champion.component, "default", champion.content_hash]
+    assert "warning: shipped a second-look win (--force): study 'second' claimed it on look 2" in err
+    assert Registry(runs / "registry").promoted(champion.component).content_hash == champion.content_hash
+
+
+def test_files_edited_to_hide_a_second_look_are_refused(second_look: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = copy_of(second_look, tmp_path, "second")
+    edit_json(runs / "second" / "claim.json", lambda c: c.update(looks=1, second_look=False))
+    edit_json(runs / "second" / "summary.json", lambda s: s["claim"].update(looks=1, second_look=False))
+    err = refused(runs, capsys, runs / "second" / "champion.json", "--force")
+    assert "the holdout looks in claim.json (1) is not what the study's database records (2)" in err

@@ -1,7 +1,9 @@
 """The finish's stages on tables, with no launcher. Select on dev: each rule ships its own member
 (the fastest or the cheapest that is as good). Claim on the holdout: the champion's holdout is the
-one job it asks for, the claim is the rule's, the look is journaled once, and a second champion's
-look is refused before its holdout is run."""
+one job it asks for, the claim is the rule's, the look is journaled once (in the study and in the
+registry), and a second champion's look is refused before its holdout is run: counted from whatever
+is left of the study's journal, the registry's, its stored evaluations and its spend journal, and
+from other studies and `evaluate` runs on the same sealed split."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,7 +17,8 @@ from evoharness.search.evaluation.metrics import EvalReport, TaskRow
 from evoharness.search.genome import BASELINE, Genome, Pools
 from evoharness.search.optimise.claim_holdout import claim_on_holdout
 from evoharness.search.optimise.select_dev import DevSelection
-from evoharness.search.records.looks import read_looks
+from evoharness.search.optimise.settings import StudyPaths
+from evoharness.search.records.looks import Seal, read_looks
 from evoharness.search.records.outcome import Member
 
 FAST = Genome(tool_format="bash")
@@ -52,38 +55,128 @@ def chosen(champion: Genome, variant: str) -> DevSelection:
 
 
 def variant_of(genome: Genome) -> Any:
-    return SimpleNamespace(content_hash="fast" if genome == FAST else "base" if genome == BASELINE else "other")
+    named = [(FAST, "fast"), (BASELINE, "base"), (Genome(tool_format="json"), "json")]
+    return SimpleNamespace(content_hash=next((name for g, name in named if g == genome), "other"))
 
 
-def test_the_champion_is_claimed_once_under_its_rule_and_a_second_champion_is_refused(settings: Any, tmp_path: Path) -> None:
-    jobs: list[Sequence[tuple[Genome, str, str]]] = []
+SEAL = Seal(holdout_hash="h" * 64, splits_hash="s" * 64)
 
-    def evaluate(batch: Sequence[tuple[Genome, str, str]]) -> list[Any]:
-        jobs.append(list(batch))
-        return [SimpleNamespace(report=report(variant_of(g).content_hash, latency=1.0)) for g, _, _ in batch]
 
-    looks = tmp_path / "looks.jsonl"
-    held = claim_on_holdout(settings, looks, {"config": "c"}, chosen(FAST, "fast"), Pools(sections={}), evaluate=evaluate,
-                            variant_of=variant_of)
-    assert jobs == [[(FAST, "holdout", "champion-holdout")]]  # no dev run to ablate: the holdout alone
+class Store:
+    """The finish's evaluate as a search's Evaluations does it: each result stored under
+    runs/<study>/evals/ and its spend journaled, from tables instead of a launcher."""
+
+    def __init__(self, paths: StudyPaths) -> None:
+        self.paths, self.jobs = paths, []  # type: list[list[tuple[Genome, str, str]]]
+
+    def __call__(self, batch: Sequence[tuple[Genome, str, str]]) -> list[Any]:
+        from evoharness.compiler.atomic import write_json_atomic
+        from evoharness.search.optimise.trial import TrialResult
+        from evoharness.search.records.spend import append_spend, spend_row
+
+        self.jobs.append(list(batch))
+        out = []
+        for genome, split, label in batch:
+            variant = variant_of(genome)
+            res = TrialResult(label=label, split=split, variant=variant, report=report(variant.content_hash, latency=1.0))
+            write_json_atomic(self.paths.evals / f"{variant.content_hash}-{split}.json", res.to_dict())
+            append_spend(self.paths.spend, [spend_row(eval_key=f"{variant.content_hash}-{split}", label=label, split=split,
+                                                      variant_hash=variant.content_hash, metrics=res.report.metrics, model_calls=1)])
+            out.append(res)
+        return out
+
+
+def claim(settings: Any, champion: Genome, *, study: str | None = None, seal: Seal = SEAL, second_look: bool = False,
+          store: Store | None = None) -> Any:
+    from dataclasses import replace
+
+    settings = replace(settings, search=replace(settings.search, study=study or settings.search.study, second_look=second_look))
+    paths = StudyPaths.of(settings)
+    return claim_on_holdout(settings, paths, {"config": "c"}, chosen(champion, variant_of(champion).content_hash),
+                            Pools(sections={}), evaluate=store or Store(paths), variant_of=variant_of, seal=seal)
+
+
+def registry_looks(settings: Any) -> list[dict[str, Any]]:
+    return read_looks(Path(settings.registry_dir) / "holdout_looks.jsonl")
+
+
+def test_the_champion_is_claimed_once_under_its_rule_and_a_second_champion_is_refused(settings: Any) -> None:
+    paths = StudyPaths.of(settings)
+    store = Store(paths)
+    held = claim(settings, FAST, store=store)
+    assert store.jobs == [[(FAST, "holdout", "champion-holdout")]]  # no dev run to ablate: the holdout alone
     assert held.claim["decision"] == "fastest_noninferior" and held.claim["verdict"] == "win" and held.claim["looks"] == 1
+    assert held.claim["second_look"] is False
     assert held.claim["latency_saving"] == pytest.approx(3.0) and held.champion_hash == "fast" and held.ablation == []
-    again = claim_on_holdout(settings, looks, {"config": "c"}, chosen(FAST, "fast"), Pools(sections={}), evaluate=evaluate,
-                             variant_of=variant_of)
-    assert again.claim["looks"] == 1 and len(read_looks(looks)) == 1  # the same champion again is the same look
+    again = claim(settings, FAST, store=store)
+    assert again.claim["looks"] == 1 and len(read_looks(paths.looks)) == 1  # the same champion again is the same look
+    [look] = registry_looks(settings)  # journaled in the registry too, under the sealed split, once
+    assert (look["by"], look["study"], look["variant_hash"], look["splits_hash"], look["holdout_hash"]) == \
+        ("search", "bfcl_sim", "fast", SEAL.splits_hash, SEAL.holdout_hash)
+    with pytest.raises(ConfigError, match="would be a second look"):
+        claim(settings, Genome(model=1), store=store)
+    assert len(store.jobs) == 2 and len(registry_looks(settings)) == 1  # refused before the second champion's holdout was run
+
+
+@pytest.mark.parametrize("deleted", [("holdout_looks.jsonl",), ("holdout_looks.jsonl", "registry"),
+                                     ("holdout_looks.jsonl", "registry", "evals"), ("holdout_looks.jsonl", "registry", "spend.jsonl")])
+def test_a_deleted_journal_does_not_reset_the_count(settings: Any, deleted: tuple[str, ...]) -> None:
+    """The study's journal, then the registry's too, then also one of the study's records of what
+    it ran: whatever is left of the evidence still counts the first look."""
+    import shutil
+
+    paths = StudyPaths.of(settings)
+    assert claim(settings, FAST).claim["looks"] == 1
+    for name in deleted:
+        target = Path(settings.registry_dir) / "holdout_looks.jsonl" if name == "registry" else paths.dir / name
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    store = Store(paths)
+    with pytest.raises(ConfigError, match=r"already looked at for variant fast \(study 'bfcl_sim'\).*would be a second look"):
+        claim(settings, Genome(model=1), store=store)
+    assert store.jobs == []  # refused before the holdout ran
+    second = claim(settings, Genome(model=1), second_look=True, store=store).claim
+    assert (second["looks"], second["second_look"]) == (2, True)
+    assert [r["look"] for r in read_looks(paths.looks)] == ([2] if "holdout_looks.jsonl" in deleted else [1, 2])
+
+
+def test_a_new_study_on_the_same_sealed_split_sees_the_earlier_look(settings: Any) -> None:
+    assert claim(settings, FAST, study="first").claim["looks"] == 1
+    with pytest.raises(ConfigError, match=r"already looked at for variant fast \(study 'first'\)"):
+        claim(settings, Genome(model=1), study="second")
+    # the same champion in another study is the same look; a split of its own is a first look
+    assert claim(settings, FAST, study="third").claim["looks"] == 1
+    assert claim(settings, Genome(model=1), study="fourth", seal=Seal(holdout_hash="o" * 64, splits_hash="p" * 64)).claim["looks"] == 1
+    # the sealed split is also known by its holdout's own hash (a search with another train cut has other splits)
     with pytest.raises(ConfigError, match="second look"):
-        claim_on_holdout(settings, looks, {}, chosen(Genome(model=1), "other"), Pools(sections={}), evaluate=evaluate,
-                         variant_of=variant_of)
-    assert len(jobs) == 2  # refused before the second champion's holdout was run
+        claim(settings, Genome(model=1), study="fifth", seal=Seal(holdout_hash=SEAL.holdout_hash, splits_hash="q" * 64))
+    forced = claim(settings, Genome(model=1), study="sixth", second_look=True).claim
+    assert (forced["looks"], forced["second_look"]) == (2, True)
+    assert [(r["study"], r["variant_hash"]) for r in registry_looks(settings)] == \
+        [("first", "fast"), ("third", "fast"), ("fourth", "other"), ("sixth", "other")]
+
+
+def test_an_evaluate_look_at_the_split_is_counted_and_the_incumbents_is_not(settings: Any) -> None:
+    from evoharness.search.records.looks import RegistryLooks, registry_row
+
+    with RegistryLooks(settings.registry_dir).locked() as looks:  # what `evaluate workload.split=holdout unseal_holdout=true` writes
+        looks.append(registry_row(variant_hash="base", by="evaluate", seal=Seal(holdout_hash=SEAL.holdout_hash), tasks=2))
+    assert claim(settings, FAST, study="a").claim["looks"] == 1  # the incumbent's run is no look at a candidate
+    with RegistryLooks(settings.registry_dir).locked() as looks:
+        looks.append(registry_row(variant_hash="other", by="evaluate", seal=Seal(holdout_hash=SEAL.holdout_hash), tasks=2))
+    with pytest.raises(ConfigError, match=r"\(study 'a'\) and 1 other variant\(s\)"):
+        claim(settings, Genome(tool_format="json"), study="b")
+    held = claim(settings, Genome(model=1), study="c").claim  # a variant `evaluate` looked at is claimed as the look it was
+    assert (held["looks"], held["second_look"]) == (2, True)
 
 
 def test_the_incumbent_as_champion_spends_no_look(settings: Any, tmp_path: Path) -> None:
     def evaluate(batch: Sequence[tuple[Genome, str, str]]) -> list[Any]:
         raise AssertionError(f"nothing to evaluate, asked for {batch}")
 
-    held = claim_on_holdout(settings, tmp_path / "looks.jsonl", {}, chosen(BASELINE, "base"), Pools(sections={}), evaluate=evaluate,
-                            variant_of=variant_of)
-    assert held.claim["looks"] == 0 and held.champion_hold.variant_hash == "base" and not (tmp_path / "looks.jsonl").exists()
+    held = claim_on_holdout(settings, StudyPaths.of(settings), {}, chosen(BASELINE, "base"), Pools(sections={}), evaluate=evaluate,
+                            variant_of=variant_of, seal=SEAL)
+    assert held.claim["looks"] == 0 and held.champion_hold.variant_hash == "base"
+    assert not StudyPaths.of(settings).looks.exists() and registry_looks(settings) == []
 
 
 SLOW_CHEAP = Genome(tool_format="both")
