@@ -10,7 +10,7 @@ calls (in the tool format the harness asked for), on a fail it answers without c
    with ``model.route=null/coin``, ``search.models=[]`` (no model to swap to) and
    ``criteria.decision=best_quality`` (a superiority claim: on the null, "cheaper and as good" can
    be true, "better" cannot), for 10 seeds, two at a time. Target: at most 1 ``win`` in 10.
-2. **The statistic alone.** Monte-Carlo: paired null data of the holdout's shape (123 tasks × 2
+2. **The statistic alone.** Monte-Carlo: paired null data of the holdout's shape (324 tasks in 81 scenarios of 4, 2
    samples, per-task pass rates spread over [0.2, 0.8], champion and baseline independent), the
    claim's test at its defaults. Target: false-win rate within [0, 0.03] (nominal 0.025).
 
@@ -123,9 +123,9 @@ def one_search(seed: int, runs_dir: str) -> int:
 
 # -- the statistic alone ---------------------------------------------------------------------
 
-def monte_carlo(draws: int, *, tasks: int = 123, samples: int = 2, min_effect: float = 0.03) -> float:
+def monte_carlo(draws: int, *, tasks: int = 324, samples: int = 2, min_effect: float = 0.03) -> float:
     import numpy as np
-    from evoharness.search.evaluation.stats import paired_test, superiority_verdict
+    from evoharness.search.evaluation.stats import quality_test, superiority_verdict
 
     rng = np.random.default_rng(0)
     p = 0.2 + 0.6 * rng.random(tasks)
@@ -133,7 +133,7 @@ def monte_carlo(draws: int, *, tasks: int = 123, samples: int = 2, min_effect: f
     for i in range(draws):
         a = rng.binomial(samples, p) / samples
         b = rng.binomial(samples, p) / samples
-        result = paired_test(a, b, shift=min_effect, resamples=2000, confidence=0.95, seed=i)
+        result = quality_test(a, b, null=min_effect, clusters=[str(t // 4) for t in range(tasks)], confidence=0.95)
         wins += superiority_verdict(result, min_effect=min_effect) == "win"
     return wins / draws
 
