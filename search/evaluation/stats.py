@@ -140,17 +140,18 @@ def quality_test(
     a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, null: float, clusters: Sequence[str] | None = None,
     confidence: float = 0.95,
 ) -> PairedTest:
-    """Test mean(b - a) > ``null`` for scores in [0, 1], clusters as the unit, and interval it
-    (two-sided at ``confidence``; the one-sided test has alpha = (1 - confidence) / 2)."""
+    """Test mean(b - a) > ``null`` for scores in [0, 1] (wider ones scaled by their largest
+    difference), clusters as the unit, and interval it (two-sided at ``confidence``; the one-sided
+    test has alpha = (1 - confidence) / 2)."""
     _check_confidence(confidence)
     diff = _paired(a, b)
-    if np.abs(diff).max() > 1.0 + 1e-9:
-        raise ValueError(f"quality differences must lie in [-1, 1] (scores in [0, 1]); got {float(np.abs(diff).max()):g}")
-    values, deff = cluster_values(np.clip(diff, -1.0, 1.0), clusters)
+    # a named sub-score need not lie in [0, 1]: its worst difference is then the largest one observed
+    scale = max(1.0, float(np.abs(diff).max()))
+    values, deff = cluster_values(diff / scale, clusters)
     z = float(stats.norm.ppf(1.0 - (1.0 - confidence) / 2))
-    p = float(stats.norm.sf(score_z(values, null)))
-    return PairedTest(mean_diff=float(values.mean()), low=_bound(values, z, upper=False), high=_bound(values, z, upper=True),
-                      p_value=p, n=int(diff.size), discordant=int(np.count_nonzero(diff)), confidence=confidence, resamples=0,
+    p = float(stats.norm.sf(score_z(values, null / scale))) if abs(null) < scale else (0.0 if null <= -scale else 1.0)
+    return PairedTest(mean_diff=float(values.mean()) * scale, low=_bound(values, z, upper=False) * scale,
+                      high=_bound(values, z, upper=True) * scale, p_value=p, n=int(diff.size), discordant=int(np.count_nonzero(diff)), confidence=confidence, resamples=0,
                       shift=null, clusters=int(values.size), design_effect=deff, method="score")
 
 
