@@ -49,10 +49,12 @@ def test_a_small_search_on_the_installed_plugin(site: Path, tmp_path: Path) -> N
     proc = cli(site, tmp_path, "search", ONE_AT_A_TIME, "model=sim_large", "search.models=[sim_small]", "search.rounds=2",
                "search.trials_per_round=4", "search.population_size=2", "search.samples=1", "search.train_limit=38",
                "search.max_front_dev=2", "search.resamples=2000", "search.teacher=null", "search.study=tt",
-               "mutators.enabled=[{name: rule_miner}, {name: workflow_step_append}]")
+               "mutators.enabled=[{name: rule_miner}, {name: workflow_step_append}]",
+               "search.allow_underpowered=true")  # 18 holdout conversations cannot bound a 0.05 margin
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((tmp_path / "tt" / "summary.json").read_text(encoding="utf-8"))
     assert summary["claim"]["n"] == 18 and summary["front"]  # the holdout claim is made on ToolTalk's holdout
+    assert summary["claim"]["underpowered"] is True and summary["claim"]["unit"] == "task"  # a conversation is its own cluster
     freeze = json.loads((tmp_path / "tt" / "freeze.json").read_text(encoding="utf-8"))
     assert freeze["doctor"]["passed"] is None  # no doctor ran in this runs_dir: recorded as unchecked
     added = [e for p in sorted((tmp_path / "tt" / "pools").glob("r*.json"))

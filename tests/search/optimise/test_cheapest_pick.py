@@ -39,13 +39,13 @@ def settings(tmp_path: Path) -> Any:
 
 
 def test_an_all_skipped_member_is_never_picked_and_the_rest_are_paired(settings: Any) -> None:
-    reference = report([1.0] * 30 + [0.0] * 10, 0.1)
-    same = report([1.0] * 30 + [0.0] * 10, 0.02)  # identical outcomes at a fifth of the cost
+    reference = report([1.0] * 60 + [0.0] * 20, 0.1)
+    same = report([1.0] * 60 + [0.0] * 20, 0.02)  # identical outcomes at a fifth of the cost, on 80 tasks (73 bound 0.05)
     skipped = report([], 0.0)  # every episode an infrastructure failure: no row, cost 0
     ranked = [member(1, skipped), member(2, same)]
     pick, decision = _cheapest(settings, "pass_rate", reference, ranked, [skipped, same], echo=lambda _: None)
     assert pick is not None and pick["trial"] == 2 and decision["evidence"] == "interval"
-    assert ranked[0][1]["dev_vs_reference"] is None and ranked[1][1]["dev_vs_reference"]["n"] == 40
+    assert ranked[0][1]["dev_vs_reference"] is None and ranked[1][1]["dev_vs_reference"]["n"] == 80
 
 
 def test_an_unscored_reference_is_one_line_not_a_traceback(settings: Any) -> None:

@@ -25,7 +25,7 @@ FAST = Genome(tool_format="bash")
 
 
 def report(name: str, *, latency: float) -> EvalReport:
-    passes = [1.0] * 30 + [0.0] * 10
+    passes = [1.0] * 60 + [0.0] * 20  # 80 tasks: enough to bound a 0.05 margin when all tie
     rows = tuple(TaskRow(f"t{i:02d}", 1, p, p, 0.0, 0.01, latency) for i, p in enumerate(passes))
     return EvalReport(name, "holdout", 1, (), {"pass_rate": 0.75, "cost_per_task": 0.01, "latency_p95": latency}, rows)
 
@@ -185,7 +185,7 @@ TABLE = {"bash": (0.02, 1.0), "both": (0.005, 6.0), None: (0.01, 4.0)}  # tool f
 
 def dev_report(genome: Genome, split: str) -> EvalReport:
     cost, latency = TABLE[genome.tool_format]
-    passes = [1.0] * 30 + [0.0] * 10
+    passes = [1.0] * 60 + [0.0] * 20  # 80 tasks: enough to bound a 0.05 margin when all tie
     rows = tuple(TaskRow(f"t{i:02d}", 1, p, p, 0.0, cost, latency) for i, p in enumerate(passes))
     return EvalReport(variant_of(genome).content_hash, split, 1, (),
                       {"pass_rate": 0.75, "cost_per_task": cost, "latency_p95": latency, "tool_failure_rate": 0.0}, rows)
@@ -215,7 +215,7 @@ def test_the_selection_stage_picks_by_the_rule_on_tables(tmp_path: Path, monkeyp
                            variant_of=variant_of, echo=lambda _: None)
     assert chosen.champion.genome == ships and chosen.champion.champion and chosen.decision["rule"] == decision
     assert [m.champion for m in chosen.front] == [m.genome == ships for m in chosen.front]
-    assert all(m.dev_vs_reference and m.dev_vs_reference["n"] == 40 for m in chosen.front)
+    assert all(m.dev_vs_reference and m.dev_vs_reference["n"] == 80 for m in chosen.front)
 
 
 def _settings(tmp_path: Path) -> Any:

@@ -71,7 +71,7 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     results = yaml.safe_load((tmp / "e2e" / "optimization_results.yaml").read_text())
     assert results["solutions"] and all(len(s["values"]) == len(results["objectives"]) for s in results["solutions"])
     claim = json.loads((tmp / "e2e" / "claim.json").read_text())
-    assert claim["verdict"] in ("win", "no_win", "inconclusive", "equivalent") and claim["n"] == 41
+    assert claim["verdict"] in ("win", "no_win", "inconclusive", "equivalent") and claim["n"] == claim["clusters"] == 81
     assert set(claim["hashes"]) == {"config", "workload", "splits", "scorer"}
     assert claim["low"] <= claim["mean_diff"] <= claim["high"] and 0 <= claim["p_value"] <= 1 and claim["metric"] == "pass_rate"
     ledger = [json.loads(line) for line in (tmp / "e2e" / "ledger.jsonl").read_text().splitlines()]
@@ -80,7 +80,7 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     assert sum(r["decision"] == "champion" for r in ledger) >= 1
     assert (tmp / "e2e" / "report.html").stat().st_size > 1000
     strata = json.loads((tmp / "e2e" / "freeze.json").read_text())["split_strata"]
-    assert sum(strata["dev"].values()) == 40 and sum(strata["holdout"].values()) == 41 and sum(strata["train"].values()) == 6
+    assert sum(strata["dev"].values()) == 38 and sum(strata["holdout"].values()) == 81 and sum(strata["train"].values()) == 6
     assert len(strata["train"]) == 6  # train_limit=6 takes six different API-class strata, not a prefix of one
     assert "<h2>Splits</h2>" in (tmp / "e2e" / "report.html").read_text()
     pools = json.loads((tmp / "e2e" / "pools" / "r1.json").read_text())
