@@ -48,17 +48,19 @@ class Power:
         """(what is wrong, the fix) for each check that fails."""
         out: list[tuple[str, str]] = []
         if self.holdout_short:
-            assert self.margin is not None and self.clusters_needed is not None
+            assert self.margin is not None
             per = self.holdout_tasks / max(self.holdout_clusters, 1)
             unit = f"{self.holdout_clusters} clusters ({self.holdout_tasks} tasks)" if per > 1 else f"{self.holdout_tasks} tasks"
-            more = (f"{self.clusters_needed} clusters (about {math.ceil(self.clusters_needed * per)} tasks)" if per > 1
-                    else f"{self.clusters_needed} tasks")
+            wider = f"set criteria.margin={math.ceil(self.reach * 100 + 1e-9) / 100:g} or wider"
+            if self.clusters_needed is None:  # a margin of 0: no finite holdout bounds it
+                fix = f"no holdout size can show it; {wider}"
+            else:
+                more = (f"{self.clusters_needed} clusters (about {math.ceil(self.clusters_needed * per)} tasks)" if per > 1
+                        else f"{self.clusters_needed} tasks")
+                fix = f"give the holdout at least {more}, or {wider}"
             out.append((f"the holdout's {unit} cannot show non-inferiority within {self.margin:g}: with every cluster tied the "
-                        f"interval still reaches {self.reach:.3f} below",
-                        f"give the holdout at least {more}, or set criteria.margin="
-                        f"{math.ceil(self.reach * 100 + 1e-9) / 100:g} or wider"))
-        if self.dev_coarse:
-            assert self.margin is not None
+                        f"interval still reaches {self.reach:.3f} below", fix))
+        if self.dev_coarse and self.margin:
             tasks = math.ceil(1.0 / (self.margin * self.samples) - 1e-9)
             out.append((f"the dev split's {self.dev_tasks} tasks x {self.samples} samples move the pass rate in steps of "
                         f"{self.dev_step:.3f}, coarser than the margin {self.margin:g}, so one more failure than the reference "
@@ -75,7 +77,7 @@ def power(*, holdout_tasks: int, holdout_clusters: int, dev_tasks: int, samples:
     return Power(holdout_tasks=holdout_tasks, holdout_clusters=holdout_clusters, reach=reach(holdout_clusters, confidence=confidence),
                  dev_tasks=dev_tasks, samples=samples,
                  dev_step=1.0 / (dev_tasks * samples) if metric == "pass_rate" and dev_tasks else 0.0, margin=margin,
-                 clusters_needed=clusters_needed(margin, confidence=confidence) if margin is not None else None)
+                 clusters_needed=clusters_needed(margin, confidence=confidence) if margin is not None and margin > 0 else None)
 
 
 def split_power(holdout: Sequence[Task], dev: Sequence[Task], *, samples: int, margin: float | None, confidence: float,

@@ -46,3 +46,9 @@ def test_a_dev_split_whose_step_exceeds_the_margin_is_named() -> None:
 def test_a_superiority_rule_has_no_margin_to_bound() -> None:
     p = split_power(tasks(8, "holdout"), tasks(4, "dev"), samples=1, margin=None, confidence=0.95)
     assert p.problems() == [] and p.reach > 0.3 and p.clusters_needed is None
+
+
+def test_a_margin_of_zero_can_never_be_shown_and_says_so() -> None:
+    p = split_power(tasks(324, "holdout", per_cluster=4), tasks(152, "dev", 4), samples=2, margin=0.0, confidence=0.95)
+    (what, fix), = p.problems()
+    assert "within 0:" in what and fix == "no holdout size can show it; set criteria.margin=0.05 or wider"
