@@ -67,6 +67,11 @@ def pass_rate(rng: np.random.Generator, units: int, icc: float) -> tuple[np.ndar
     return np.mean([u() < p, u() < p], axis=0), np.mean([u() < p - MARGIN, u() < p - MARGIN], axis=0)
 
 
+def _arm_effect(rng: np.random.Generator, units: int, clustered: bool) -> np.ndarray | float:
+    """A scenario's shared effect on one arm (clustered), else none."""
+    return np.repeat(rng.normal(0.0, 0.3, units), SCENARIO) if clustered else 0.0
+
+
 def clusters_of(n: int, clustered: bool) -> list[str] | None:
     return [str(i // SCENARIO) for i in range(n)] if clustered else None
 
@@ -108,8 +113,7 @@ def main() -> None:
         for seed in range(args.reps // 4):  # the permutation test and bootstrap are the slow part
             n = units * SCENARIO if clustered else units
             task = rng.gamma(2.0, 0.5, n)
-            effect = (lambda: np.repeat(rng.normal(0.0, 0.3, units), SCENARIO)) if clustered else (lambda: 0.0)
-            a, b = task + effect() + rng.gamma(2.0, 0.2, n), task + effect() + rng.gamma(2.0, 0.2, n)
+            a, b = (task + _arm_effect(rng, units, clustered) + rng.gamma(2.0, 0.2, n) for _ in range(2))
             s = saving_test(b, a, clusters=clusters_of(n, clustered), resamples=1000, seed=seed)
             hits += s.p_value < ALPHA and s.low > 0 and s.discordant >= MIN_DISCORDANT
         value, ci = rate(hits, args.reps // 4)
