@@ -39,14 +39,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"main job failed: {proc.stderr.strip().splitlines()[-1:]}")
         return 0
     summary = json.loads(summaries[0].read_text(encoding="utf-8"))
-    claim, champion, base = summary["claim"], summary["champion"], summary["baseline"]
+    claim, champion, base = summary.get("claim") or {}, summary["champion"], summary["baseline"]
     ratio = champion["holdout"]["cost_per_task"] / base["holdout"]["cost_per_task"]
     figure("main_job_decision", summary["decision"]["rule"], None, None, evidence=summary["decision"].get("evidence"))
     kept = champion.get("variant_hash") == base.get("variant_hash")
     # a verdict is measured, not a target: the search may rightly keep the incumbent or leave a claim inconclusive
     figure("main_job_verdict", "none (incumbent kept)" if kept else claim["verdict"], "reported", None,
-           mean_diff=round(claim["mean_diff"], 3), low=round(claim["low"], 3), high=round(claim["high"], 3), n=claim["n"],
-           clusters=claim.get("clusters"), design_effect=claim.get("design_effect"))
+           **{k: claim.get(k) for k in ("mean_diff", "low", "high", "n", "clusters", "design_effect")})
     figure("main_job_cost_ratio", round(ratio, 3), "< 1 (cheaper than the incumbent)", ratio < 1, changes=champion.get("changes"))
     # of the champion's dev gain over its own model with the base harness, the share the mutators' edits earned
     gains = {r["layer"]: r["gain"] for r in summary.get("ablation", []) if r.get("gain") is not None}
