@@ -151,7 +151,8 @@ def quality_test(
     z = float(stats.norm.ppf(1.0 - (1.0 - confidence) / 2))
     p = float(stats.norm.sf(score_z(values, null / scale))) if abs(null) < scale else (0.0 if null <= -scale else 1.0)
     return PairedTest(mean_diff=float(values.mean()) * scale, low=_bound(values, z, upper=False) * scale,
-                      high=_bound(values, z, upper=True) * scale, p_value=p, n=int(diff.size), discordant=int(np.count_nonzero(diff)), confidence=confidence, resamples=0,
+                      high=_bound(values, z, upper=True) * scale, p_value=p, n=int(diff.size),
+                      discordant=int(np.count_nonzero(diff)), confidence=confidence, resamples=0,
                       shift=null, clusters=int(values.size), design_effect=deff, method="score")
 
 
