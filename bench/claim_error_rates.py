@@ -55,6 +55,15 @@ def trinomial(gain: float) -> Draw:
     return draw
 
 
+def right_skew(rng: np.random.Generator, units: int, icc: float) -> tuple[np.ndarray, np.ndarray]:
+    """Many small losses and a few large gains (continuous scores): -0.1, or +0.96 with the
+    probability that puts the mean at -0.05. The score statistic alone runs liberal here."""
+    q = (0.1 - MARGIN) / 1.06
+    cells = lambda m: np.where(rng.random(m) < q, 0.96, -0.1)  # noqa: E731
+    diff = _copy(rng, units, icc, cells) if icc >= 0 else cells(units)
+    return np.zeros(diff.size), diff
+
+
 def pass_rate(rng: np.random.Generator, units: int, icc: float) -> tuple[np.ndarray, np.ndarray]:
     if icc < 0:
         p = rng.uniform(0.3, 0.9, units)
@@ -87,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     needed = clusters_needed(MARGIN)
     families: dict[str, Draw] = {"trinomial_gain0": trinomial(0.0), "trinomial_gain0.05": trinomial(0.05),
-                                 "trinomial_gain0.15": trinomial(0.15), "pass_rate": pass_rate}
+                                 "trinomial_gain0.15": trinomial(0.15), "right_skew": right_skew, "pass_rate": pass_rate}
     # (units, icc): icc -1 is tasks without clusters; else scenarios of 4, the scenario the unit
     designs = [(6, -1.0), (10, -1.0), (20, -1.0), (40, -1.0), (73, -1.0), (164, -1.0), (320, -1.0),
                *[(k, icc) for k in (41, 80) for icc in (0.0, 0.1, 0.3)]]

@@ -94,6 +94,24 @@ def test_the_size_at_the_smallest_accepted_holdout_is_nominal() -> None:
     assert hits / 2000 <= 0.035
 
 
+def test_right_skewed_differences_keep_the_size() -> None:
+    """Many small losses and a few large gains at the null (BFCL's shape: 81 scenarios of 4 whose
+    value is +0.75 or -0.125): the score statistic alone rejected 4.6% of the time."""
+    rng = np.random.default_rng(5)
+    names = [f"s{i // 4}" for i in range(324)]
+    hits = sum(quality_test(np.zeros(324), np.repeat(np.where(rng.random(81) < 0.075 / 0.875, 0.75, -0.125), 4), null=-0.05,
+                            clusters=names).p_value < 0.025 for _ in range(1500))
+    assert hits / 1500 <= 0.033
+
+
+def test_unequal_clusters_are_weighted_by_their_tasks() -> None:
+    # one cluster of 80 tasks, each 0.2 worse, and 79 tied single tasks: the pass rate is 0.10 worse
+    diffs = [-0.2] * 80 + [0.0] * 79
+    names = ["big"] * 80 + [f"s{i}" for i in range(79)]
+    r = quality_test(*pair(diffs), null=-0.05, clusters=names)
+    assert r.mean_diff == pytest.approx(-16 / 159) and r.low < -0.05 and r.p_value > 0.5 and r.clusters == 80
+
+
 def test_a_saving_of_n_equal_differences_has_the_exact_p() -> None:
     for n in (5, 8):
         r = saving_test(*pair([0.2] * n), seed=0)
