@@ -164,8 +164,8 @@ def _noninferior_claim(rule: DecisionRule, baseline: EvalReport, champion: EvalR
     saving = saving_test(b, a, clusters=clusters, resamples=resamples, confidence=confidence, seed=seed)  # baseline - champion
     verdict = noninferiority_verdict(result, saving, margin=rule.margin)
     test = (f"non-inferiority: {metric} difference > -{rule.margin:g} (one-sided score test with the variance restricted to "
-            f"the null, {result.unit}s as the unit; the interval inverts it) and per-{result.unit} {field} saving > 0 "
-            "(sign-flip permutation test, BCa interval)")
+            f"the null and empirical likelihood ratio, {result.unit}s as the unit; the interval inverts them) and "
+            f"{field} saving > 0 (sign-flip permutation test and t-test, BCa interval)")
     extra = {"margin": rule.margin, f"{field}_saving": saving.mean_diff, f"{field}_saving_low": saving.low,
              f"{field}_saving_high": saving.high, f"{field}_saving_p_value": saving.p_value, f"{field}_discordant": saving.discordant}
     return ClaimTest(verdict, result, test, extra)
