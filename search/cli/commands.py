@@ -139,7 +139,9 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         check_seal(cfg)
         from evoharness.search.records.looks import RegistryLooks, Seal, holdout_hash, registry_row
 
-        seal = Seal(holdout_hash=holdout_hash(str(cfg.workload.name), [t.task_id for t in workload.tasks("holdout")]))
+        held = workload.tasks("holdout")
+        seal = Seal(holdout_hash=holdout_hash(str(cfg.workload.name), [t.task_id for t in held]),
+                    clusters=frozenset(t.cluster for t in held))
         with RegistryLooks(str(cfg.registry_dir)).locked() as looks:
             looks.append(registry_row(variant_hash=variant.content_hash, by="evaluate", seal=seal, tasks=len(tasks), eval=str(out)))
         print(f"holdout look recorded in {looks.path}: a search's claim on this split counts it", file=sys.stderr)

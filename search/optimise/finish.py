@@ -33,6 +33,7 @@ class Frozen:
     # not a freeze.json key: the holdout's own hash (search/records/looks.py), derived from the frozen
     # splits by the run, so `evaluate` looks at the same split are counted with the study's
     holdout_hash: str | None = None
+    holdout_clusters: frozenset[str] = frozenset()  # likewise: the holdout's clusters, for looks under other options
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Frozen:
@@ -51,7 +52,7 @@ def finish(
     budget: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     chosen = select_on_dev(settings, paths, trials_of, pools, evaluate=evaluate, variant_of=variant_of, echo=echo)
-    seal = Seal(holdout_hash=frozen.holdout_hash or "", splits_hash=frozen.splits_hash)
+    seal = Seal(holdout_hash=frozen.holdout_hash or "", splits_hash=frozen.splits_hash, clusters=frozen.holdout_clusters)
     held = claim_on_holdout(settings, paths, frozen.hashes(), chosen, pools, evaluate=evaluate, variant_of=variant_of, seal=seal)
     return write_outcome(settings, paths, trials_of, pools, chosen, held, config_hash=frozen.config_hash,
                          splits_hash=frozen.splits_hash, split_strata=frozen.split_strata, variant_of=variant_of, budget=budget)

@@ -82,7 +82,9 @@ class SearchRun:
 
     def freeze(self) -> Frozen:
         frozen = Frozen.from_dict(freeze(self.settings, self.paths, self.splits, tools=self.base_tools, echo=self.echo))
-        return dataclasses.replace(frozen, holdout_hash=holdout_hash(self.settings.workload.name, self.splits.task_ids["holdout"]))
+        held = self.splits.task_ids["holdout"]
+        return dataclasses.replace(frozen, holdout_hash=holdout_hash(self.settings.workload.name, held),
+                                   holdout_clusters=frozenset(self.splits.workload.task(t).cluster for t in held))
 
     def execute(self) -> dict[str, Any]:
         frozen = self.freeze()

@@ -47,10 +47,15 @@ class Seal:
 
     holdout_hash: str
     splits_hash: str | None = None
+    # the holdout's clusters (Task.cluster, named by workload): a look at any of them under other
+    # workload options (another category set, a per-split limit, an edited tasks file) saw part of this seal
+    clusters: frozenset[str] = frozenset()
 
     def covers(self, row: Mapping[str, Any]) -> bool:
+        seen = row.get("holdout_clusters")
         return bool((self.splits_hash and row.get("splits_hash") == self.splits_hash)
-                    or (self.holdout_hash and row.get("holdout_hash") == self.holdout_hash))
+                    or (self.holdout_hash and row.get("holdout_hash") == self.holdout_hash)
+                    or (self.clusters and isinstance(seen, list) and self.clusters.intersection(map(str, seen))))
 
 
 def looked_at(row: Mapping[str, Any]) -> str | None:
@@ -81,7 +86,8 @@ def registry_row(*, variant_hash: str, by: str, seal: Seal, **extra: Any) -> dic
 
 
 def _seal_keys(seal: Seal) -> dict[str, Any]:
-    return {"splits_hash": seal.splits_hash, "holdout_hash": seal.holdout_hash}
+    return {"splits_hash": seal.splits_hash, "holdout_hash": seal.holdout_hash,
+            **({"holdout_clusters": sorted(seal.clusters)} if seal.clusters else {})}
 
 
 def append_look(path: Path, row: Mapping[str, Any]) -> None:

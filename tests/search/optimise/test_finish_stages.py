@@ -169,6 +169,24 @@ def test_an_evaluate_look_at_the_split_is_counted_and_the_incumbents_is_not(sett
     assert (held["looks"], held["second_look"]) == (2, True)
 
 
+def test_an_evaluate_look_under_other_workload_options_is_counted_by_its_clusters(settings: Any) -> None:
+    from evoharness.search.records.looks import RegistryLooks, registry_row
+
+    sealed = Seal(holdout_hash=SEAL.holdout_hash, splits_hash=SEAL.splits_hash, clusters=frozenset({"w/s1", "w/s2", "w/s3"}))
+    # `evaluate` with one category, or a per-split limit: another task set, so another holdout hash, on shared scenarios
+    part = Seal(holdout_hash="p" * 64, clusters=frozenset({"w/s2"}))
+    elsewhere = Seal(holdout_hash="q" * 64, clusters=frozenset({"w/s9"}))
+    assert sealed.covers(registry_row(variant_hash="x", by="evaluate", seal=part))
+    assert not sealed.covers(registry_row(variant_hash="x", by="evaluate", seal=elsewhere))
+    with RegistryLooks(settings.registry_dir).locked() as looks:
+        looks.append(registry_row(variant_hash="other", by="evaluate", seal=elsewhere, tasks=1))
+    assert claim(settings, FAST, study="a", seal=sealed).claim["looks"] == 1  # a disjoint holdout is no look at this one
+    with RegistryLooks(settings.registry_dir).locked() as looks:
+        looks.append(registry_row(variant_hash="other", by="evaluate", seal=part, tasks=1))
+    with pytest.raises(ConfigError, match=r"1 other variant\(s\)"):
+        claim(settings, Genome(tool_format="json"), study="b", seal=sealed)
+
+
 def test_the_incumbent_as_champion_spends_no_look(settings: Any, tmp_path: Path) -> None:
     def evaluate(batch: Sequence[tuple[Genome, str, str]]) -> list[Any]:
         raise AssertionError(f"nothing to evaluate, asked for {batch}")

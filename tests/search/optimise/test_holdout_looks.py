@@ -92,6 +92,13 @@ def test_evaluate_on_the_holdout_is_unsealed_on_purpose_and_recorded(tmp_path: P
     seen = seen_looks(study="s", journal=tmp_path / "none", evals=tmp_path / "none", spend=tmp_path / "none",
                       registry_rows=[look], seal=Seal(holdout_hash=holdout_hash("bfcl", reversed(holdout)), splits_hash="x"), exclude=())
     assert seen == {evaluated: ["`evoharness evaluate`"]}
+    # and by the scenarios it holds: a search on one category (another task set, another hash) counts it too
+    assert len(look["holdout_clusters"]) == 81 and "bfcl/scenario_173" not in look["holdout_clusters"]
+    base_only = workload_factory("bfcl")(categories=["multi_turn_base"]).tasks("holdout")
+    narrower = Seal(holdout_hash=holdout_hash("bfcl", [t.task_id for t in base_only]), splits_hash="y",
+                    clusters=frozenset(t.cluster for t in base_only))
+    assert seen_looks(study="s", journal=tmp_path / "none", evals=tmp_path / "none", spend=tmp_path / "none",
+                      registry_rows=[look], seal=narrower, exclude=()) == {evaluated: ["`evoharness evaluate`"]}
 
 
 @pytest.mark.parametrize("args, said", [
