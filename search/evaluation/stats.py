@@ -98,16 +98,16 @@ def cluster_values(diff: np.ndarray, clusters: Sequence[str] | None) -> tuple[np
     return means, (var_clusters / var_tasks if var_tasks > 0 else 1.0)
 
 
-def _restricted_variance(values: np.ndarray, null: float) -> float:
-    """The variance of the most likely distribution with mean ``null`` (below the observed mean)
-    over the observed values plus the worst score at zero count: empirical likelihood whose
-    weights, when the worst point carries mass, have the closed form w_j = (null - lo) / (K (v_j - lo))."""
+def _restricted_fit(values: np.ndarray, null: float) -> tuple[np.ndarray, float]:
+    """The most likely distribution with mean ``null`` (below the observed mean) over the observed
+    values plus the worst score at zero count: each observation's weight, and the worst point's
+    mass. Empirical likelihood whose weights, when the worst point carries mass, have the closed
+    form w_i = (null - lo) / (K (v_i - lo))."""
     lo = _LOWEST
     inv = 1.0 / np.maximum(values - lo, 1e-300)
-    extra = 1.0 - (null - lo) * float(inv.mean())  # mass on the worst point
+    extra = 1.0 - (null - lo) * float(inv.mean())
     if extra > 0:
-        w = (null - lo) * inv / values.size
-        return float(np.sum(w * (values - null) ** 2) + extra * (lo - null) ** 2)
+        return (null - lo) * inv / values.size, extra
     # the observed values reach below the null: ordinary empirical likelihood on them alone
     d = values - null
     lam_lo, lam_hi = -1.0 / d.max() + 1e-12, -1.0 / d.min() - 1e-12
@@ -118,36 +118,25 @@ def _restricted_variance(values: np.ndarray, null: float) -> float:
     with np.errstate(divide="ignore"):
         lam = optimize.brentq(moment, lam_lo, lam_hi, xtol=1e-14) if moment(lam_lo) * moment(lam_hi) < 0 else 0.0
     w = 1.0 / (values.size * (1.0 + lam * d))
-    return float(np.sum(w * d ** 2) / np.sum(w))
-
-
-def _elr_root(values: np.ndarray, null: float) -> float:
-    """The signed root of the empirical likelihood ratio of H0: mean = ``null`` (below the observed
-    mean), over the same support as the restricted variance."""
-    lo = _LOWEST
-    inv = 1.0 / np.maximum(values - lo, 1e-300)
-    if 1.0 - (null - lo) * float(inv.mean()) > 0:  # the worst point carries mass: the closed form
-        return math.sqrt(max(0.0, -2.0 * float(np.sum(np.log((null - lo) * inv)))))
-    d = values - null
-    lam_lo, lam_hi = -1.0 / d.max() + 1e-12, -1.0 / d.min() - 1e-12
-    with np.errstate(divide="ignore"):
-        lam = optimize.brentq(lambda x: float(np.sum(d / (1.0 + x * d))), lam_lo, lam_hi, xtol=1e-14)
-    return math.sqrt(max(0.0, 2.0 * float(np.sum(np.log1p(lam * d)))))
+    return w / np.sum(w), 0.0
 
 
 def score_z(values: np.ndarray, null: float) -> float:
-    """The score statistic of H0: mean <= ``null`` for cluster values in [-1, 1] (large: evidence against)."""
+    """The statistic of H0: mean <= ``null`` for cluster values in [-1, 1] (large: evidence against):
+    the smaller of the score statistic with the null-restricted variance and the signed root of the
+    empirical likelihood ratio, both from one restricted fit."""
     mean = float(values.mean())
     if mean == null:
         return 0.0
     # above the null the worst point is -1; below it, mirror the data so the worst point is +1
     v, n0 = (values, null) if mean > null else (-values, -null)
-    var = _restricted_variance(v, n0)
-    z = (float(v.mean()) - n0) / math.sqrt(var / values.size) if var > 0 else math.inf
+    w, extra = _restricted_fit(v, n0)
+    var = float(np.sum(w * (v - n0) ** 2)) + extra * (_LOWEST - n0) ** 2
+    score = (float(v.mean()) - n0) / math.sqrt(var / values.size) if var > 0 else math.inf
+    ratio = math.sqrt(max(0.0, -2.0 * float(np.sum(np.log(np.maximum(values.size * w, 1e-300))))))
     # the score statistic runs liberal when a few large gains sit among many small losses (skew), the
     # likelihood ratio's root does not, and vice versa on symmetric ties: evidence needs both
-    z = min(z, _elr_root(v, n0)) if mean > null else max(z, _elr_root(v, n0))
-    return z if mean > null else -z
+    return min(score, ratio) if mean > null else -max(score, ratio)
 
 
 def _bound(values: np.ndarray, z: float, *, upper: bool) -> float:
