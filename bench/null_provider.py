@@ -93,7 +93,8 @@ def _handler() -> Any:
         # what the variant sends: prompt, tools and temperature (a real model's noise differs for each)
         sent = [conv.system_prompt, tools, optional.get("temperature")]
         harness = hashlib.sha256(json.dumps(sent, sort_keys=True, default=str).encode()).hexdigest()
-        key = ("null-coin", meta.task_id, meta.seed, meta.sample, harness) + ((name,) if route.own_noise else ())
+        # the request's seed differs per run seed, task and sample: each sample is a fresh coin
+        key = ("null-coin", meta.task_id, optional.get("seed"), harness) + ((name,) if route.own_noise else ())
         passes = _u(*key) < task_pass_rate(meta.task_id) + route.shift
         calls = tuple(task.gold[conv.turn]) if passes and conv.turn < len(task.gold) else ()
         made = sum(len(e.results) for e in conv.current if e.kind == "tool_results")

@@ -26,7 +26,7 @@ from evoharness.compiler.errors import ConfigError
 # a first-class key of their own (temperature, max_tokens, the route, the timeout) are not here:
 # one value per setting, and the hash and the records read the first-class one.
 GENERATION_PARAMS = frozenset({
-    "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "stop", "seed",
+    "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "stop",
     "logit_bias", "logprobs", "top_logprobs", "response_format", "tool_choice", "parallel_tool_calls",
     "reasoning_effort", "thinking",
 })
@@ -37,12 +37,14 @@ _CONNECTION = re.compile(
     r"(api_base|base_url|api_version|api_key.*|.*_key|.*token.*|.*secret.*|.*password.*|.*credential.*|.*headers?|"
     r"custom_llm_provider|organization|project|deployment_id|aws_.*|azure_.*|vertex_.*|watsonx_.*|region_name|"
     r"mock_.*|.*callback.*|.*hook.*|metadata|proxy.*|client|litellm_.*|stream.*|n|model|messages|tools|functions|"
-    r"function_call|user|timeout|num_retries|max_retries|fallbacks|temperature|max_tokens|extra_body|drop_params|"
+    r"function_call|user|seed|timeout|num_retries|max_retries|fallbacks|temperature|max_tokens|extra_body|drop_params|"
     r"additional_drop_params|allowed_openai_params|cache|caching|no-log|web_search_options|service_tier)",
     re.IGNORECASE,
 )
 
-_FIRST_CLASS = {"temperature": "model.temperature", "max_tokens": "model.max_tokens", "max_completion_tokens": "model.max_tokens",
+# `seed` is the harness's: every request carries one per run seed, task and sample, so that samples
+# are separate calls (one fixed seed would make every sample the same request, replayed from the cache)
+_FIRST_CLASS = {"seed": "the run's seed (seed=N; each sample's request seed is derived from it)", "temperature": "model.temperature", "max_tokens": "model.max_tokens", "max_completion_tokens": "model.max_tokens",
                 "timeout": "model.timeout_s",
                 "num_retries": "model.retries", "max_retries": "model.retries", "api_base": "model.api_base",
                 "base_url": "model.api_base", "api_key": "model.api_key_env", "model": "model.route"}

@@ -95,6 +95,7 @@ class WorkloadConfig:
     samples: int = 1  # samples per task
     concurrency: int = 16  # episodes in flight
     limit: int | None = None  # first N tasks of the split; None = all
+    max_skip_rate: float = 0.1  # evaluate fails (exit 1) when more episodes than this were skipped as outages
     options: dict[str, Any] = field(default_factory=dict)  # workload constructor options
 
 

@@ -99,6 +99,37 @@ def check_route(route: str, params: Mapping[str, Any]) -> None:
             raise ProviderCheckError(str(exc)) from None
 
 
+@lru_cache(maxsize=64)
+def takes_seed(route: str) -> bool:
+    """Whether litellm sends OpenAI's `seed` on ``route`` (a provider without it would refuse the
+    call). A registered provider reads whatever the request carries, so it always takes it."""
+    lm = ensure_providers(route)
+    try:
+        model, provider, *_ = lm.get_llm_provider(route)
+        supported = lm.get_supported_openai_params(model=model, custom_llm_provider=provider)
+    except Exception:  # litellm cannot say: sending it would fail every call the same way
+        return False
+    return supported is None or "seed" in supported
+
+
+def missing_key(route: str, *, api_base: str | None = None) -> list[str]:
+    """The key variables litellm would look for on ``route`` and finds unset (any one of them would
+    do), or []. Only routes whose credential is one API key: a route that needs a region, a version
+    or a cloud profile (Azure, Bedrock, Vertex) is the provider's to refuse, since litellm cannot
+    see a profile. A registered provider holds its own keys: none is needed here."""
+    if route.partition("/")[0] in MODEL_PROVIDERS:
+        return []
+    lm = ensure_providers(route)
+    try:
+        found = lm.validate_environment(model=route, api_base=api_base)
+    except Exception:  # litellm cannot say: the first call will
+        return []
+    missing = [str(k) for k in found.get("missing_keys") or []]
+    if found.get("keys_in_environment") or not missing or not all(k.endswith("_API_KEY") for k in missing):
+        return []
+    return missing
+
+
 class ProviderCheckError(ValueError):
     """A registered provider refused the model name or a parameter (its message says which)."""
 

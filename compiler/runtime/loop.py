@@ -5,6 +5,7 @@ are dispatched by name to the environment; nothing the model writes is evaluated
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -20,9 +21,18 @@ from evoharness.compiler.runtime.workload import Environment, Task
 from evoharness.compiler.variant import HarnessVariant
 
 
-def episode_user(task: Task, sample: int, seed: int) -> str:
-    """The `user` field of every request: a standard OpenAI field, so any route accepts it."""
-    return f"task_id={task.task_id};sample={sample};seed={seed}"
+def episode_user(task: Task) -> str:
+    """The `user` field, sent only on routes that opt in (model.send_episode_id): the task, nothing
+    about the sample, which every route learns from the request's `seed` alone."""
+    return f"task_id={task.task_id}"
+
+
+def episode_seed(task: Task, sample: int, seed: int) -> int:
+    """OpenAI's `seed` for every request of one sample: the run seed, the task and the sample. Two
+    samples of a task are two requests (never one cached reply replayed), and a provider that honours
+    `seed` answers each reproducibly. 31 bits: the range every provider that takes a seed accepts."""
+    digest = hashlib.sha256(f"{seed}\x1f{task.task_id}\x1f{sample}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
 
 
 def tool_result_block(name: str, content: str) -> str:
@@ -76,7 +86,8 @@ class _Episode:
     async def _step(self, turn: int) -> bool:
         """One model call and its tool calls. Returns True when the model gave a final answer."""
         tools = self.v.native_tools_for(self.offered)
-        reply = await self.client.complete(self.messages, tools=tools, user=episode_user(self.task, self.sample, self.seed))
+        reply = await self.client.complete(self.messages, tools=tools, user=episode_user(self.task),
+                                           seed=episode_seed(self.task, self.sample, self.seed))
         if reply.unparseable:
             return self._unparseable(turn, reply)
         native = self._decode_native(reply) if self.v.tool_format != "bash" else []

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
+from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.model_extra import check_extra
 from evoharness.compiler.provenance import package_version
 from evoharness.compiler.route import MAX_BACKOFF_S, ModelParams, RouteSettings
@@ -19,8 +21,10 @@ from evoharness.compiler.runtime.llm import (
     check_route,
     ensure_providers,
     litellm_module,
+    missing_key,
     provider_cache_tag,
     provider_params,
+    takes_seed,
 )
 from evoharness.compiler.runtime.reply import ModelReply, provider_latency, record_from_response, reply_from_record
 from evoharness.compiler.secrets import remember_env
@@ -41,10 +45,12 @@ class ModelLimitError(Exception):
     """The request exceeds what the model accepts (context window): the harness's fault, scored."""
 
 
-def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env: str | None) -> None:
+def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env: str | None,
+                api_base: str | None = None) -> None:
     """Before any paid work: the route exists (litellm or a registered provider serves it, with these
-    params) and its key's variable is set. ``path`` names the config node in the error."""
-    from evoharness.compiler.errors import ConfigError
+    params) and its key's variable is set: the one model.api_key_env names, or, without it, the one
+    litellm reads for the route (else every call fails, as a "missing credentials" error litellm may
+    wrap as a server error). ``path`` names the config node in the error."""
 
     check_extra(f"{path}.extra", route, params, provider_params=provider_params(route))  # named by its own key
     try:
@@ -57,6 +63,11 @@ def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env
     if api_key_env and not os.environ.get(api_key_env):
         raise ConfigError(f"{path}.api_key_env", f"environment variable {api_key_env} is not set",
                           f"export {api_key_env}=<your key> (keys are read only from the variable model.api_key_env names)")
+    if not api_key_env and (missing := missing_key(route, api_base=api_base)):
+        either = " or ".join(missing)
+        raise ConfigError(f"{path}.api_key_env", f"route {route} needs a key and {either} is not set",
+                          f"export {missing[0]}=<your key> (a local server that ignores keys takes any value), "
+                          f"or set {path}.api_key_env to the variable that holds it")
     key = os.environ.get(api_key_env or "") or ""
     if key and (not key.isascii() or key != key.strip() or any(c in key for c in "\r\n")):
         # it goes in an HTTP header: every call would fail the same way, as a retried "outage"
@@ -64,8 +75,9 @@ def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env
                           f"export {api_key_env} again with the key exactly as the provider issued it")
 
 
-class RouteConfigError(Exception):
-    """A failure every call on this route will repeat (bad key, unknown model): stop the run."""
+class RouteConfigError(ConfigError):
+    """A failure every call on this route will repeat (bad key, unknown model, a parameter the provider
+    refuses): the run stops with one line naming the route, and exit code 2, like any bad config."""
 
 
 def unparseable(exc: BaseException) -> str | None:
@@ -77,9 +89,23 @@ def unparseable(exc: BaseException) -> str | None:
     return None
 
 
+# how providers and the OpenAI client word a refused or absent key, whatever litellm wraps it in (a
+# missing key reaches us as an InternalServerError): retrying cannot help, and skipping every episode
+# would leave a run that "succeeds" with nothing measured
+_AUTH_WORDS = ("missing credentials", "api_key client option must be set", "incorrect api key", "invalid api key",
+               "invalid_api_key", "invalid x-api-key")
+
+
+def auth_failure(exc: BaseException) -> bool:
+    status = getattr(exc, "status_code", None)
+    return status in (401, 403) or any(w in str(exc).lower() for w in _AUTH_WORDS)
+
+
 def classify(exc: BaseException) -> str:
     """'infra' (retry, then skip), 'fatal' (stop the run) or 'model' (the episode fails on it)."""
     lm = litellm_module()  # only litellm's exception types: no provider needs registering
+    if auth_failure(exc):
+        return "fatal"
     if isinstance(exc, (lm.Timeout, lm.RateLimitError, lm.APIConnectionError, lm.InternalServerError,
                         lm.ServiceUnavailableError, lm.BadGatewayError, asyncio.TimeoutError, ConnectionError)):
         return "infra"
@@ -122,13 +148,15 @@ class ModelClient:
         key = os.environ.get(self.route.api_key_env)
         remember_env(self.route.api_key_env, read=False)  # scrubbed everywhere; never a variable a snapshot may interpolate
         if not key:
-            raise RouteConfigError(
-                f"model.api_key_env: environment variable {self.route.api_key_env} is not set; export it (the key never goes in config)"
-            )
+            raise RouteConfigError("model.api_key_env", f"environment variable {self.route.api_key_env} is not set",
+                                   f"export {self.route.api_key_env}=<your key> (the key never goes in config)")
         return key
 
-    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], user: str) -> dict[str, Any]:
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], user: str, *,
+                seed: int | None = None) -> dict[str, Any]:
         req: dict[str, Any] = {"model": self.model.route, "messages": list(messages), "temperature": self.model.temperature}
+        if seed is not None:  # in the cache key on every route, sent only where the provider takes it
+            req["seed"] = seed
         if self.route.send_episode_id:  # a benchmark's task id is nobody's business but a route that asks for it
             req["user"] = user
         if tools:
@@ -155,8 +183,9 @@ class ModelClient:
                 self._warned_price = True
             return 0.0
 
-    async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str) -> ModelReply:
-        req = self.request(messages, tools, user)
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str,
+                       seed: int | None = None) -> ModelReply:
+        req = self.request(messages, tools, user, seed=seed)
         key = ""
         if self.cache is not None:  # hashing the whole conversation is worth it only when something is looked up
             memo = tools if "tools" in req else None  # model.extra cannot replace the tools (compiler/model_extra.py)
@@ -168,6 +197,7 @@ class ModelClient:
                 return reply_from_record(hit, cached=True)
         lm = ensure_providers()
         api_key = self._api_key()
+        sent = req if "seed" not in req or takes_seed(self.model.route) else {k: v for k, v in req.items() if k != "seed"}
         attempts = 0
         # The variant's latency is the successful attempt's time inside the provider; failed attempts
         # and backoff are the outage's, reported apart, so an outage never moves an objective.
@@ -180,7 +210,7 @@ class ModelClient:
                     start = time.perf_counter()
                     try:
                         response = await _within(self.route.timeout_s, lm.acompletion(
-                            **req, api_key=api_key, timeout=self.route.timeout_s, num_retries=0, max_retries=0))
+                            **sent, api_key=api_key, timeout=self.route.timeout_s, num_retries=0, max_retries=0))
                     except BaseException:
                         infra_s += time.perf_counter() - start
                         raise
@@ -194,7 +224,7 @@ class ModelClient:
                     break
                 kind = classify(exc)
                 if kind == "fatal":
-                    raise RouteConfigError(f"model.route={self.model.route}: {type(exc).__name__}: {_first_line(exc)}") from None
+                    raise self._refused(exc) from None
                 if kind == "model":
                     raise ModelLimitError(f"{type(exc).__name__}: {_first_line(exc)}") from exc
                 if attempts > self.route.retries:
@@ -222,6 +252,17 @@ class ModelClient:
             self._writes.put(key, record)  # written by the cache's own thread: never on the event loop
         return reply_from_record(record, cached=False)
 
+    def _refused(self, exc: BaseException) -> RouteConfigError:
+        """One line for a failure every call would repeat: what the provider said, and where to fix it."""
+        said = _provider_said(exc)
+        if auth_failure(exc):
+            where = self.route.api_key_env or "the variable litellm reads for this provider (e.g. OPENAI_API_KEY)"
+            return RouteConfigError("model.api_key_env", f"route {self.model.route} refused the key ({said})",
+                                    f"check the key in {where}")
+        return RouteConfigError("model.route", f"route {self.model.route} refused the request ({said})",
+                                "check the model name, and the parameters sent (model.temperature, max_tokens, extra) "
+                                "against what the provider accepts")
+
     async def flush(self) -> None:
         """Return once every reply cached so far is stored (an evaluation ends with it)."""
         if self._writes is not None:
@@ -246,6 +287,18 @@ async def _within(seconds: float, call: Awaitable[Any]) -> Any:
             raise TimeoutError(f"no complete reply within model.timeout_s={seconds:g} s; raise model.timeout_s "
                                "if the route is this slow, or check the provider") from None
         raise
+
+
+_WRAPPER = re.compile(r"^(?:litellm\.)?\w*(?:Error|Exception)(?::| -) ")
+
+
+def _provider_said(exc: BaseException) -> str:
+    """The provider's own message, without the wrappers litellm puts around it, with its HTTP status."""
+    text = _first_line(exc)
+    while (bare := _WRAPPER.sub("", text, count=1)) != text:
+        text = bare
+    status = getattr(exc, "status_code", None)
+    return f"HTTP {status}: {text}" if isinstance(status, int) else f"{type(exc).__name__}: {text}"
 
 
 def _first_line(exc: BaseException) -> str:

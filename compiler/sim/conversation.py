@@ -1,7 +1,8 @@
 """Reading a chat request the way the harness writes it (conventions in docs/sim-model.md).
 
-Pure: messages in, classified events out. The user string ``task_id=...;sample=...;seed=...`` is
-the only side channel and is parsed here too.
+Pure: messages in, classified events out. The user string ``task_id=<workload>/<id>`` is the only
+side channel (the task's gold calls are the simulator's to look up) and is parsed here too; which
+sample this is reaches the simulator only as a provider gets it, through the request's ``seed``.
 """
 from __future__ import annotations
 
@@ -26,8 +27,6 @@ class SimRequestError(ValueError):
 @dataclass(frozen=True)
 class RequestMeta:
     task_id: str
-    sample: int
-    seed: int
     attempt: int | None = None  # optional explicit retry counter for fault injection
 
     @property
@@ -41,18 +40,12 @@ def parse_user(user: str | None) -> RequestMeta:
         key, sep, value = part.partition("=")
         if sep:
             fields[key.strip()] = value.strip()
-    fix = ("send user='task_id=<workload>/<id>;sample=<n>;seed=<n>' with every sim request "
-           "(litellm drops `user` for openai-compatible routes such as openai/sim/small: "
-           "also pass it as extra_body={'user': ...})")
+    fix = ("send user='task_id=<workload>/<id>' with every sim request (model.send_episode_id: true, "
+           "as the sim_* model configs set)")
     if "/" not in fields.get("task_id", ""):
         raise SimRequestError(f"simulated model got user={user!r} without a task_id; {fix}")
     try:
-        return RequestMeta(
-            task_id=fields["task_id"],
-            sample=int(fields.get("sample", "0")),
-            seed=int(fields.get("seed", "0")),
-            attempt=int(fields["attempt"]) if "attempt" in fields else None,
-        )
+        return RequestMeta(task_id=fields["task_id"], attempt=int(fields["attempt"]) if "attempt" in fields else None)
     except ValueError as exc:
         raise SimRequestError(f"simulated model got user={user!r} with a non-integer field; {fix}") from exc
 

@@ -33,6 +33,7 @@ class SimRequest:
     tools: Sequence[Mapping[str, Any]] | None = None
     temperature: float | None = None
     user: str | None = None
+    seed: int | None = None  # OpenAI's `seed`: which sample this is, as every provider is told
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,19 @@ class SimResult:
 def request_digest(request: SimRequest, meta: RequestMeta, tools_text: str) -> str:
     payload = json.dumps({
         "model": tier_for(request.model).name, "messages": list(request.messages),
-        "temperature": request.temperature, "task": meta.task_id, "sample": meta.sample,
-        "seed": meta.seed,
+        "temperature": request.temperature, "task": meta.task_id, "seed": request.seed,
     }, sort_keys=True, default=str)
     return hashlib.sha256((payload + tools_text).encode()).hexdigest()
+
+
+def request_seed(request: SimRequest) -> int:
+    """The request's ``seed``, 0 when it has none (a client that never samples twice)."""
+    seed = request.seed
+    if seed is None:
+        return 0
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise SimRequestError(f"simulated model got seed={seed!r}; send an integer seed, or none")
+    return seed
 
 
 @lru_cache(maxsize=256)
@@ -108,7 +118,7 @@ def harness_digest(tier: Tier, system_prompt: str, tools_text: str, temperature:
 
 def simulate(request: SimRequest, gold: GoldSource,
              count_prompt: Callable[..., int] = count_prompt_tokens,
-             count_text: Callable[[str], int] = count_text_tokens, *, shared_draws: bool = False) -> SimResult:
+             count_text: Callable[[str], int] = count_text_tokens, *, shared_draws: bool = False, world: int = 0) -> SimResult:
     tier = tier_for(request.model)
     meta = parse_user(request.user)
     if meta.task_id.startswith(REWRITE_PREFIX):
@@ -124,7 +134,7 @@ def simulate(request: SimRequest, gold: GoldSource,
     tools_text = tools_json(request.tools)
     features = _features(conv.system_prompt, tools_text, float(temperature))
     harness = None if shared_draws else harness_digest(tier, conv.system_prompt, tools_text, float(temperature))
-    draws = Draws(meta.task_id, meta.seed, meta.sample if temperature > 0 else None, conv.turn, harness)
+    draws = Draws(meta.task_id, request_seed(request) if temperature > 0 else None, conv.turn, harness, world)
     env = TurnEnv(
         tier=tier, features=features,
         gold=tuple(task.gold[conv.turn]) if conv.turn < len(task.gold) else (),
@@ -136,7 +146,7 @@ def simulate(request: SimRequest, gold: GoldSource,
     decisions = len(past.actions)  # a fault's redo reuses the faulted decision's key on purpose
     rnd = draws.rng("text", decisions)
     if action.kind == "call":
-        call_id = "call_" + digest_hex(draws.task_id, draws.seed, draws.sample, draws.turn, decisions)
+        call_id = "call_" + digest_hex(draws.world, draws.task_id, draws.seed, draws.turn, decisions)
         rendered = render_call(action, features.tool_format, call_id, features.style, rnd)
     else:
         turn_tools = [a.tool for a in past.actions if a.kind == "call"]

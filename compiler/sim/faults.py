@@ -28,6 +28,9 @@ class SimConfig:
     rate_limit_rate: float = 0.0  # litellm.RateLimitError / HTTP 429
     malformed_rate: float = 0.0  # truncated output: invalid tool-call JSON or cut-off text
     shared_draws: bool = False  # variants share random numbers (a benchmark's true front); see rng.py
+    # Which draw of the simulated world: a benchmark's replicate at temperature 0, where no request
+    # field may change the answer. Set in code or per request (sim_faults), never by the harness.
+    world: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.time_scale <= 1000:  # NaN and inf too: an infinite sleep is a hang, not a slow model
@@ -83,6 +86,10 @@ def with_overrides(config: SimConfig, overrides: Mapping[str, Any] | None) -> Si
         if k == "shared_draws":
             if not isinstance(v, bool):
                 raise ValueError(f"sim_faults.shared_draws={v!r} must be true or false")
+            changes[k] = v
+        elif k == "world":
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"sim_faults.world={v!r} must be a whole number")
             changes[k] = v
         else:
             if isinstance(v, bool) or not isinstance(v, (int, float)):

@@ -75,7 +75,7 @@ class SimLLM(CustomLLM):
                  litellm_params: Mapping[str, Any] | None, logging_obj: Any) -> SimOutcome:
         request = SimRequest(model=model, messages=messages, tools=optional_params.get("tools"),
                              temperature=optional_params.get("temperature"),
-                             user=_user(optional_params, litellm_params, logging_obj))
+                             user=_user(optional_params, litellm_params, logging_obj), seed=optional_params.get("seed"))
         try:
             return run_request(request, self.gold, optional_params.get("sim_faults"))
         except (SimRequestError, ValueError) as exc:

@@ -57,15 +57,17 @@ def check_sim_params(route: str, params: Mapping[str, Any]) -> None:
         raise ValueError(f"extra.sim_faults: {exc}") from None
 
 
-BEHAVIOUR_VERSION = 2  # bump when the same request may get another answer (2: draws keyed by the harness)
+# bump when the same request may get another answer (2: draws keyed by the harness; 3: by the request's seed)
+BEHAVIOUR_VERSION = 3
 
 
 def sim_cache_tag(route: str) -> str:
-    """Besides the request, the simulator's own code and the route's configured draw mode decide the
+    """Besides the request, the simulator's own code and the route's configured draws decide the
     answer: an edited simulator is never answered from the entries of the one before."""
     from evoharness.compiler.sim.faults import sim_config
 
-    return f"sim-v{BEHAVIOUR_VERSION};source={source_hash()[:16]};shared_draws={sim_config(route).shared_draws}"
+    config = sim_config(route)
+    return f"sim-v{BEHAVIOUR_VERSION};source={source_hash()[:16]};shared_draws={config.shared_draws};world={config.world}"
 
 
 @functools.lru_cache(maxsize=1)

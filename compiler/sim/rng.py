@@ -38,20 +38,20 @@ def digest_hex(*parts: object, length: int = 16) -> str:
 
 @dataclass(frozen=True)
 class Draws:
-    """Named draws for one (task, seed, sample, turn), and the harness unless shared.
+    """Named draws for one (task, request seed, turn), and the harness unless shared.
 
-    ``sample`` is None at temperature 0: greedy decoding does not depend on which sample this is,
-    so every sample replays the same trajectory.
+    ``seed`` is the request's own ``seed`` parameter, None at temperature 0: greedy decoding does
+    not depend on it, so every sample replays the same trajectory, as on a provider.
     """
 
     task_id: str
-    seed: int
-    sample: int | None
+    seed: int | None
     turn: int
     harness: str | None = None  # digest of what the variant sends; None = shared across variants
+    world: int = 0  # SimConfig.world: a benchmark's replicate, never sent by the harness
 
     def _key(self) -> tuple[object, ...]:
-        base = ("sim", self.task_id, self.seed, self.sample, self.turn)
+        base = ("sim", self.world, self.task_id, self.seed, self.turn)
         return base if self.harness is None else (*base, self.harness)
 
     def u(self, kind: str, *parts: object) -> float:

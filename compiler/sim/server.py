@@ -1,6 +1,6 @@
 """The simulator over HTTP: an OpenAI-compatible endpoint on loopback (stdlib only).
 
-    POST /v1/chat/completions   model "small" | "sim/small" | ..., messages, tools, temperature, user
+    POST /v1/chat/completions   model "small" | "sim/small" | ..., messages, tools, temperature, seed, user
     GET  /v1/models
 
 Reach it from litellm as ``openai/sim/small`` with ``api_base=http://127.0.0.1:<port>/v1`` and any
@@ -58,7 +58,7 @@ def handle_chat(body: Any, gold: GoldSource) -> tuple[int, dict[str, Any], float
                         "invalid_request_error"), 0.0)
     request = SimRequest(model=str(body.get("model", "")), messages=body["messages"],
                          tools=body.get("tools") or None, temperature=body.get("temperature"),
-                         user=body.get("user"))
+                         user=body.get("user"), seed=body.get("seed"))
     try:
         outcome = run_request(request, gold, body.get("sim_faults"))
     except (SimRequestError, ValueError) as exc:

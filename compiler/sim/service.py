@@ -28,7 +28,7 @@ def run_request(request: SimRequest, gold: GoldSource,
                 sim_faults: Mapping[str, Any] | None = None) -> SimOutcome:
     """``sim_faults``: per-request knob overrides (the request's ``sim_faults`` parameter)."""
     config = with_overrides(sim_config(f"sim/{tier_for(request.model).name}"), sim_faults)
-    result = simulate(request, gold, shared_draws=config.shared_draws)
+    result = simulate(request, gold, shared_draws=config.shared_draws, world=config.world)
     attempt = result.meta.attempt if result.meta.attempt is not None else next_attempt(result.digest)
     fault = decide_fault(config, result.digest, attempt)
     rendered = render_fault(result.rendered) if fault == "malformed" else result.rendered

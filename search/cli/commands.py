@@ -14,6 +14,7 @@ from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.models import check_model
 from evoharness.compiler.runtime.workload import SPLITS, WORKLOADS, Task, Workload, checked_split
 from evoharness.compiler.variant import HarnessVariant
+from evoharness.search.evaluation.skips import DEFAULT_MAX_SKIP_RATE, check_max_skip_rate, too_many_skipped
 from omegaconf import DictConfig, OmegaConf
 
 if TYPE_CHECKING:
@@ -80,7 +81,9 @@ def evaluate_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> Harness
     if int(cfg.workload.concurrency) < 1:
         raise ConfigError("workload.concurrency", f"must be at least 1, got {cfg.workload.concurrency}",
                           "set workload.concurrency=1 or more")
-    check_model("model", route=variant.model.route, params=variant.model.extra, api_key_env=variant.route.api_key_env)
+    check_model("model", route=variant.model.route, params=variant.model.extra, api_key_env=variant.route.api_key_env,
+                api_base=variant.route.api_base)
+    check_max_skip_rate(cfg.workload.get("max_skip_rate", DEFAULT_MAX_SKIP_RATE))
     check_seal(cfg)
     if str(cfg.workload.split) == "holdout":  # the look is journaled in the registry: writable before it is paid for
         from evoharness.compiler.refusals import writable_dir
@@ -176,6 +179,11 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     print(metrics_table([(label, report)]))
     print(f"eval: {out}", file=sys.stderr)
+    why = too_many_skipped(report.episodes, check_max_skip_rate(cfg.workload.get("max_skip_rate", DEFAULT_MAX_SKIP_RATE)))
+    if why:  # the record stays: a rerun once the route is up pays only for what was skipped
+        print(f"error: {why}. Fix: rerun once the route answers (replies already paid for come from the response cache), "
+              "or raise workload.max_skip_rate", file=sys.stderr)
+        raise SystemExit(1)
     return report
 
 
@@ -220,7 +228,8 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
         check_storage(settings.search.storage)
     named = [(f"search.models.{name}", m) for name, m in settings.models.items() if name != "base"]
     for path, m in [*named, *([("search.teacher", settings.teacher)] if settings.teacher else [])]:
-        check_model(path, route=str(m["route"]), params=m.get("extra") or {}, api_key_env=m.get("api_key_env"))
+        check_model(path, route=str(m["route"]), params=m.get("extra") or {}, api_key_env=m.get("api_key_env"),
+                    api_base=m.get("api_base"))
     return variant
 
 

@@ -45,7 +45,8 @@ class ReplayClient(ModelClient):
         self.calls, self.answers = [list(t) for t in calls], list(answers)
         self.turn, self.next_call, self.answered, self.seen = 0, 0, False, 0
 
-    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], user: str) -> dict[str, Any]:
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], user: str, *,
+                seed: int | None = None) -> dict[str, Any]:
         new = messages[self.seen:]  # what the loop appended since our last reply
         if self.answered:
             step = bool(new) and all(m.get("role") == "user" and str(m.get("content", "")).lstrip().startswith("<workflow_step")
@@ -53,7 +54,7 @@ class ReplayClient(ModelClient):
             if not step:  # the next turn's messages (none for an empty turn)
                 self.turn, self.next_call, self.answered = self.turn + 1, 0, False
         self.seen = len(messages) + 1  # our reply comes next
-        req = super().request(messages, tools, user)
+        req = super().request(messages, tools, user, seed=seed)
         todo = self.calls[self.turn] if self.turn < len(self.calls) else []
         if self.next_call < len(todo):
             call = todo[self.next_call]

@@ -17,8 +17,8 @@ Evidence lines name tools as `tool` and tool/argument pairs as `tool.arg`; they 
 task's values (see ``rule_miner.summarise``), and teacher calls keep only argument names. Replies:
 the full new section text between ``<section>`` and ``</section>``, or one step as JSON
 ``{"name", "instructions", "trigger"}`` between ``<step>`` and ``</step>``. Replies are parsed
-as text, never executed. The request's ``user`` is ``task_id=mutator/<mutator>;sample=0;seed=N``
-with N drawn from the mutator's rng, so the same round asks the same question.
+as text, never executed. The request's ``seed`` is drawn from the mutator's rng, so the same round
+asks the same question; ``user`` is ``task_id=mutator/<mutator>`` on routes that opt in.
 """
 from __future__ import annotations
 
@@ -69,13 +69,13 @@ def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: Rou
     """One chat request through the harness's model client (timeout, retries, price, response
     cache: a resumed search does not pay for the same question twice); a route failure raises
     (the search logs it and goes on)."""
-    user = f"task_id=mutator/{task};sample=0;seed={rng.randrange(2**31)}"
+    user, seed = f"task_id=mutator/{task}", rng.randrange(2**31)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
     client = ModelClient(ModelParams(route=route, temperature=0.0), settings or RouteSettings(),
                          cache=open_cache(cache_dir) if cache_dir else None)
     async def once() -> str:
         async with client:
-            reply = await client.complete(messages, tools=[], user=user)
+            reply = await client.complete(messages, tools=[], user=user, seed=seed)
         await drain_litellm_logging()
         if on_cost is not None and not reply.cached:  # a cached answer was paid for once, in an earlier run
             on_cost(task, reply.cost_usd)
@@ -153,7 +153,7 @@ def _llm_params(name: str, route: str, max_evidence: int, *, api_base: str | Non
     positive_int(name, "max_evidence", max_evidence)
     try:
         check_route_settings({"route": route, "api_base": api_base})
-        check_model("params", route=route, params={}, api_key_env=api_key_env)
+        check_model("params", route=route, params={}, api_key_env=api_key_env, api_base=api_base)
     except ConfigError as exc:
         raise ConfigError(exc.path.replace("model.", "params.", 1), exc.problem, exc.fix) from None
 

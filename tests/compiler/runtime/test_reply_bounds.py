@@ -41,7 +41,7 @@ class Replies:
         self.replies = replies
         self.requests: list[list[dict[str, Any]]] = []
 
-    async def complete(self, messages: list[dict[str, Any]], *, tools: Any, user: str) -> ModelReply:
+    async def complete(self, messages: list[dict[str, Any]], *, tools: Any, user: str, seed: int | None = None) -> ModelReply:
         self.requests.append(json.loads(json.dumps(messages)))
         return self.replies.pop(0) if self.replies else reply("Done.")
 

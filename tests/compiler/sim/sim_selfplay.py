@@ -89,12 +89,14 @@ class EpisodeLog:
 
 def play_episode(model: str, task: Task, gold: GoldSource, tool_fn: ToolFn, *,
                  system_prompt: str, tools: Sequence[Mapping[str, Any]] | None,
-                 temperature: float = 0.0, seed: int = 0, sample: int = 0,
+                 temperature: float = 0.0, world: int = 0, sample: int = 0,
                  max_steps: int = 20, shared_draws: bool = False) -> EpisodeLog:
     features = extract_features(system_prompt, tools, temperature)
     verify = next((s for s in features.procedure if s.is_verify), None)
     native = features.tool_format != "bash"
-    user = f"task_id={task.task_id};sample={sample};seed={seed}"
+    # the sample reaches the simulator as a provider gets it, through the request's seed; ``world``
+    # is SimConfig.world (a replicate at temperature 0, where no request field matters)
+    user = f"task_id={task.task_id}"
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     log = EpisodeLog()
     for turn in task.turns:
@@ -103,7 +105,7 @@ def play_episode(model: str, task: Task, gold: GoldSource, tool_fn: ToolFn, *,
         verified = verify is None
         for _ in range(max_steps):
             result = simulate(SimRequest(model, messages, tools if native else None,
-                                         temperature, user), gold, shared_draws=shared_draws)
+                                         temperature, user, seed=sample), gold, shared_draws=shared_draws, world=world)
             log.results.append(result)
             r = result.rendered
             message: dict[str, Any] = {"role": "assistant", "content": r.content}

@@ -50,7 +50,7 @@ TASK = Task(
 )
 GOLD = StaticGoldSource([TASK], SPECS)
 MUTATES = {s.name: s.mutates_state for s in SPECS}
-USER = "task_id=fake/files_0;sample=0;seed=0"
+USER = "task_id=fake/files_0"
 
 
 def fake_env(name: str, args: Mapping[str, Any]) -> str:
@@ -68,7 +68,7 @@ def prompt(fmt: str = "json", *, sections: tuple[tuple[str, str], ...] = (("Role
 
 
 def play(model: str = "sim/small", fmt: str = "json", *, temperature: float = 1.0,
-         sample: int = 0, seed: int = 0, specs: tuple[ToolSpec, ...] = SPECS,
+         sample: int = 0, world: int = 0, specs: tuple[ToolSpec, ...] = SPECS,
          sections: tuple[tuple[str, str], ...] = (("Role", "You manage files."),),
          procedure: tuple[tuple[str, str], ...] = (), shared_draws: bool = True) -> EpisodeLog:
     # shared by default here: these tests pin one mechanism at a time, and shared draws keep the
@@ -77,7 +77,7 @@ def play(model: str = "sim/small", fmt: str = "json", *, temperature: float = 1.
         model, TASK, GOLD, fake_env,
         system_prompt=prompt(fmt, sections=sections, procedure=procedure, specs=specs),
         tools=openai_tools(specs) if fmt != "bash" else None,
-        temperature=temperature, seed=seed, sample=sample, shared_draws=shared_draws)
+        temperature=temperature, world=world, sample=sample, shared_draws=shared_draws)
 
 
 def passed(log: EpisodeLog) -> bool:

@@ -76,11 +76,10 @@ def test_names_is_whole_word():
 
 
 def test_parse_user():
-    meta = parse_user("task_id=bfcl/multi_turn_base_3;sample=2;seed=7")
-    assert (meta.task_id, meta.sample, meta.seed, meta.attempt, meta.workload) == (
-        "bfcl/multi_turn_base_3", 2, 7, None, "bfcl")
-    assert parse_user("task_id=a/b;sample=0;seed=0;attempt=3").attempt == 3
-    for bad in (None, "", "sample=1", "task_id=nohash;seed=1", "task_id=a/b;seed=x"):
+    meta = parse_user("task_id=bfcl/multi_turn_base_3")
+    assert (meta.task_id, meta.attempt, meta.workload) == ("bfcl/multi_turn_base_3", None, "bfcl")
+    assert parse_user("task_id=a/b;attempt=3").attempt == 3
+    for bad in (None, "", "sample=1", "task_id=nohash", "task_id=a/b;attempt=x"):
         with pytest.raises(SimRequestError, match="task_id=<workload>/<id>"):
             parse_user(bad)
 
