@@ -29,6 +29,12 @@ class ConfigError(ValueError):
         return f"{self.path}: {self.problem.rstrip('.')}. Fix: {self.fix}"
 
 
+class RouteRefused(ConfigError):
+    """A route's provider refused a call in a way every call would repeat (a key, a model name, a
+    parameter): bad input no check could see before calling. A run stops with its one line; in a
+    multirun it fails its own job, so the sweep's other jobs and its comparison are kept."""
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse reports a bad flag as usage plus an error over several lines; here it is one line, exit 2."""
 

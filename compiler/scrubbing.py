@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.atomic import write_text_atomic
-from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError, RouteRefused
 from evoharness.compiler.secrets import install_log_scrubber, remember_config, scrub, watch_env_resolver
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -70,6 +70,8 @@ def scrubbed_task(task: Callable[[DictConfig], object], *, raising: bool = False
         except ConfigError as exc:  # found only once the run had started (a snapshot miss)
             if raising:
                 raise TaskRefused(exc) from None
+            if isinstance(exc, RouteRefused):  # one job's failure: the launcher records it, the sweep keeps the rest
+                raise RuntimeError(scrub(str(exc))) from None
             print(f"error: {scrub(str(exc))}", file=sys.stderr)
             raise SystemExit(2) from None
 

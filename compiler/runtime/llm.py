@@ -103,6 +103,8 @@ def check_route(route: str, params: Mapping[str, Any]) -> None:
 def takes_seed(route: str) -> bool:
     """Whether litellm sends OpenAI's `seed` on ``route`` (a provider without it would refuse the
     call). A registered provider reads whatever the request carries, so it always takes it."""
+    if route.partition("/")[0] in MODEL_PROVIDERS:
+        return True
     lm = ensure_providers(route)
     try:
         model, provider, *_ = lm.get_llm_provider(route)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError, RouteRefused
 from evoharness.compiler.model_extra import check_extra
 from evoharness.compiler.provenance import package_version
 from evoharness.compiler.route import MAX_BACKOFF_S, ModelParams, RouteSettings
@@ -75,7 +75,7 @@ def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env
                           f"export {api_key_env} again with the key exactly as the provider issued it")
 
 
-class RouteConfigError(ConfigError):
+class RouteConfigError(RouteRefused):
     """A failure every call on this route will repeat (bad key, unknown model, a parameter the provider
     refuses): the run stops with one line naming the route, and exit code 2, like any bad config."""
 

@@ -181,8 +181,8 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     print(f"eval: {out}", file=sys.stderr)
     why = too_many_skipped(report.episodes, check_max_skip_rate(cfg.workload.get("max_skip_rate", DEFAULT_MAX_SKIP_RATE)))
     if why:  # the record stays: a rerun once the route is up pays only for what was skipped
-        print(f"error: {why}. Fix: rerun once the route answers (replies already paid for come from the response cache), "
-              "or raise workload.max_skip_rate", file=sys.stderr)
+        print(f"error: {why}. Fix: rerun once what failed answers again (replies already paid for come from the response "
+              "cache), or raise workload.max_skip_rate", file=sys.stderr)
         raise SystemExit(1)
     return report
 

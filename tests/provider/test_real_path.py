@@ -161,3 +161,30 @@ def test_latency_is_the_providers_processing_time(stub: StubProvider, tmp_path: 
     assert calls == len(stub.answered())
     # what the server reported it spent, not the loaded machine's clock
     assert sum(e["latency_s"] for e in rec["episodes"]) == pytest.approx(calls * 0.040, rel=1e-6)
+
+
+SEARCH = ["hydra/launcher=basic", "search.models=[]", "search.teacher=null", "search.rounds=1", "search.population_size=2",
+          "search.trials_per_round=2", "search.samples=2", "search.max_front_dev=2", "search.resamples=200",
+          "mutators.enabled=[{name:identity},{name:temperature}]", "search.formats=[json]", "search.temperatures=[0.0,0.7]",
+          "search.study=stub", "search.allow_underpowered=true", "search.train_limit=6"]
+
+
+def test_a_search_against_the_provider_pays_for_what_the_provider_billed_and_a_resume_pays_nothing(
+        stub: StubProvider, tmp_path: Path) -> None:
+    proc = run(tmp_path, "search", *model(stub, temperature=0.0), *SEARCH)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert stub.calls() > 0 and all("user" not in body for body in stub.requests)
+    spend = [json.loads(line) for line in (tmp_path / "runs" / "stub" / "spend.jsonl").read_text().splitlines()]
+    billed = sum(r["usage"]["prompt_tokens"] * PRICE_IN + r["usage"]["completion_tokens"] * PRICE_OUT
+                 for r in (_replay(body) for body in stub.answered()))
+    # every call the server answered is in the study's spend, once, at the test's price
+    assert sum(row["billed_usd"] for row in spend) == pytest.approx(billed, rel=1e-9)
+    assert sum(row["attempts"] for row in spend) == stub.calls()
+    summary = json.loads((tmp_path / "runs" / "stub" / "summary.json").read_text())
+    # the cap counts what each evaluation costs uncached (a replay a killed run paid for is not free)
+    assert summary["spend"]["spent_usd"] == pytest.approx(sum(row["cost_usd"] for row in spend), abs=1e-6)
+    assert summary["spend"]["spent_usd"] >= billed - 1e-6
+    calls = stub.calls()
+    again = run(tmp_path, "search", *model(stub, temperature=0.0), *SEARCH)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert stub.calls() == calls  # the resumed search re-ran no paid rollout

@@ -92,7 +92,7 @@ def setup(tmp: Path, routes: list[tuple[str, str]]) -> Path:
 
 
 def evaluate(tmp: Path, mode: str, *, url: str = "http://127.0.0.1:9", on_miss: str = "error",
-             out: str = "runs") -> subprocess.CompletedProcess[str]:
+             out: str = "runs", extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     tools = "[flight_tools.search_flights,flight_tools.book]"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(tmp), "FLIGHTS_URL": url}
     return subprocess.run(
@@ -100,7 +100,7 @@ def evaluate(tmp: Path, mode: str, *, url: str = "http://127.0.0.1:9", on_miss: 
          f"runs_dir={tmp / out}", "cache_dir=null", "model=sim_large", "workload.name=tasks", "tool.source=null",
          f"tool.callables={tools}", "agent.tools=[search_flights,book]",
          "~workload.options.categories", f"+workload.options.path={tmp / 'flights.jsonl'}", f"+workload.options.tools={tools}",
-         f"+workload.options.tool_outputs={{path: {tmp / 'flights.snapshot.json'}, mode: {mode}, on_miss: {on_miss}}}"],
+         f"+workload.options.tool_outputs={{path: {tmp / 'flights.snapshot.json'}, mode: {mode}, on_miss: {on_miss}}}", *extra],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -140,7 +140,10 @@ def test_a_replay_miss_is_one_line_or_a_skip_never_a_live_call(tmp_path: Path, s
     assert miss.returncode == 2 and len(errors) == 1 and "Traceback" not in miss.stderr and "never awaited" not in miss.stderr, miss.stderr
     assert not list((tmp_path / "miss").rglob("eval.json"))  # nothing half-written
     assert "has no output for search_flights(" in miss.stderr and "tool_outputs.mode=record" in miss.stderr
-    skip = evaluate(tmp_path, "replay", url=service, on_miss="skip", out="skip")
+    # half the episodes skipped is more than a run may lose by default: it fails, naming the miss
+    lost = evaluate(tmp_path, "replay", url=service, on_miss="skip", out="lost")
+    assert lost.returncode == 1 and "2 of 4 episodes were skipped" in lost.stderr and "has no search_flights" in lost.stderr
+    skip = evaluate(tmp_path, "replay", url=service, on_miss="skip", out="skip", extra=("workload.max_skip_rate=1.0",))
     assert skip.returncode == 0, skip.stderr[-2000:]
     rows = episodes(tmp_path, "skip")
     assert sorted(e["status"] for e in rows) == ["scored", "scored", "skipped", "skipped"]

@@ -56,7 +56,8 @@ def _register(provider: str, reply: Callable[[str, list[dict[str, Any]]], str | 
         def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
             user = _user(kwargs)
             task_id = dict(p.partition("=")[::2] for p in user.split(";"))["task_id"]
-            REQUESTS.append({"model": model, "user": user, "messages": copy.deepcopy(messages)})
+            REQUESTS.append({"model": model, "user": user, "messages": copy.deepcopy(messages),
+                             "seed": (kwargs.get("optional_params") or {}).get("seed")})
             text = reply(task_id, messages)
             if text is None:
                 raise lm.BadRequestError(message=f"not a rewrite request: {task_id}", model=model, llm_provider=provider)
@@ -334,7 +335,7 @@ def test_llm_prompt_rewriter_round_trip_through_litellm() -> None:
     REQUESTS.clear()
     [p] = run("llm_prompt_rewriter", ctx)
     [request] = REQUESTS
-    assert request["user"].startswith("task_id=mutator/llm_prompt_rewriter;sample=0;seed=")
+    assert request["user"] == "task_id=mutator/llm_prompt_rewriter" and isinstance(request.get("seed"), int)
     prompt = request["messages"][-1]["content"]
     assert "<current>\nUse only the tools offered. Ask when a value is missing.\n</current>" in prompt
     assert "`mv.destination`" in prompt and not [g for g in GOLD if g in prompt]
@@ -378,7 +379,7 @@ def test_a_route_failure_raises() -> None:
     from evoharness.compiler.runtime.models import RouteConfigError
 
     # through the model client a 400 is a route error: every call would repeat it
-    with pytest.raises(RouteConfigError, match="BadRequestError"):
+    with pytest.raises(RouteConfigError, match="HTTP 400: not a rewrite request"):
         run("llm_prompt_rewriter", ctx, route="failtest/x")
 
 
