@@ -40,7 +40,7 @@ def sharing_workloads() -> Iterator[None]:
 
 def make_workload(cfg: DictConfig) -> Workload:
     factory = WORKLOADS.lookup(str(cfg.workload.name), path="workload.name")
-    options = to_plain(cfg.workload.options) or {}
+    options = workload_options(cfg)
     key = (factory, json.dumps(options, sort_keys=True, default=repr))
     if _MADE is not None and key in _MADE:
         return _MADE[key]
@@ -53,6 +53,13 @@ def make_workload(cfg: DictConfig) -> Workload:
     if _MADE is not None:
         _MADE[key] = workload
     return workload
+
+
+def workload_options(cfg: DictConfig) -> dict[str, Any]:
+    """``workload.options`` with relative file paths anchored to the config file that names them."""
+    from evoharness.compiler.configpath import anchored_options
+
+    return anchored_options(to_plain(cfg.workload.options) or {})
 
 
 def chosen_tasks(cfg: DictConfig, workload: Workload) -> list[Task]:
@@ -127,7 +134,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     if gap:
         print(gap, file=sys.stderr)
     def digest() -> str:
-        return doctor.workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
+        return doctor.workload_hash(workload, workload_options(cfg), tools=[t.name for t in variant.tools],
                                     max_turns=variant.max_turns)
 
     unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name, digest), workload.name)
@@ -284,7 +291,7 @@ def doctor_task(cfg: DictConfig) -> None:
     tasks = [t for split in SPLITS for t in list(workload.tasks(split))[:limit]]
     total = sum(len(workload.tasks(split)) for split in SPLITS)
     report = run_doctor(variant, workload, tasks, seed=int(cfg.seed), concurrency=int(cfg.workload.concurrency))
-    digest = workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
+    digest = workload_hash(workload, workload_options(cfg), tools=[t.name for t in variant.tools],
                            max_turns=variant.max_turns)
     path = record_path(str(cfg.runs_dir), workload.name, digest)
     gates = report.gates()

@@ -128,7 +128,9 @@ class Environment:
 
 
 class TasksFileWorkload:
-    """Tasks from ``path`` (relative paths from the working directory), tools from ``tools``."""
+    """Tasks from ``path``, tools from ``tools``. The commands hand over an absolute path: a relative
+    one in a config file is anchored to that file's folder first (``configpath.anchored_options``);
+    built directly, a relative path is read from the working directory."""
 
     name = "tasks"
 
