@@ -56,6 +56,8 @@ class ConfigPath:
         path = create_config_search_path(CONF_DIR)
         if self.first:  # where hydra.main puts --config-dir: after the primary config's folder
             path.prepend(provider="command-line", path=f"file://{self.first}", anchor=SearchPathQuery(provider="schema"))
+        for url in self.extra:  # where hydra.searchpath puts them (before the schema source, which Hydra wants last),
+            path.prepend(provider="evoharness", path=url, anchor=SearchPathQuery(provider="schema"))  # in its own sources
         return path
 
 
@@ -115,17 +117,16 @@ def template_dirs(dirs: Sequence[Path] | None = None) -> tuple[str, ...]:
 
 def compose_option(group: str, name: str, dirs: Sequence[Path] | None = None) -> Any:
     """``<group>/<name>`` composed by Hydra (its defaults list, interpolations and schema applied)
-    from the running command's search path, or from ``dirs`` (first wins) outside a command."""
-    from hydra import compose
-    from hydra.core.global_hydra import GlobalHydra
-
-    gh = GlobalHydra.instance()
-    if dirs is None and gh.is_initialized():
-        return compose(config_name=f"{group}/{name}").get(group)
+    from ``dirs`` (first wins), by default the running command's search path (``current_dirs``)."""
     from evoharness.compiler.schema import register_configs
+    from hydra import compose
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
 
+    # Always on a search path of its own, even inside a command: a running command's loader may hold
+    # its hydra.searchpath (the plugins' config dirs) only in the composition it made, not in its sources.
+    gh = GlobalHydra.instance()
     register_configs()  # the structured schemas a group's defaults list names (model_schema, ...)
     order = list(dirs) if dirs is not None else current_dirs()
     path = create_config_search_path(str(order[-1]))
