@@ -9,7 +9,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -70,7 +70,7 @@ def test_a_plugins_model_config_is_a_search_model(tmp_path: Path, plugin: Path) 
 
 
 @pytest.fixture()
-def serve(plugin: Path) -> Iterator[callable]:
+def serve(plugin: Path) -> Iterator[Callable[..., str]]:
     started: list[subprocess.Popen[str]] = []
 
     def start(*extra: str) -> str:
@@ -96,7 +96,8 @@ def ask(api_base: str, task_id: str) -> tuple[int, dict]:
                          {"role": "user", "content": "Hi, I'm ana0@example.com. My lamp order arrived late; please refund it in full."}],
             "tools": [{"type": "function", "function": {"name": s.name, "description": s.description, "parameters": dict(s.parameters)}}
                       for s in specs]}
-    req = urllib.request.Request(f"{api_base}/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(f"{api_base}/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read())
