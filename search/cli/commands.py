@@ -120,6 +120,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     from evoharness.compiler.secrets import public_url
     from evoharness.search.evaluation.coverage import coverage_warning
     from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.optimise.freeze import live_tools
     from evoharness.search.records import doctor_record as doctor
     from evoharness.search.records.provenance import provenance
     from evoharness.search.records.tables import metrics_table
@@ -178,6 +179,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         "episodes": report.to_dict()["episodes"],
         "config": resolved,
         "provenance": provenance(resolved, tasks, packages=tuple(getattr(workload, "packages", ()) or ())),
+        "live_tools": list(live_tools(workload)),  # tools that called their service (no replayed snapshot): outputs may drift
     })
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"
@@ -222,6 +224,9 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
         raise ConfigError("workload", f"workload {workload.name!r} has no {' or '.join(empty)} tasks",
                           "give every split tasks (a tasks file: declare splits, or let enough tasks be hashed)")
     settings = search_settings(cfg, overrides)
+    from evoharness.search.optimise.freeze import refuse_live_tools
+
+    refuse_live_tools(workload, live_ok=settings.search.live_ok)  # before Hydra makes a folder; the freeze checks it again
     refuse_underpowered(settings, workload)
     if settings.search.storage:
         check_storage(settings.search.storage)

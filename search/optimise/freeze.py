@@ -78,6 +78,11 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
     replayed = getattr(workload, "tool_outputs_hash", None)
     if replayed:  # the live tools' recorded outputs are part of what the claim was judged on
         frozen["tool_outputs_hash"] = str(replayed)
+    live = refuse_live_tools(workload, live_ok=s.live_ok)
+    if live:  # search.live_ok: the claim rests on outputs that may drift, and freeze.json says which tools
+        frozen["live_tools"] = list(live)
+        echo(f"warning: tools {list(live)} run live in this search (search.live_ok=true): their outputs may change between "
+             "the trials, dev and holdout; every record names them")
     checkup = doctor.status(st.runs_dir, workload.name,
                             doctor.workload_hash(workload, st.workload.options, tools=tools,
                                                  max_turns=int(st.agent.get("max_turns", 12))))
@@ -106,6 +111,24 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
     write_json_atomic(path, versioned("freeze", {**frozen, "task_hashes": each, "created_at": datetime.now(UTC).isoformat(),
                                                  "git_revision": git_revision(), "doctor": checkup, "resolved_config": resolved}))
     return frozen
+
+
+def live_tools(workload: Workload) -> tuple[str, ...]:
+    """The workload's tools that call a live service as configured (``Workload.live_tools``, optional)."""
+    return tuple(str(t) for t in (getattr(workload, "live_tools", ()) or ()))
+
+
+def refuse_live_tools(workload: Workload, *, live_ok: bool) -> tuple[str, ...]:
+    """The live tools, or, unless ``live_ok``, a ConfigError: a search compares variants on outputs
+    that must not drift between its trials and its holdout."""
+    live = live_tools(workload)
+    if live and not live_ok:
+        raise ConfigError("search.live_ok", f"tools {list(live)} are live and no tool-output snapshot replays them, so they "
+                          "would call their service throughout the search and its claim would rest on outputs that drift",
+                          "record a snapshot (`evoharness doctor workload.options.tool_outputs={path: F, mode: record}` runs the gold "
+                          "calls of every split, no agent and no holdout look), then search with mode: replay; or set "
+                          "search.live_ok=true (every record then names the live tools)")
+    return live
 
 
 def changed_tasks(before: object, now: Mapping[str, str]) -> str:

@@ -61,6 +61,7 @@ class SearchSettings:
     second_look: bool = False
     allow_underpowered: bool = False
     budget_usd: float | None = None
+    live_ok: bool = False
 
     @classmethod
     def from_config(cls, node: DictConfig) -> SearchSettings:

@@ -214,6 +214,13 @@ class TasksFileWorkload:
         return Environment({n: fn for n, (_, fn) in self._tools.items()}, task.data.get("state") or {}, self.outputs)
 
     @property
+    def live_tools(self) -> tuple[str, ...]:
+        """The tools labelled live that call their service as configured (no snapshot, or one being recorded)."""
+        if self.outputs is not None and self.outputs.mode == "replay":
+            return ()
+        return tuple(name for name, (_, fn) in self._tools.items() if is_live(fn))
+
+    @property
     def tool_outputs_hash(self) -> str | None:
         """The replayed snapshot's content hash (None unless replaying): part of the search's freeze."""
         return self.outputs.content_hash() if self.outputs is not None and self.outputs.mode == "replay" else None
