@@ -6,16 +6,20 @@ They add groups and options (a user's own primary config is named with ``--confi
 name the package already has stays the package's.
 Model configs named by ``search.models``/``search.teacher`` and prompt templates named by
 ``agent.template`` resolve through the same folders, so a file that works as ``model=name`` works
-in ``search.models`` too.
+in ``search.models`` too. A relative file named in a workload's options is read from the folder
+of the config file that names it (``anchored_options``).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.hydra_namespace import expose_hydra_plugins
 from evoharness.conf import CONF_DIR
 
@@ -52,6 +56,8 @@ class ConfigPath:
         path = create_config_search_path(CONF_DIR)
         if self.first:  # where hydra.main puts --config-dir: after the primary config's folder
             path.prepend(provider="command-line", path=f"file://{self.first}", anchor=SearchPathQuery(provider="schema"))
+        for url in self.extra:  # where hydra.searchpath puts them (before the schema source, which Hydra wants last),
+            path.prepend(provider="evoharness", path=url, anchor=SearchPathQuery(provider="schema"))  # in its own sources
         return path
 
 
@@ -111,17 +117,16 @@ def template_dirs(dirs: Sequence[Path] | None = None) -> tuple[str, ...]:
 
 def compose_option(group: str, name: str, dirs: Sequence[Path] | None = None) -> Any:
     """``<group>/<name>`` composed by Hydra (its defaults list, interpolations and schema applied)
-    from the running command's search path, or from ``dirs`` (first wins) outside a command."""
-    from hydra import compose
-    from hydra.core.global_hydra import GlobalHydra
-
-    gh = GlobalHydra.instance()
-    if dirs is None and gh.is_initialized():
-        return compose(config_name=f"{group}/{name}").get(group)
+    from ``dirs`` (first wins), by default the running command's search path (``current_dirs``)."""
     from evoharness.compiler.schema import register_configs
+    from hydra import compose
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
 
+    # Always on a search path of its own, even inside a command: a running command's loader may hold
+    # its hydra.searchpath (the plugins' config dirs) only in the composition it made, not in its sources.
+    gh = GlobalHydra.instance()
     register_configs()  # the structured schemas a group's defaults list names (model_schema, ...)
     order = list(dirs) if dirs is not None else current_dirs()
     path = create_config_search_path(str(order[-1]))
@@ -137,3 +142,67 @@ def compose_option(group: str, name: str, dirs: Sequence[Path] | None = None) ->
         gh.clear()
         if saved is not None:
             gh.initialize(saved)
+
+
+# workload options that name a file: a relative one is read from the folder of the config file that names it
+FILE_OPTIONS = ("path", "tool_outputs.path")
+
+
+def anchored_options(options: Mapping[str, Any], dirs: Sequence[Path] | None = None) -> dict[str, Any]:
+    """``workload.options`` with each relative file option (``FILE_OPTIONS``) made absolute: against
+    the folder of the config file on the search path whose own text sets it (``workload/<name>.yaml``,
+    or a primary config's ``workload:`` block), so a config dir works from any working folder; a
+    value no config file sets (a command-line override) against the working folder."""
+    out = copy.deepcopy(dict(options))
+    for key in FILE_OPTIONS:
+        *parents, leaf = key.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node.get(leaf) if isinstance(node, dict) else None
+        if isinstance(value, str) and value.strip() and not Path(value).expanduser().is_absolute():
+            node[leaf] = str(_anchored(key, value, current_dirs() if dirs is None else list(dirs)))
+    return out
+
+
+def _anchored(key: str, value: str, dirs: Sequence[Path]) -> Path:
+    choice = _workload_choice()
+    named = group_files("workload", dirs)
+    files = [named[choice]] if choice in named else list(named.values())
+    found = [f for f in files if _raw_value(f, f"options.{key}") == value]
+    found += [f for d in dirs for f in sorted(d.glob("*.yaml")) if _raw_value(f, f"workload.options.{key}") == value]
+    targets = list(dict.fromkeys((f.parent / value).expanduser().resolve() for f in found))
+    if len(targets) > 1:  # two config files name the same relative text: the one whose file exists, if only one does
+        targets = [t for t in targets if t.exists()] or targets
+    if len(targets) > 1:
+        raise ConfigError(f"workload.options.{key}", f"{value!r} is set by several config files ({', '.join(map(str, found))}), "
+                          "and it names a different file relative to each", "write an absolute path in the one you mean")
+    return targets[0] if targets else Path(value).expanduser().absolute()
+
+
+def _workload_choice() -> str | None:
+    """The workload group's option the running command composed (known inside a Hydra job)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    choice = HydraConfig.get().runtime.choices.get("workload")
+    return str(choice) if choice else None
+
+
+def _raw_value(file: Path, dotted: str) -> Any:
+    """The value ``file``'s own YAML text gives ``dotted`` (before any composition), or None."""
+    node: Any = _raw_yaml(file, file.stat().st_mtime_ns)
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+@functools.lru_cache(maxsize=256)
+def _raw_yaml(file: Path, _mtime: int) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None  # the composition reports a broken file with its own line

@@ -104,14 +104,28 @@ def resolve_config_path(argv: Sequence[str]) -> tuple[ConfigPath, list[str]]:
     flags = [a for a in rest if a.startswith("-")]
     installed = [f"file://{d}" for d in load_plugins(entry_points=True)]
     cp = ConfigPath(first=first, extra=tuple(dict.fromkeys([*user, *installed])), primary=primary)
-    named = _plugins_named(plain, cp)
+    named = plugins_named(plain, cp)
     if named:
         more = [f"file://{d}" for d in load_plugins(named, entry_points=False)]
         cp = ConfigPath(first=first, extra=tuple(dict.fromkeys([*cp.extra, *more])), primary=primary)
     return cp, [*flags, *plain]
 
 
-def _plugins_named(overrides: Sequence[str], cp: ConfigPath) -> list[str]:
+def load_argv_plugins(argv: Sequence[str]) -> list[str]:
+    """For a command that is no Hydra app (``serve-sim``): import the installed plugins and those a
+    ``plugins=[...]`` argument names, as every Hydra command does (their workloads register);
+    returns argv without that argument."""
+    from evoharness.compiler.plugins import load_plugins
+
+    given = [a for a in argv if a.lstrip("+~").split("=", 1)[0] == "plugins"]
+    load_plugins(entry_points=True)
+    named = plugins_named(given, ConfigPath()) if given else []
+    if named:
+        load_plugins(named, entry_points=False)
+    return [a for a in argv if a not in given]
+
+
+def plugins_named(overrides: Sequence[str], cp: ConfigPath) -> list[str]:
     """The ``plugins`` key, read before composing: a ``plugins=[...]`` override, else the primary
     config file's own key (composing first could not work: its defaults may name what the
     plugins bring)."""

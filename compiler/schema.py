@@ -162,6 +162,7 @@ class SearchConfig:
     second_look: bool = False  # allow a holdout claim for a champion other than those the sealed split was looked at for (by any study)
     allow_underpowered: bool = False  # run a search whose splits cannot show non-inferiority within the margin (the claim says so)
     budget_usd: float | None = None  # cap on the search's model spend (episodes, LLM mutators, teacher); None = no cap
+    live_ok: bool = False  # let live tools run live in the search (no replayed snapshot): outputs may drift; every record says so
 
 
 @dataclass

@@ -41,7 +41,7 @@ def sharing_workloads() -> Iterator[None]:
 
 def make_workload(cfg: DictConfig) -> Workload:
     factory = WORKLOADS.lookup(str(cfg.workload.name), path="workload.name")
-    options = to_plain(cfg.workload.options) or {}
+    options = workload_options(cfg)
     key = (factory, json.dumps(options, sort_keys=True, default=repr))
     if _MADE is not None and key in _MADE:
         return _MADE[key]
@@ -54,6 +54,13 @@ def make_workload(cfg: DictConfig) -> Workload:
     if _MADE is not None:
         _MADE[key] = workload
     return workload
+
+
+def workload_options(cfg: DictConfig) -> dict[str, Any]:
+    """``workload.options`` with relative file paths anchored to the config file that names them."""
+    from evoharness.compiler.configpath import anchored_options
+
+    return anchored_options(to_plain(cfg.workload.options) or {})
 
 
 def chosen_tasks(cfg: DictConfig, workload: Workload) -> list[Task]:
@@ -116,6 +123,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     from evoharness.compiler.secrets import public_url
     from evoharness.search.evaluation.coverage import coverage_warning
     from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.optimise.freeze import live_tools
     from evoharness.search.records import doctor_record as doctor
     from evoharness.search.records.provenance import provenance
     from evoharness.search.records.tables import metrics_table
@@ -130,7 +138,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     if gap:
         print(gap, file=sys.stderr)
     def digest() -> str:
-        return doctor.workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
+        return doctor.workload_hash(workload, workload_options(cfg), tools=[t.name for t in variant.tools],
                                     max_turns=variant.max_turns)
 
     unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name, digest), workload.name)
@@ -174,6 +182,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         "episodes": report.to_dict()["episodes"],
         "config": resolved,
         "provenance": provenance(resolved, tasks, packages=tuple(getattr(workload, "packages", ()) or ())),
+        "live_tools": list(live_tools(workload)),  # tools that called their service (no replayed snapshot): outputs may drift
     })
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"
@@ -223,6 +232,9 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
         raise ConfigError("workload", f"workload {workload.name!r} has no {' or '.join(empty)} tasks",
                           "give every split tasks (a tasks file: declare splits, or let enough tasks be hashed)")
     settings = search_settings(cfg, overrides)
+    from evoharness.search.optimise.freeze import refuse_live_tools
+
+    refuse_live_tools(workload, live_ok=settings.search.live_ok)  # before Hydra makes a folder; the freeze checks it again
     refuse_underpowered(settings, workload)
     if settings.search.storage:
         check_storage(settings.search.storage)
@@ -293,7 +305,7 @@ def doctor_task(cfg: DictConfig) -> None:
     tasks = [t for split in SPLITS for t in list(workload.tasks(split))[:limit]]
     total = sum(len(workload.tasks(split)) for split in SPLITS)
     report = run_doctor(variant, workload, tasks, seed=int(cfg.seed), concurrency=int(cfg.workload.concurrency))
-    digest = workload_hash(workload, to_plain(cfg.workload.options) or {}, tools=[t.name for t in variant.tools],
+    digest = workload_hash(workload, workload_options(cfg), tools=[t.name for t in variant.tools],
                            max_turns=variant.max_turns)
     path = record_path(str(cfg.runs_dir), workload.name, digest)
     gates = report.gates()

@@ -20,7 +20,7 @@ commands:
   versions    list snapshots of a component, --show HASH for one
   rollback    move a component's slot back to its previous promoted snapshot
   report      render runs/<study>/report.html from a search summary
-  serve-sim   serve the simulated model over an OpenAI-compatible HTTP endpoint on loopback
+  serve-sim   serve the simulated model over an OpenAI-compatible HTTP endpoint on loopback (plugins=[m] for a plugin's tasks)
 
 examples:
   evoharness compile agent.tool_format=bash
@@ -107,8 +107,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return report_main(rest)
     if command == "serve-sim":
+        from evoharness.compiler.errors import ConfigError
+        from evoharness.compiler.hydra_argv import load_argv_plugins
+        from evoharness.compiler.hydra_errors import UsageError
         from evoharness.compiler.sim.server import main as serve_main
 
+        try:  # a plugin's workloads must be registered before the simulator looks a task up
+            rest = load_argv_plugins(rest)
+        except (ConfigError, UsageError) as exc:
+            print(f"error: {scrub(str(exc))}", file=sys.stderr)
+            return 2
         return int(serve_main(rest) or 0)
     if command in ("promote", "versions", "rollback"):
         from evoharness.search.cli import registry

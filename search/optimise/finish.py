@@ -30,6 +30,7 @@ class Frozen:
     seed: int
     split_strata: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # split -> stratum -> tasks
     tool_outputs_hash: str | None = None  # the replayed tool-output snapshot, when the workload replays one
+    live_tools: tuple[str, ...] = ()  # tools that ran live (search.live_ok=true): every record names them
     # not a freeze.json key: the holdout's own hash (search/records/looks.py), derived from the frozen
     # splits by the run, so `evaluate` looks at the same split are counted with the study's
     holdout_hash: str | None = None
@@ -39,7 +40,7 @@ class Frozen:
     def from_dict(cls, d: Mapping[str, Any]) -> Frozen:
         return cls(config_hash=str(d["config_hash"]), workload_hash=str(d["workload_hash"]), splits_hash=str(d["splits_hash"]),
                    scorer_hash=str(d["scorer_hash"]), seed=int(d["seed"]), split_strata=dict(d.get("split_strata") or {}),
-                   tool_outputs_hash=d.get("tool_outputs_hash"))
+                   tool_outputs_hash=d.get("tool_outputs_hash"), live_tools=tuple(map(str, d.get("live_tools") or ())))
 
     def hashes(self) -> dict[str, str]:
         out = {"config": self.config_hash, "workload": self.workload_hash, "splits": self.splits_hash, "scorer": self.scorer_hash}
@@ -55,4 +56,5 @@ def finish(
     seal = Seal(holdout_hash=frozen.holdout_hash or "", splits_hash=frozen.splits_hash, clusters=frozen.holdout_clusters)
     held = claim_on_holdout(settings, paths, frozen.hashes(), chosen, pools, evaluate=evaluate, variant_of=variant_of, seal=seal)
     return write_outcome(settings, paths, trials_of, pools, chosen, held, config_hash=frozen.config_hash,
-                         splits_hash=frozen.splits_hash, split_strata=frozen.split_strata, variant_of=variant_of, budget=budget)
+                         splits_hash=frozen.splits_hash, split_strata=frozen.split_strata, variant_of=variant_of, budget=budget,
+                         live_tools=frozen.live_tools)

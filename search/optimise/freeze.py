@@ -18,7 +18,7 @@ from evoharness.search.evaluation.coverage import coverage_warning
 from evoharness.search.evaluation.scorer import scorer_hash
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.records import doctor_record as doctor
-from evoharness.search.records.provenance import split_strata, tasks_hash
+from evoharness.search.records.provenance import split_strata, task_hash, tasks_hash
 from evoharness.search.records.versions import checked, versioned
 
 
@@ -78,16 +78,27 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
     replayed = getattr(workload, "tool_outputs_hash", None)
     if replayed:  # the live tools' recorded outputs are part of what the claim was judged on
         frozen["tool_outputs_hash"] = str(replayed)
+    live = refuse_live_tools(workload, live_ok=s.live_ok)
+    if live:  # search.live_ok: the claim rests on outputs that may drift, and freeze.json says which tools
+        frozen["live_tools"] = list(live)
+        echo(f"warning: tools {list(live)} run live in this search (search.live_ok=true): their outputs may change between "
+             "the trials, dev and holdout; every record names them")
     checkup = doctor.status(st.runs_dir, workload.name,
                             doctor.workload_hash(workload, st.workload.options, tools=tools,
                                                  max_turns=int(st.agent.get("max_turns", 12))))
     unchecked = doctor.warning(checkup, workload.name)
     if unchecked:
         echo(unchecked)
+    # per task, so a refused resume can name the tasks that changed (not only that the hash did)
+    each = {t: task_hash(workload.task(t))[:16] for ids in splits.task_ids.values() for t in ids}
     path = paths.freeze
     if path.exists():
         before = checked("freeze", json.loads(path.read_text(encoding="utf-8")), path)
         changed = [k for k in frozen if before.get(k) != frozen[k]]
+        if "workload_hash" in changed and set(changed) <= {"workload_hash", "splits_hash", "split_strata"}:
+            raise ConfigError("workload", f"study {s.study!r} was frozen on other tasks: {changed_tasks(before.get('task_hashes'), each)}; "
+                              "its stored results were scored against the tasks as they were",
+                              f"restore the tasks (the tasks file) as they were, pick a new search.study, or delete {paths.dir}")
         if changed == ["scorer_hash"]:
             raise ConfigError("search.study", f"study {s.study!r} was frozen under another version of the workload's scorer "
                               "(its source changed), and one claim cannot compare variants judged by two scorers",
@@ -97,6 +108,34 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
                               f"resume with the same config, pick a new search.study, or delete {paths.dir}")
         return dict(before)
     resolved = {**st.resolved, "search": {**st.resolved["search"], "storage": paths.storage_public}}
-    write_json_atomic(path, versioned("freeze", {**frozen, "created_at": datetime.now(UTC).isoformat(), "git_revision": git_revision(),
-                                                 "doctor": checkup, "resolved_config": resolved}))
+    write_json_atomic(path, versioned("freeze", {**frozen, "task_hashes": each, "created_at": datetime.now(UTC).isoformat(),
+                                                 "git_revision": git_revision(), "doctor": checkup, "resolved_config": resolved}))
     return frozen
+
+
+def live_tools(workload: Workload) -> tuple[str, ...]:
+    """The workload's tools that call a live service as configured (``Workload.live_tools``, optional)."""
+    return tuple(str(t) for t in (getattr(workload, "live_tools", ()) or ()))
+
+
+def refuse_live_tools(workload: Workload, *, live_ok: bool) -> tuple[str, ...]:
+    """The live tools, or, unless ``live_ok``, a ConfigError: a search compares variants on outputs
+    that must not drift between its trials and its holdout."""
+    live = live_tools(workload)
+    if live and not live_ok:
+        raise ConfigError("search.live_ok", f"tools {list(live)} are live and no tool-output snapshot replays them, so they "
+                          "would call their service throughout the search and its claim would rest on outputs that drift",
+                          "record a snapshot (`evoharness doctor workload.options.tool_outputs={path: F, mode: record}` runs the gold "
+                          "calls of every split, no agent and no holdout look), then search with mode: replay; or set "
+                          "search.live_ok=true (every record then names the live tools)")
+    return live
+
+
+def changed_tasks(before: object, now: Mapping[str, str]) -> str:
+    """Which tasks differ from the frozen ones, for the refusal's one line."""
+    if not isinstance(before, Mapping):  # frozen by an evoharness whose tasks hash left task data out
+        return "the workload hash differs (this freeze predates per-task hashes, and task data in the hash)"
+    edited = [t for t in now if t in before and before[t] != now[t]]
+    parts = [f"{len(v)} {what} ({', '.join(v[:3])}{', ...' if len(v) > 3 else ''})" for what, v in
+             (("changed", edited), ("added", [t for t in now if t not in before]), ("removed", [t for t in before if t not in now])) if v]
+    return "; ".join(parts) or "the same tasks in another order"

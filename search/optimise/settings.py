@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.config_compile import to_plain
+from evoharness.compiler.configpath import anchored_options
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.names import checked_name
 from evoharness.compiler.schema import TOOL_FORMATS, SearchConfig
@@ -60,6 +61,7 @@ class SearchSettings:
     second_look: bool = False
     allow_underpowered: bool = False
     budget_usd: float | None = None
+    live_ok: bool = False
 
     @classmethod
     def from_config(cls, node: DictConfig) -> SearchSettings:
@@ -208,7 +210,8 @@ class RunSettings:
             tool=to_plain(cfg.tool),
             models=models,
             teacher=teacher,
-            workload=WorkloadSettings(name=str(cfg.workload.name), options=to_plain(cfg.workload.options) or {},
+            workload=WorkloadSettings(name=str(cfg.workload.name),
+                                      options=anchored_options(to_plain(cfg.workload.options) or {}, _dirs(conf_dirs)),
                                       concurrency=int(cfg.workload.concurrency)),
             mutators=mutators,
             pool_size=int(cfg.mutators.pool_size),
@@ -236,6 +239,10 @@ class RunSettings:
     @property
     def step_names(self) -> list[str]:
         return [s["name"] for s in self.agent.get("workflow", [])]
+
+
+def _dirs(conf_dirs: Sequence[str | Path] | None) -> list[Path] | None:
+    return [Path(d) for d in conf_dirs] if conf_dirs is not None else None
 
 
 def search_settings(cfg: DictConfig, overrides: Sequence[str], *, conf_dirs: Sequence[str | Path] | None = None) -> RunSettings:

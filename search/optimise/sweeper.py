@@ -11,6 +11,7 @@ from typing import Any
 
 from evoharness.compiler.secrets import scrub
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
 from hydra.plugins.launcher import Launcher
@@ -83,6 +84,10 @@ class NSGA2SweeperImpl:
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
+        # Hydra sets its run-time config for each job, not for the sweeper: set here, the orchestrator's
+        # lookups by name (search.models, search.teacher, templates) see the folders this command
+        # composed with, the plugins' config dirs (hydra.searchpath) included, and the workload it chose
+        HydraConfig.instance().set_config(config)
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context, task_function=task_function, config=config)
         init = getattr(getattr(self.launcher, "ray_cfg", None), "init", None)
         if init is not None and init.get("address") and "object_store_memory" not in init:

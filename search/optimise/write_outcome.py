@@ -35,7 +35,8 @@ def trial_row(r: TrialRecord) -> dict[str, Any]:
 
 def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTrials, pools: Pools, chosen: DevSelection,
                   held: HoldoutClaim, *, config_hash: str, splits_hash: str, split_strata: Mapping[str, Mapping[str, int]],
-                  variant_of: Callable[[Genome], HarnessVariant], budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  variant_of: Callable[[Genome], HarnessVariant], budget: Mapping[str, Any] | None = None,
+                  live_tools: Sequence[str] = ()) -> dict[str, Any]:
     """Write every record of the finish and return summary.json's content."""
     s, objectives, claim = settings.search, settings.objectives, held.claim
     q = quality_objective(objectives)
@@ -76,6 +77,7 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
                    if ref_genome else ABSENT),
         splits=Splits(hash=splits_hash, strata={k: dict(v) for k, v in split_strata.items()}),
         spend={"spent_usd": round(spent(paths.spend), 6), **dict(budget or {})},
+        live_tools=list(live_tools) if live_tools else ABSENT,
         paths=Paths(ledger=str(paths.ledger), claim=str(paths.claim), optimization_results=str(paths.results), report=str(paths.report)),
     )
     outcome = replace(outcome, headline=headline(outcome))

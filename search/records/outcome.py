@@ -292,6 +292,7 @@ class SearchOutcome:
     spend: Mapping[str, Any] = ABSENT
     paths: Paths = ABSENT
     headline: str = ABSENT
+    live_tools: Sequence[str] = ABSENT  # tools that ran live in the search (search.live_ok=true); absent when none did
     schema_version: int = field(default=VERSIONS["summary"], metadata={"skip": True})
 
     def to_dict(self) -> dict[str, Any]:
@@ -311,7 +312,7 @@ class SearchOutcome:
         outcome = _take(cls, body, baseline=Member.from_dict, front=lambda xs: tuple(Member.from_dict(m) for m in xs),
                         champion=Member.from_dict, decision=Decision.from_dict, claim=Claim.from_dict,
                         snapshots=Snapshots.from_dict, reference=Member.from_dict, splits=Splits.from_dict,
-                        paths=Paths.from_dict, objectives=list, trials=list, ablation=list)
+                        paths=Paths.from_dict, objectives=list, trials=list, ablation=list, live_tools=list)
         return _replace(outcome, schema_version=version)
 
     @property

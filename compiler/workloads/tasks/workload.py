@@ -128,7 +128,9 @@ class Environment:
 
 
 class TasksFileWorkload:
-    """Tasks from ``path`` (relative paths from the working directory), tools from ``tools``."""
+    """Tasks from ``path``, tools from ``tools``. The commands hand over an absolute path: a relative
+    one in a config file is anchored to that file's folder first (``configpath.anchored_options``);
+    built directly, a relative path is read from the working directory."""
 
     name = "tasks"
 
@@ -210,6 +212,13 @@ class TasksFileWorkload:
 
     def make_environment(self, task: Task, *, seed: int) -> Environment:
         return Environment({n: fn for n, (_, fn) in self._tools.items()}, task.data.get("state") or {}, self.outputs)
+
+    @property
+    def live_tools(self) -> tuple[str, ...]:
+        """The tools labelled live that call their service as configured (no snapshot, or one being recorded)."""
+        if self.outputs is not None and self.outputs.mode == "replay":
+            return ()
+        return tuple(name for name, (_, fn) in self._tools.items() if is_live(fn))
 
     @property
     def tool_outputs_hash(self) -> str | None:
