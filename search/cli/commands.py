@@ -164,9 +164,11 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         "split": str(cfg.workload.split),
         "model": variant.model.route,
         "metrics": dict(report.metrics),
+        # false: a route has no price, so every cost below is null (unknown), never $0
+        "priced": not report.metrics.get("unpriced_episodes"),
         # a warm run replays from the response cache: what it paid, and what it would have cost without the cache
-        "billing": {"billed_cost": report.metrics.get("billed_cost", 0.0), "billed_tokens": report.metrics.get("billed_tokens", 0.0),
-                    "cost_if_uncached": report.metrics.get("cost_total", 0.0)},
+        "billing": {"billed_cost": report.metrics.get("billed_cost"), "billed_tokens": report.metrics.get("billed_tokens", 0.0),
+                    "cost_if_uncached": report.metrics.get("cost_total")},
         "tasks": report.to_dict()["tasks"],
         "episodes": report.to_dict()["episodes"],
         "config": resolved,

@@ -65,7 +65,7 @@ def block(tag: str, body: str) -> str:
 
 
 def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: RouteSettings | None = None,
-        cache_dir: str | None = None, on_cost: Callable[[str, float], None] | None = None) -> str:
+        cache_dir: str | None = None, on_cost: Callable[[str, float | None], None] | None = None) -> str:
     """One chat request through the harness's model client (timeout, retries, price, response
     cache: a resumed search does not pay for the same question twice); a route failure raises
     (the search logs it and goes on)."""
