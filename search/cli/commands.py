@@ -223,6 +223,9 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     named = [(f"search.models.{name}", m) for name, m in settings.models.items() if name != "base"]
     for path, m in [*named, *([("search.teacher", settings.teacher)] if settings.teacher else [])]:
         check_model(path, route=str(m["route"]), params=m.get("extra") or {}, api_key_env=m.get("api_key_env"))
+    from evoharness.search.cli.spend_checks import check_spend
+
+    check_spend(settings, workload)  # every counted route priced, and a cap the baseline and the finish fit in
     return variant
 
 
