@@ -28,10 +28,10 @@ def routes(settings: RunSettings) -> Iterator[tuple[str, str, Mapping[str, Any]]
             yield f"search.models.{name}", f"model/{name}.yaml's ", m
     if settings.teacher is not None:
         yield f"search.teacher={settings.search.teacher}", f"model/{settings.search.teacher}.yaml's ", settings.teacher
-    for i, m in enumerate(settings.mutators):
-        route = m.params.get("route", _default_route(m.name))
+    for i, mutator in enumerate(settings.mutators):
+        route = mutator.params.get("route", _default_route(mutator.name))
         if isinstance(route, str):  # a mutator without a route makes no model call
-            yield f"mutators.enabled[{i}].params.route", f"mutators.enabled[{i}].params.", {**m.params, "route": route}
+            yield f"mutators.enabled[{i}].params.route", f"mutators.enabled[{i}].params.", {**mutator.params, "route": route}
 
 
 def _default_route(name: str) -> Any:

@@ -176,7 +176,7 @@ def _quality_metrics(
 
 def _mean_cost(episodes: Sequence[EpisodeResult]) -> float | None:
     costs = [e.cost_usd for e in episodes]
-    return None if None in costs else float(np.mean(costs))
+    return None if None in costs else float(np.mean([c for c in costs if c is not None]))
 
 
 def _determinism(scored: Sequence[EpisodeResult]) -> float | None:
@@ -204,8 +204,9 @@ def aggregate(
     whose cost is unknown: a call on a route with no price), cost_total (the money the run costs
     uncached) and billed_cost (what this run paid: replies the response cache answered are free),
     both omitted, with cost_per_task, when any episode is unpriced, billed_tokens, attempts
-    (provider attempts, retries included) and infra_seconds (time lost to failed attempts and backoff; latency metrics count successful attempts only), and samples_skipped
-    (repeat samples not run because the measured repeats were identical; see evaluate).
+    (provider attempts, retries included) and infra_seconds (time lost to failed attempts and
+    backoff; latency metrics count successful attempts only), and samples_skipped (repeat samples
+    not run because the measured repeats were identical; see evaluate).
 
     ``stand_ins`` are those unrun samples, each a copy of its task's run sample: the quality,
     cost-per-task and latency metrics and the task rows weigh every task by the samples asked
@@ -273,7 +274,7 @@ def paired_scores(
         if metric == "pass_rate":
             return row.pass_fraction
         if metric == "cost_per_task":
-            return row.cost_mean
+            return float("nan") if row.cost_mean is None else row.cost_mean  # unpriced: no comparison holds
         if metric.startswith("score.") and metric[len("score."):] in row.named_means:
             return float(row.named_means[metric[len("score."):]])
         return row.score_mean

@@ -63,7 +63,7 @@ def _task_calls(variant: HarnessVariant, task: Task, counter: _Counter) -> list[
         history += [{"role": str(m.get("role", "user")), "content": str(m.get("content", ""))} for m in messages]
         base = counter.prompt(variant.system_prompt_for(offered), history, variant.native_tools_for(offered))
         gold = task.gold[turn] if turn < len(task.gold) else ()
-        answer = task.answers[turn] if turn < len(task.answers) and task.answers[turn] else ""
+        answer = str(task.answers[turn] or "") if turn < len(task.answers) else ""
         said = 0  # the model's own earlier calls of this turn are in every later request's history
         for call in gold:
             text = json.dumps({"name": call.name, "arguments": dict(call.arguments)}, sort_keys=True, default=str)
