@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.llm import ensure_providers
 
 
@@ -54,15 +53,3 @@ def config_price(model: Mapping[str, Any]) -> Price | None:
     return route_price(str(model.get("route") or ""), input_cost_per_token=model.get("input_cost_per_token"),
                        output_cost_per_token=model.get("output_cost_per_token"), free=bool(model.get("free", False)))
 
-
-def require_price(path: str, model: Mapping[str, Any], *, why: str) -> Price:
-    """``model``'s price, or a ConfigError at ``path`` naming the route and the fix. ``why``: what
-    needs the price (a search optimising cost, a spend cap)."""
-    found = config_price(model)
-    if found is None:
-        route = model.get("route")
-        raise ConfigError(path, f"route {route!r} has no price (not in litellm's model map, no input_cost_per_token/"
-                          f"output_cost_per_token override), and {why}",
-                          "set its input_cost_per_token and output_cost_per_token (USD per token), "
-                          "or free=true if calls on it cost nothing (a self-hosted model)")
-    return found
