@@ -44,6 +44,7 @@ class RouteSettings:
     concurrency: int = 8
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
+    free: bool = False  # a route with no price costs $0 rather than an unknown amount
     send_episode_id: bool = False  # the episode id goes out as the `user` field only on routes that opt in
     revision: str | None = None  # the deployment's version: part of every response-cache key, never of the variant's hash
 

@@ -84,6 +84,7 @@ class ModelConfig:
     send_episode_id: bool = False  # episode id as the request's `user` field (the simulator needs it; real providers do not)
     input_cost_per_token: float | None = None  # price override, USD per prompt token
     output_cost_per_token: float | None = None  # price override, USD per completion token
+    free: bool = False  # calls cost nothing (self-hosted): a route litellm has no price for is then $0, not unknown
     revision: str | None = None  # the deployment's version, yours to bump when the model behind the route changes (response-cache key)
     extra: dict[str, Any] = field(default_factory=dict)  # further litellm completion params
 

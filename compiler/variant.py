@@ -239,6 +239,7 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
             concurrency=int(model.get("concurrency", 8)),
             input_cost_per_token=model.get("input_cost_per_token"),
             output_cost_per_token=model.get("output_cost_per_token"),
+            free=bool(model.get("free", False)),
             send_episode_id=bool(model.get("send_episode_id", False)),
             revision=None if model.get("revision") is None else str(model.get("revision")),
         ),

@@ -11,5 +11,8 @@ def is_reply(record: Any) -> bool:
         return False
     calls_ok = all(isinstance(c, dict) and {"id", "name", "arguments"} <= set(c) for c in record.get("tool_calls", []))
     numbers_ok = all(isinstance(record.get(k, 0), int | float) and not isinstance(record.get(k, 0), bool)
-                     for k in ("prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "infra_s"))
-    return calls_ok and numbers_ok
+                     for k in ("prompt_tokens", "completion_tokens", "latency_s", "attempts", "infra_s"))
+    # an unpriced route's reply has no cost: null, which is not a $0 one
+    cost_ok = record.get("cost_usd", 0) is None or (isinstance(record.get("cost_usd", 0), int | float)
+                                                    and not isinstance(record.get("cost_usd", 0), bool))
+    return calls_ok and numbers_ok and cost_ok

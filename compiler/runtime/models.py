@@ -168,7 +168,10 @@ class ModelClient:
         req.update(dict(self.model.extra))
         return req
 
-    def _cost(self, response: Any, prompt_tokens: int, completion_tokens: int) -> float:
+    def _cost(self, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """The call's price in USD, or None when nobody knows it: a route litellm has no price for
+        is not free, and a $0 there would put it on a cost front for nothing (``model.free`` says
+        it is free)."""
         r = self.route
         if r.input_cost_per_token is not None or r.output_cost_per_token is not None:
             return prompt_tokens * (r.input_cost_per_token or 0.0) + completion_tokens * (r.output_cost_per_token or 0.0)
@@ -178,10 +181,13 @@ class ModelClient:
         try:
             return float(ensure_providers().completion_cost(completion_response=response))
         except Exception as exc:  # litellm has no price for this model
+            if r.free:
+                return 0.0
             if not self._warned_price:
-                log.warning("no price for %s (%s); set model.input_cost_per_token/output_cost_per_token", self.model.route, exc)
+                log.warning("no price for %s (%s): its cost is reported as unpriced; set model.input_cost_per_token/"
+                            "output_cost_per_token, or model.free=true if it costs nothing", self.model.route, _first_line(exc))
                 self._warned_price = True
-            return 0.0
+            return None
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str,
                        seed: int | None = None) -> ModelReply:

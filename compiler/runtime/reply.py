@@ -22,7 +22,7 @@ class ModelReply:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
-    cost_usd: float
+    cost_usd: float | None  # None: the route has no price (unpriced), never taken as $0
     latency_s: float  # the successful attempt's time inside the provider
     cached: bool = False
     latency_source: str = "client"  # "provider": the provider reported its own processing time; "client": our stopwatch
@@ -80,7 +80,7 @@ def reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
         finish_reason=rec.get("finish_reason", ""),
         prompt_tokens=int(rec.get("prompt_tokens", 0)),
         completion_tokens=int(rec.get("completion_tokens", 0)),
-        cost_usd=float(rec.get("cost_usd", 0.0)),
+        cost_usd=None if rec.get("cost_usd", 0.0) is None else float(rec.get("cost_usd", 0.0)),
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,
         latency_source=str(rec.get("latency_source", "client")),

@@ -47,7 +47,7 @@ class ModelCallRecord:
     turn: int
     prompt_tokens: int
     completion_tokens: int
-    cost_usd: float
+    cost_usd: float | None  # None: the route has no price
     latency_s: float  # measured wall time of the successful attempt inside the provider
     finish_reason: str
     parse_error: str | None = None  # malformed tool call text (bash format) or bad JSON arguments
@@ -92,13 +92,16 @@ class Trajectory:
     lost_infra_s: float = 0.0  # and the time they took
 
     @property
-    def cost_usd(self) -> float:
-        return sum(c.cost_usd for c in self.model_calls)
+    def cost_usd(self) -> float | None:
+        """None when a call's price is unknown: a partial sum would be a cost that looks known and is low."""
+        costs = [c.cost_usd for c in self.model_calls]
+        return None if None in costs else sum(c for c in costs if c is not None)
 
     @property
-    def billed_cost_usd(self) -> float:
+    def billed_cost_usd(self) -> float | None:
         """What this run paid: calls answered from the response cache cost nothing again."""
-        return sum(c.cost_usd for c in self.model_calls if not c.cached)
+        costs = [c.cost_usd for c in self.model_calls if not c.cached]
+        return None if None in costs else sum(c for c in costs if c is not None)
 
     @property
     def billed_tokens(self) -> int:

@@ -175,9 +175,11 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         "split": str(cfg.workload.split),
         "model": variant.model.route,
         "metrics": dict(report.metrics),
+        # false: a route has no price, so every cost below is null (unknown), never $0
+        "priced": not report.metrics.get("unpriced_episodes"),
         # a warm run replays from the response cache: what it paid, and what it would have cost without the cache
-        "billing": {"billed_cost": report.metrics.get("billed_cost", 0.0), "billed_tokens": report.metrics.get("billed_tokens", 0.0),
-                    "cost_if_uncached": report.metrics.get("cost_total", 0.0)},
+        "billing": {"billed_cost": report.metrics.get("billed_cost"), "billed_tokens": report.metrics.get("billed_tokens", 0.0),
+                    "cost_if_uncached": report.metrics.get("cost_total")},
         "tasks": report.to_dict()["tasks"],
         "episodes": report.to_dict()["episodes"],
         "config": resolved,
@@ -242,6 +244,9 @@ def search_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> object:
     for path, m in [*named, *([("search.teacher", settings.teacher)] if settings.teacher else [])]:
         check_model(path, route=str(m["route"]), params=m.get("extra") or {}, api_key_env=m.get("api_key_env"),
                     api_base=m.get("api_base"))
+    from evoharness.search.cli.spend_checks import check_spend
+
+    check_spend(settings, workload)  # every counted route priced, and a cap the baseline and the finish fit in
     return variant
 
 

@@ -23,7 +23,7 @@ class EpisodeResult:
     named: Mapping[str, float]  # named sub-scores (zeroed with the score when undelivered)
     delivered: bool  # contract gate met
     safety_violations: int
-    cost_usd: float
+    cost_usd: float | None  # None: a call's route has no price (unpriced), never taken as $0
     latency_s: float  # measured wall time of the episode's model calls
     prompt_tokens: int
     completion_tokens: int

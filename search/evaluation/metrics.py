@@ -41,7 +41,7 @@ class TaskRow:
     pass_fraction: float
     score_mean: float
     score_std: float  # population std (ddof=0) over samples; 0.0 for one sample
-    cost_mean: float
+    cost_mean: float | None  # None: a sample's route has no price (unpriced)
     latency_mean: float
     named_means: Mapping[str, float] = field(default_factory=dict)
     cluster: str = ""  # the task's cluster; "" means the task's own id
@@ -133,7 +133,7 @@ def _task_rows(scored: Sequence[EpisodeResult], clusters: Mapping[str, str]) -> 
                 pass_fraction=float(np.mean([e.passed for e in eps])),
                 score_mean=float(scores.mean()),
                 score_std=float(scores.std()),
-                cost_mean=float(np.mean([e.cost_usd for e in eps])),
+                cost_mean=_mean_cost(eps),
                 latency_mean=float(np.mean([e.latency_s for e in eps])),
                 named_means={n: float(_named_values(eps, n).mean()) for n in names},
                 cluster=clusters.get(task_id, task_id),
@@ -155,13 +155,15 @@ def _quality_metrics(
         "task_score_min": min(r.score_mean for r in rows),
         "latency_p50": float(np.quantile(latency, 0.50)),
         "latency_p95": float(np.quantile(latency, 0.95)),
-        "cost_per_task": float(np.mean([e.cost_usd for e in scored])),
         "tokens_per_task": float(
             np.mean([e.prompt_tokens + e.completion_tokens for e in scored])
         ),
         # no tool call means no tool failure; the rate is still measured
         "tool_failure_rate": sum(e.tool_errors for e in scored) / tool_calls if tool_calls else 0.0,
     }
+    cost = _mean_cost(scored)
+    if cost is not None:  # an unknown price is no cost at all, not $0: omitted like any unmeasured metric
+        metrics["cost_per_task"] = cost
     for q in SCORE_QUANTILES:
         metrics[quantile_key(q)] = float(np.quantile(scores, q))
     for name in sorted({n for e in scored for n in e.named}):
@@ -170,6 +172,11 @@ def _quality_metrics(
             r.named_means[name] for r in rows if name in r.named_means
         )
     return metrics
+
+
+def _mean_cost(episodes: Sequence[EpisodeResult]) -> float | None:
+    costs = [e.cost_usd for e in episodes]
+    return None if None in costs else float(np.mean([c for c in costs if c is not None]))
 
 
 def _determinism(scored: Sequence[EpisodeResult]) -> float | None:
@@ -193,11 +200,13 @@ def aggregate(
     Quantiles use numpy's 'linear' method; stds are population stds (ddof=0).
     Always present: episodes, scored, skipped, skipped_rate, undelivered (scored episodes that
     failed the contract gate), and over every episode, skipped ones included: safety_violations
-    (a forbidden write happened even if the episode later failed), cost_total (the money
-    the run costs uncached), billed_cost and billed_tokens (what this run paid: replies the response
-    cache answered are free), attempts (provider attempts, retries included) and infra_seconds (time lost to failed
-    attempts and backoff; latency metrics count successful attempts only), and samples_skipped
-    (repeat samples not run because the measured repeats were identical; see evaluate).
+    (a forbidden write happened even if the episode later failed), unpriced_episodes (episodes
+    whose cost is unknown: a call on a route with no price), cost_total (the money the run costs
+    uncached) and billed_cost (what this run paid: replies the response cache answered are free),
+    both omitted, with cost_per_task, when any episode is unpriced, billed_tokens, attempts
+    (provider attempts, retries included) and infra_seconds (time lost to failed attempts and
+    backoff; latency metrics count successful attempts only), and samples_skipped (repeat samples
+    not run because the measured repeats were identical; see evaluate).
 
     ``stand_ins`` are those unrun samples, each a copy of its task's run sample: the quality,
     cost-per-task and latency metrics and the task rows weigh every task by the samples asked
@@ -217,17 +226,22 @@ def aggregate(
     if determinism is not None:
         metrics["determinism"] = determinism
     skipped = len(episodes) - len(scored)
+    unpriced = sum(1 for e in episodes if e.cost_usd is None)
+    if not unpriced:
+        metrics.update(
+            cost_total=float(sum(e.cost_usd or 0.0 for e in episodes)),
+            # what this run paid: a call the response cache answered costs nothing again (cost_total is
+            # what the run would have cost uncached, the figure the objectives and claims compare)
+            billed_cost=float(sum((e.cost_usd or 0.0) if e.billed_cost_usd is None else e.billed_cost_usd for e in episodes)),
+        )
     metrics.update(
+        unpriced_episodes=float(unpriced),
         episodes=float(len(episodes)),
         scored=float(len(scored)),
         skipped=float(skipped),
         skipped_rate=skipped / len(episodes) if episodes else 0.0,
         undelivered=float(sum(1 for e in scored if not e.delivered)),
         safety_violations=float(sum(e.safety_violations for e in episodes)),
-        cost_total=float(sum(e.cost_usd for e in episodes)),
-        # what this run paid: a call the response cache answered costs nothing again (cost_total is
-        # what the run would have cost uncached, the figure the objectives and claims compare)
-        billed_cost=float(sum(e.cost_usd if e.billed_cost_usd is None else e.billed_cost_usd for e in episodes)),
         billed_tokens=float(sum(e.prompt_tokens + e.completion_tokens if e.billed_tokens is None else e.billed_tokens
                                 for e in episodes)),
         attempts=float(sum(e.attempts for e in episodes)),
@@ -260,7 +274,7 @@ def paired_scores(
         if metric == "pass_rate":
             return row.pass_fraction
         if metric == "cost_per_task":
-            return row.cost_mean
+            return float("nan") if row.cost_mean is None else row.cost_mean  # unpriced: no comparison holds
         if metric.startswith("score.") and metric[len("score."):] in row.named_means:
             return float(row.named_means[metric[len("score."):]])
         return row.score_mean

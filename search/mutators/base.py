@@ -102,7 +102,7 @@ class MutationContext:
     round: int
     run_teacher: TeacherRunner | None = None  # runs a stronger route on task ids (teacher-gap rewriter)
     cache_dir: str | None = None  # model response cache for LLM-backed mutators
-    on_cost: Callable[[str, float], None] | None = None  # (mutator, USD) for each paid model call a mutator makes
+    on_cost: Callable[[str, float | None], None] | None = None  # (mutator, USD or None: unpriced) per paid model call
 
 
 @dataclass(frozen=True)

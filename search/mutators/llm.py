@@ -65,7 +65,7 @@ def block(tag: str, body: str) -> str:
 
 
 def ask(route: str, task: str, prompt: str, rng: random.Random, *, settings: RouteSettings | None = None,
-        cache_dir: str | None = None, on_cost: Callable[[str, float], None] | None = None) -> str:
+        cache_dir: str | None = None, on_cost: Callable[[str, float | None], None] | None = None) -> str:
     """One chat request through the harness's model client (timeout, retries, price, response
     cache: a resumed search does not pay for the same question twice); a route failure raises
     (the search logs it and goes on)."""
@@ -161,12 +161,12 @@ def _llm_params(name: str, route: str, max_evidence: int, *, api_base: str | Non
 @register_mutator("llm_prompt_rewriter")
 def llm_prompt_rewriter(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8,
                         api_base: str | None = None, api_key_env: str | None = None,
-                        send_episode_id: bool = False) -> Mutator:
+                        send_episode_id: bool = False, free: bool = False) -> Mutator:
     """The route rewrites one section against the failure evidence; a reply that empties or guts
     the section (shorter than 0.8x without every original sentence) is rejected."""
     _llm_params("llm_prompt_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
     settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
-                             send_episode_id=send_episode_id)
+                             send_episode_id=send_episode_id, free=free)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         name = pick_section(ctx, "llm_prompt_rewriter", section, "rules")
@@ -212,12 +212,12 @@ def check_step(reply: str, taken: Sequence[str]) -> dict[str, Any] | str:
 @register_mutator("llm_workflow_editor")
 def llm_workflow_editor(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8,
                         api_base: str | None = None, api_key_env: str | None = None,
-                        send_episode_id: bool = False) -> Mutator:
+                        send_episode_id: bool = False, free: bool = False) -> Mutator:
     """The route proposes one new optional workflow step (unique name, trigger prompt or
     before_final), placed after the last step. ``section`` is unused (kept for a uniform config)."""
     _llm_params("llm_workflow_editor", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
     settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
-                             send_episode_id=send_episode_id)
+                             send_episode_id=send_episode_id, free=free)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         lines = summarise(ctx.evidence, limit=max_evidence, tools=ctx.tools)
@@ -260,13 +260,13 @@ def redact_call(line: str) -> str:
 @register_mutator("teacher_gap_rewriter")
 def teacher_gap_rewriter(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8, max_tasks: int = 3,
                          api_base: str | None = None, api_key_env: str | None = None,
-                         send_episode_id: bool = False) -> Mutator:
+                         send_episode_id: bool = False, free: bool = False) -> Mutator:
     """Runs the teacher (ctx.run_teacher) on up to ``max_tasks`` failing tasks and asks the route
     for a section that closes the gap between the student's failures and the teacher's calls.
     Proposes nothing without a teacher."""
     _llm_params("teacher_gap_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
     settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
-                             send_episode_id=send_episode_id)
+                             send_episode_id=send_episode_id, free=free)
     positive_int("teacher_gap_rewriter", "max_tasks", max_tasks)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:

@@ -22,7 +22,8 @@ from evoharness.search.records.spend import read_spend
 
 
 def spent(journal: Path) -> float:
-    return sum(float(r.get("cost_usd", 0.0)) for r in read_spend(journal)) if journal.exists() else 0.0
+    # a null cost (an unpriced route) adds nothing: a search under a cap refuses such routes before it starts
+    return sum(float(r.get("cost_usd") or 0.0) for r in read_spend(journal)) if journal.exists() else 0.0
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def estimate(rows: Sequence[Mapping[str, Any]], *, front_costs: Sequence[float],
     bounded by the dearest member). Every run is costed at ``samples`` samples per task (repeats
     that turn out identical are skipped, but that is not known in advance), and ``extra_dev`` more
     dev runs at the dearest cost are reserved for the champion's ablation."""
-    train = [float(r["cost_usd"]) for r in rows if r.get("split") == "train"]
+    train = [float(r["cost_usd"]) for r in rows if r.get("split") == "train" and r.get("cost_usd") is not None]
     if not train:
         return None
     dearest = sorted(front_costs, reverse=True) or [max(train) / max(1, tasks["train"])]

@@ -31,8 +31,9 @@ class Splits:
     task_ids: Mapping[str, tuple[str, ...]]
 
     @classmethod
-    def of(cls, settings: RunSettings) -> Splits:
-        workload = workload_factory(settings.workload.name)(**dict(settings.workload.options))
+    def of(cls, settings: RunSettings, workload: Workload | None = None) -> Splits:
+        """``workload``: the one the caller built from these settings already (a dataset is parsed once)."""
+        workload = workload or workload_factory(settings.workload.name)(**dict(settings.workload.options))
         train = list(workload.tasks("train"))[: settings.search.train_limit or None]
         return cls(workload, {
             "train": tuple(t.task_id for t in train),

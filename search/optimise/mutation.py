@@ -91,7 +91,7 @@ def losses(paths: StudyPaths, eval_key: str | None) -> dict[str, int]:
 
 
 def teacher_runner(settings: RunSettings, workload: Workload,
-                   on_cost: Callable[[str, float], None] | None = None) -> TeacherRunner | None:
+                   on_cost: Callable[[str, float | None], None] | None = None) -> TeacherRunner | None:
     """Runs search.teacher (a stronger model) with the baseline harness on failing train tasks."""
     if settings.teacher is None:
         return None
@@ -106,7 +106,8 @@ def teacher_runner(settings: RunSettings, workload: Workload,
         _, trajectories = asyncio.run(evaluate_variant_async(variant, workload, "train", tasks=tasks, seed=settings.seed, cache=cache,
                                                              keep_trajectories=True))
         if on_cost is not None:  # cached calls were paid for once, in an earlier run
-            on_cost("teacher", sum(c.cost_usd for t in trajectories for c in t.model_calls if not c.cached))
+            paid = [c.cost_usd for t in trajectories for c in t.model_calls if not c.cached]
+            on_cost("teacher", None if None in paid else sum(c for c in paid if c is not None))
         return {t.task_id: [f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in t.tool_calls if c.error is None]
                 for t in trajectories}
 
@@ -116,7 +117,7 @@ def teacher_runner(settings: RunSettings, workload: Workload,
 def mutate(
     settings: RunSettings, k: int, pools: Pools, front: Sequence[TrialRecord], evidence: Sequence[FailedEpisode], *,
     mutators: Sequence[tuple[Mutator, float]], run_teacher: TeacherRunner | None, echo: Callable[[str], None],
-    keep: Sequence[Genome] = (), reference: tuple[float, float] | None = None, costs: list[tuple[str, float]] | None = None,
+    keep: Sequence[Genome] = (), reference: tuple[float, float] | None = None, costs: list[tuple[str, float | None]] | None = None,
 ) -> RoundPools:
     """Every mutator (a weight below 1 is the chance it runs this round) proposes once per anchor
     (the front members new entries are tried on), from that anchor's own failed episodes and on

@@ -88,7 +88,7 @@ class Rounds:
             # does every entry of a combined genome this round will evaluate
             waiting = [*(with_new_entry(c.anchor or BASELINE, pools, c.kind, c.key, list(self.settings.base_steps), index=c.index)
                          for c in carried), *combined]
-            costs: list[tuple[str, float]] = []
+            costs: list[tuple[str, float | None]] = []
             evidence = front_evidence(self.paths, front)
             if (old := sum(1 for e in evidence if e.detail and not e.failures)) and old == len(evidence):
                 self.echo(f"warning: the front's {old} failed train episodes were stored without failure records (an older "

@@ -22,6 +22,7 @@ from evoharness.search.genome import Genome, Pools, canonical
 from evoharness.search.optimise.budget import SpendWatch
 from evoharness.search.optimise.evaluations import Evaluations, Launch, SearchInterrupted
 from evoharness.search.optimise.finish import FinishAborted, Frozen, SearchTrials, finish
+from evoharness.search.optimise.forecast import forecast, forecast_line
 from evoharness.search.optimise.freeze import Splits, base_tools, freeze, warn_uncovered
 from evoharness.search.optimise.rounds import CONTROL_SEED_STRIDE, Rounds, SearchAborted, round_line, unevaluated
 from evoharness.search.optimise.seeding import NewEntry, accumulated
@@ -95,6 +96,8 @@ class SearchRun:
         combined: list[Genome] = []  # per anchor, the entries that improved it, together
         reference: tuple[float, float] | None = None  # the baseline's train quality and cost per task in the last round
         canon = functools.partial(canonical, base_format=self.settings.base_format, base_steps=self.settings.base_steps)
+        # before anything is paid for (on resume too: it costs nothing, and the spend so far is in the journal)
+        self.echo(forecast_line(forecast(self.settings, self.splits), self.settings, len(self.splits.task_ids["train"])))
         for k in range(self.s.rounds):
             if not self.rounds.may_begin(k):
                 break

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+UNPRICED = "unpriced"  # shown for a cost on a route with no price: unknown, not $0
 COUNTS = ("tokens_per_task", "skipped", "undelivered", "safety_violations", "episodes", "scored", "n")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.atomic import write_json_atomic, write_text_atomic
-from evoharness.search.records.format import fmt_metric
+from evoharness.search.records.format import UNPRICED, fmt_metric
 from evoharness.search.records.versions import versioned
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -56,7 +56,8 @@ def collect(sweep_dir: Path) -> list[dict[str, Any]]:
             continue
         data = json.loads(record.read_text(encoding="utf-8"))
         out.append({"job": int(job.name), "variant": label, "overrides": overrides, "status": "ok", "variant_hash": data["variant_hash"],
-                    "split": data["split"], "metrics": {k: data["metrics"].get(k) for k in COLUMNS}})
+                    "split": data["split"], "priced": data.get("priced", True),
+                    "metrics": {k: data["metrics"].get(k) for k in COLUMNS}})
     front = pareto([r["metrics"] for r in out])
     for r, on in zip(out, front):
         r["pareto"] = on
@@ -66,10 +67,12 @@ def collect(sweep_dir: Path) -> list[dict[str, Any]]:
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     header = ["", "variant", *COLUMNS]
     body = [["*" if r["pareto"] else ("x" if r["status"] == "failed" else ""), str(r["variant"]),
-             *(fmt_metric(r["metrics"].get(k), k, missing="-") for k in COLUMNS)] for r in rows]
+             *(fmt_metric(r["metrics"].get(k), k, missing=UNPRICED if k.startswith("cost") and r.get("priced") is False else "-")
+               for k in COLUMNS)] for r in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *body)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header, *body]]
-    return "\n".join(lines + ["* on the Pareto front (pass_rate up, cost_per_task and latency_p95 down); x failed"])
+    return "\n".join(lines + ["* on the Pareto front (pass_rate up, cost_per_task and latency_p95 down; an unpriced variant is on "
+                               "no front); x failed"])
 
 
 def write(sweep_dir: Path, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -4,10 +4,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from evoharness.search.evaluation.metrics import EvalReport
-from evoharness.search.records.format import fmt_metric
+from evoharness.search.records.format import UNPRICED, fmt_metric
 
 HEADLINE = ("pass_rate", "score_mean", "score_std", "latency_p50", "latency_p95", "cost_per_task", "tokens_per_task", "tool_failure_rate",
             "determinism", "skipped", "undelivered", "safety_violations")
+
+
+def missing(metrics: Mapping[str, float | None], key: str) -> str:
+    """What stands in for an absent metric: "unpriced" for a cost no price was known for (never $0)."""
+    return UNPRICED if key.startswith("cost") and metrics.get("unpriced_episodes") else "-"
 
 
 def metrics_table(rows: Sequence[tuple[str, EvalReport]], keys: Sequence[str] = HEADLINE) -> str:
@@ -18,5 +23,6 @@ def metrics_table(rows: Sequence[tuple[str, EvalReport]], keys: Sequence[str] = 
     lines = [" " * width + "  " + "  ".join(label.rjust(c) for label, c in zip(labels, cols))]
     for key in keys:
         values: list[Mapping[str, float]] = [r.metrics for _, r in rows]
-        lines.append(key.ljust(width) + "  " + "  ".join(fmt_metric(v.get(key), key, missing="-").rjust(c) for v, c in zip(values, cols)))
+        lines.append(key.ljust(width) + "  " + "  ".join(fmt_metric(v.get(key), key, missing=missing(v, key)).rjust(c)
+                                                         for v, c in zip(values, cols)))
     return "\n".join(lines)

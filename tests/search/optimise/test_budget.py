@@ -1,6 +1,7 @@
 """search.budget_usd: no new paid work past the cap, the finish reserved, the spend journaled."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -88,3 +89,45 @@ def test_the_progress_line_reads_the_round(tmp_path: Path) -> None:
     line = study_progress(study, "pass_rate", 1.5, 0.65)
     assert line == "120 episodes, $1.50 spent, best pass_rate 0.800, cheapest qualifying $0.0200/task"
     assert "qualifying" not in study_progress(study, "pass_rate", 0.0, None)
+
+
+def test_the_forecast_comes_before_the_baseline_and_the_baseline_counts(make: Callable[[str, float | None], RunSettings]) -> None:
+    launcher = Launcher()
+    at: list[tuple[int, str]] = []  # (jobs launched so far, line)
+    settings = make("counted", 50.0)
+    summary = SearchRun(settings, launch=launcher, echo=lambda line: at.append((len(launcher.jobs), line))).execute()
+    [(launched, line)] = [(n, text) for n, text in at if text.startswith("projected spend before the baseline")]
+    assert launched == 0 and "the baseline at least about $" in line and "search.budget_usd=50 caps it" in line
+    study = Path(summary["paths"]["ledger"]).parent
+    rows = read_spend(study / "spend.jsonl")
+    baseline = [r for r in rows if r["split"] == "train" and r["label"] == launcher.jobs[0].label]
+    assert launcher.jobs[0].split == "train" and len(baseline) == 1 and baseline[0]["cost_usd"] > 0
+    on_record = json.loads((study / "summary.json").read_text(encoding="utf-8"))["spend"]
+    assert on_record["budget_usd"] == 50.0 and on_record["spent_usd"] == pytest.approx(sum(r["cost_usd"] for r in rows))
+    assert on_record["spent_usd"] >= baseline[0]["cost_usd"] + sum(r["cost_usd"] for r in rows if r["split"] != "train")
+    # resumed (a round that ran out of new genomes asks again): no evaluation is paid for, or counted, twice
+    resumed = SearchRun(make("counted", 50.0), launch=Launcher(), echo=lambda _: None).execute()
+    after = read_spend(study / "spend.jsonl")
+    assert after[:len(rows)] == rows and len({r["eval_key"] for r in after}) == len(after)
+    assert resumed["spend"]["spent_usd"] == pytest.approx(sum(r["cost_usd"] for r in after))
+
+
+def test_the_forecast_is_a_floor_of_what_the_baseline_costs(make: Callable[[str, float | None], RunSettings]) -> None:
+    """On the simulator, the baseline evaluated for real: the forecast is below what it cost, and not
+    by orders of magnitude (it leaves out only what the tools answer)."""
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.optimise.forecast import forecast
+    from evoharness.search.optimise.freeze import Splits
+
+    settings = make("floor", None)
+    settings = replace(settings, search=replace(settings.search, train_limit=6))
+    splits = Splits.of(settings)
+    f = forecast(settings, splits)
+    variant = compile_agent(settings.agent, tool=settings.tool, model=settings.models["base"])
+    tasks = [splits.workload.task(t) for t in splits.task_ids["train"]]
+    real = evaluate_variant(variant, splits.workload, "train", samples=1, concurrency=6, seed=0, tasks=tasks, cache=None)
+    measured = real.metrics["cost_per_task"]
+    assert f is not None and 0.2 * measured < f.per_task < measured
+    calls = sum(e.model_calls for e in real.episodes) / len(tasks)
+    assert 0.5 * calls < f.calls / len(tasks) < 2 * calls

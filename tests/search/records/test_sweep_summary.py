@@ -32,7 +32,7 @@ def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
     [sweep] = list(tmp_path.glob("evaluate-multirun/*"))
     summary = json.loads((sweep / "sweep_summary.json").read_text(encoding="utf-8"))
     jobs = summary["jobs"]
-    assert summary["schema_version"] == 1 and len(jobs) == 4
+    assert summary["schema_version"] == 2 and len(jobs) == 4
     # each row is named by what sets it apart, not by the overrides every job shares
     assert [j["variant"] for j in jobs] == ["model=sim_small agent.tool_format=json", "model=sim_small agent.tool_format=bash",
                                             "model=sim_large agent.tool_format=json", "model=sim_large agent.tool_format=bash"]

@@ -1,0 +1,86 @@
+"""A search's spend, checked before anything is paid for: every route whose calls the search counts
+has a price (or is declared free) when cost is an objective or a cap counts it, and a cap leaves
+room for the baseline and the finish (search/optimise/forecast.py)."""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.runtime.prices import route_price
+from evoharness.compiler.runtime.workload import Workload
+from evoharness.search.mutators.base import MUTATORS
+from evoharness.search.optimise.forecast import forecast
+from evoharness.search.optimise.freeze import Splits
+from evoharness.search.optimise.settings import RunSettings
+
+FIX = ("set {where}input_cost_per_token and output_cost_per_token (USD per token), or {where}free=true if its calls "
+       "cost nothing (a self-hosted model)")
+
+
+def routes(settings: RunSettings) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """(config path, where its price is set, price settings) of every route the search pays for: the
+    incumbent, each search.models entry, the teacher, and the LLM mutators (their route parameter)."""
+    yield "model", "model.", settings.models["base"]
+    for name, m in settings.models.items():
+        if name != "base":
+            yield f"search.models.{name}", f"model/{name}.yaml's ", m
+    if settings.teacher is not None:
+        yield f"search.teacher={settings.search.teacher}", f"model/{settings.search.teacher}.yaml's ", settings.teacher
+    for i, mutator in enumerate(settings.mutators):
+        route = mutator.params.get("route", _default_route(mutator.name))
+        if isinstance(route, str):  # a mutator without a route makes no model call
+            yield f"mutators.enabled[{i}].params.route", f"mutators.enabled[{i}].params.", {**mutator.params, "route": route}
+
+
+def _default_route(name: str) -> Any:
+    """A mutator's route when its params leave it out: its factory's default (None: it has none)."""
+    try:
+        default = inspect.signature(MUTATORS.get(name)).parameters["route"].default
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None if default is inspect.Parameter.empty else default
+
+
+def check_spend(settings: RunSettings, workload: Workload) -> None:
+    """Both checks, in the order a user fixes them: prices first, then the cap they make known."""
+    refuse_unpriced(settings)
+    refuse_short_budget(settings, workload)
+
+
+def refuse_unpriced(settings: RunSettings) -> None:
+    """A route with no price would cost $0 on the cost axis and in the cap: refused, naming it."""
+    cost_objective = any(o.metric.startswith("cost") for o in settings.objectives)
+    if not cost_objective and settings.search.budget_usd is None:
+        return
+    why = "the search optimises cost" if cost_objective else f"search.budget_usd={settings.search.budget_usd:g} counts its spend"
+    for path, where, m in routes(settings):
+        if route_price(str(m["route"]), input_cost_per_token=m.get("input_cost_per_token"),
+                       output_cost_per_token=m.get("output_cost_per_token"), free=bool(m.get("free", False))) is None:
+            raise ConfigError(path, f"route {m['route']!r} has no price (litellm's model map has none and no price is set), "
+                              f"and {why}: it would be counted at $0", FIX.format(where=where))
+
+
+def refuse_short_budget(settings: RunSettings, workload: Workload) -> None:
+    """A cap below the forecast baseline and finish would pay for the baseline and stop undecided."""
+    cap = settings.search.budget_usd
+    if cap is None:
+        return
+    f = forecast(settings, Splits.of(settings, workload))
+    if f is not None and cap < f.minimum:
+        raise ConfigError("search.budget_usd", f"{cap:g} is below the projected ${f.minimum:.4f} a search needs before it can "
+                          f"decide (the baseline's train evaluation at least about ${f.baseline:.4f}, then dev and the holdout "
+                          f"at least ${f.finish:.4f}; from prices and the rendered prompt's tokens)",
+                          f"set search.budget_usd={_ceil(f.minimum)} or more, lower search.train_limit or search.samples, "
+                          "or search.budget_usd=null for no cap")
+
+
+def _ceil(usd: float) -> str:
+    """``usd`` rounded up to two significant figures: a budget to type that covers it."""
+    import math
+
+    if usd <= 0:
+        return "0.01"
+    step = 10 ** (math.floor(math.log10(usd)) - 1)
+    return f"{math.ceil(usd / step) * step:.{max(0, -int(math.floor(math.log10(step))))}f}"
