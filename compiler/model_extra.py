@@ -44,7 +44,8 @@ _CONNECTION = re.compile(
 
 # `seed` is the harness's: every request carries one per run seed, task and sample, so that samples
 # are separate calls (one fixed seed would make every sample the same request, replayed from the cache)
-_FIRST_CLASS = {"seed": "the run's seed (seed=N; each sample's request seed is derived from it)", "temperature": "model.temperature", "max_tokens": "model.max_tokens", "max_completion_tokens": "model.max_tokens",
+_FIRST_CLASS = {"seed": "the run's seed (seed=N; each sample's request seed is derived from it)",
+                "temperature": "model.temperature", "max_tokens": "model.max_tokens", "max_completion_tokens": "model.max_tokens",
                 "timeout": "model.timeout_s",
                 "num_retries": "model.retries", "max_retries": "model.retries", "api_base": "model.api_base",
                 "base_url": "model.api_base", "api_key": "model.api_key_env", "model": "model.route"}

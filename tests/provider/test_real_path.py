@@ -92,9 +92,11 @@ def test_samples_at_temperature_differ_and_a_seed_reproduces_its_answer(stub: St
     from tests.provider.stub import respond
 
     tools = [{"type": "function", "function": {"name": "cancel_order", "parameters": {"type": "object"}}}]
-    opening = {"model": "m", "temperature": 1.5, "tools": tools, "messages": [{"role": "system", "content": "desk"}, {"role": "user", "content": "x"}]}
-    bodies = [{**opening, "seed": s, "messages": [*opening["messages"], {"role": "tool", "content": '[{"order_id": "A-1"}, {"order_id": "A-2"}]'},
-                                                   {"role": "user", "content": "Please cancel my order."}]} for s in range(40)]
+    opening = {"model": "m", "temperature": 1.5, "tools": tools,
+               "messages": [{"role": "system", "content": "desk"}, {"role": "user", "content": "x"}]}
+    later = [{"role": "tool", "content": '[{"order_id": "A-1"}, {"order_id": "A-2"}]'},
+             {"role": "user", "content": "Please cancel my order."}]
+    bodies = [{**opening, "seed": s, "messages": [*opening["messages"], *later]} for s in range(40)]
     answers = [json.dumps(respond(b)) for b in bodies]
     assert len(set(answers)) > 1  # stochastic at temperature > 0 ...
     assert answers == [json.dumps(respond(b)) for b in bodies]  # ... and reproducible under the seed
