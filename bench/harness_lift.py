@@ -112,9 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     variants = {"base": compiled(Genome()), "found": compiled(found_g), "ablated": compiled(ablated_g),
                 "oracle": compile_agent(oracle_agent, tool=oracle_tool(workload, agent), model=model_config("sim_small"))}
     quality: dict[str, list[float]] = {k: [] for k in variants}
+    from evoharness.compiler.sim import configure_sim
+
     for seed in range(args.seeds):
+        # at temperature 0 no request field changes a greedy answer: a replicate is another draw of the
+        # simulated world (its `world` knob), which only a benchmark sets
+        configure_sim(None, world=seed)
         for name, v in variants.items():  # interleaved per seed
             quality[name].append(evaluate_variant(v, workload, "dev", samples=1, seed=seed).metrics["pass_rate"])
+    configure_sim(None, world=0)
     mean = {k: statistics.fmean(v) for k, v in quality.items()}
     lift = (mean["found"] - mean["base"]) / (mean["oracle"] - mean["base"]) if mean["oracle"] > mean["base"] else float("nan")
     share = (mean["found"] - mean["ablated"]) / (mean["found"] - mean["base"]) if mean["found"] > mean["base"] else 0.0

@@ -4,7 +4,7 @@ The simulator can key its draws by what a variant sends (the default: two prompt
 independent noise, as on a real model) or share them between variants (common random numbers).
 This script evaluates one harness-only edit, sim_small + the verify step against sim_small, on
 the BFCL holdout with the search's settings (samples 2, the claim's statistics at min_effect 0.03)
-for several seeds, in both modes, interleaved, and prints per mode: how many seeds the claim calls
+for several seeds (each a draw of the simulated world, SimConfig.world), in both modes, interleaved, and prints per mode: how many seeds the claim calls
 a `win`, the median number of tasks on which the two variants differ, and the median p-value.
 
     python bench/shared_draws.py [--quick]     # 6 seeds (~2 min); --quick 3 seeds
@@ -48,13 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[dict[str, float]]] = {"shared": [], "unshared": []}
     for seed in seeds:
         for mode in rows:  # interleaved: machine load hits both modes alike
-            configure_sim(None, time_scale=0.0, shared_draws=mode == "shared")
+            # at temperature 0 no request field changes a greedy answer: a replicate is another draw of
+            # the simulated world (its `world` knob), which only a benchmark sets
+            configure_sim(None, time_scale=0.0, shared_draws=mode == "shared", world=seed)
             a = evaluate_variant(base, workload, SPLIT, samples=2, seed=seed)
             b = evaluate_variant(edit, workload, SPLIT, samples=2, seed=seed)
             claim = make_claim(a, b, confidence=0.95, resamples=2000, min_effect=0.03, seed=seed, hashes={})
             rows[mode].append({"win": claim["verdict"] == "win", "differ": claim["discordant"], "p": claim["p_value"],
                                "effect": claim["mean_diff"]})
-    configure_sim(None, shared_draws=False)
+    configure_sim(None, shared_draws=False, world=0)
     for mode, rs in rows.items():
         wins = sum(r["win"] for r in rs)
         print(json.dumps({"figure": f"{mode}_draws_wins_of_{len(rs)}", "value": wins, "target": None, "met": None}))

@@ -86,18 +86,19 @@ def _folder(url: str) -> Path | None:
 
 def current_dirs() -> list[Path]:
     """The folders of the search path of the command running in this process, in priority order:
-    from the running job's Hydra config (any launcher's job process has it), else from the
-    composition in progress (the preflight), else the package's conf/ alone."""
+    from the composition in progress (the preflight, a run in this process), else from the running
+    job's Hydra config (any launcher's job process has it), else the package's conf/ alone."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
-    if HydraConfig.initialized():
-        sources = HydraConfig.get().runtime.config_sources
-        return [d for d in (_folder(f"{s.schema}://{s.path}") for s in sources if s.schema in ("file", "pkg")) if d is not None]
+    # the Hydra composing or running now first: a job's HydraConfig outlives its command in this process
     gh = GlobalHydra.instance()
     if gh.is_initialized() and gh.hydra is not None:
         return [d for d in (_folder(f"{s.scheme()}://{s.path}") for s in gh.hydra.config_loader.get_sources()
                             if s.scheme() in ("file", "pkg")) if d is not None]
+    if HydraConfig.initialized():
+        sources = HydraConfig.get().runtime.config_sources
+        return [d for d in (_folder(f"{s.schema}://{s.path}") for s in sources if s.schema in ("file", "pkg")) if d is not None]
     return [Path(CONF_DIR)]
 
 
@@ -146,6 +147,21 @@ def compose_option(group: str, name: str, dirs: Sequence[Path] | None = None) ->
 
 # workload options that name a file: a relative one is read from the folder of the config file that names it
 FILE_OPTIONS = ("path", "tool_outputs.path")
+
+
+def portable_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as a hash sees them: each file option by its file's name, not where the project
+    lives, so a moved or cloned checkout keeps its doctor records and its studies. What the files
+    hold is hashed apart (the tasks hash, the replayed tool outputs' hash)."""
+    out = copy.deepcopy(dict(options))
+    for key in FILE_OPTIONS:
+        *parents, leaf = key.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(leaf), str):
+            node[leaf] = Path(node[leaf]).name
+    return out
 
 
 def anchored_options(options: Mapping[str, Any], dirs: Sequence[Path] | None = None) -> dict[str, Any]:

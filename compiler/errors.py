@@ -35,6 +35,17 @@ class RouteRefused(ConfigError):
     multirun it fails its own job, so the sweep's other jobs and its comparison are kept."""
 
 
+class RunFailed(Exception):
+    """A run that did its work and kept its record, yet failed (too many of its episodes were skipped):
+    one ``error:`` line and exit code 1 on the command line, the job's failure in a multirun (the
+    sweep's other jobs and its comparison are kept), this exception from the Python API, with the
+    run's ``result`` (its report) attached."""
+
+    def __init__(self, message: str, *, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse reports a bad flag as usage plus an error over several lines; here it is one line, exit 2."""
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError, RunFailed
 from evoharness.compiler.hydra_argv import resolve_config_path
 from evoharness.compiler.hydra_errors import UsageError
 from evoharness.compiler.preflight import VERSION_BASE, Validator, preflight
-from evoharness.compiler.scrubbing import NoteSweepDir, TaskRefused, scrub_sweep_records, scrubbed_task
+from evoharness.compiler.scrubbing import NoteSweepDir, TaskFailed, TaskRefused, scrub_sweep_records, scrubbed_task
 from evoharness.compiler.secrets import install_log_scrubber, remember_credential_env, scrub, watch_env_resolver
 from evoharness.conf import CONF_DIR
 from hydra.types import RunMode
@@ -59,6 +59,8 @@ def run_command(command: str, argv: Sequence[str], task: Task, validate: Validat
                 return run_composed(composed, cp.primary, scrubbed_task(task, raising=True), report_failures=report_failures)
             except TaskRefused as refused:
                 raise refused.error from None
+            except TaskFailed as failed:
+                raise failed.error from None
         GlobalHydra.instance().clear()  # hydra.main composes on its own Hydra
         try:
             hydra.main(config_path=CONF_DIR, config_name="config", version_base=VERSION_BASE)(scrubbed_task(task))()
@@ -68,6 +70,9 @@ def run_command(command: str, argv: Sequence[str], task: Task, validate: Validat
     finally:
         sys.argv = saved
         GlobalHydra.instance().clear()
+        from hydra.core.hydra_config import HydraConfig
+
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]  # a finished command's config answers no later lookup
 
 
 def run_hydra(command: str, argv: Sequence[str], task: Task, validate: Validator | None) -> int:
@@ -77,6 +82,9 @@ def run_hydra(command: str, argv: Sequence[str], task: Task, validate: Validator
     except (ConfigError, UsageError) as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
+    except RunFailed as exc:  # its record is written; the run says why it does not stand
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        return 1
     return 0
 
 

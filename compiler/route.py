@@ -46,6 +46,9 @@ class RouteSettings:
     output_cost_per_token: float | None = None
     free: bool = False  # a route with no price costs $0 rather than an unknown amount
     send_episode_id: bool = False  # the episode id goes out as the `user` field only on routes that opt in
+    # OpenAI's `seed`, per sample, where litellm says the provider takes it; false for a server that
+    # refuses it all the same (the seed stays in the response-cache key: samples remain separate calls)
+    send_seed: bool = True
     revision: str | None = None  # the deployment's version: part of every response-cache key, never of the variant's hash
 
     def to_dict(self) -> dict[str, Any]:

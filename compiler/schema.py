@@ -82,6 +82,7 @@ class ModelConfig:
     backoff_s: float = 0.5  # first backoff delay
     concurrency: int = 8  # most calls in flight on this route from one evaluation (one launcher worker)
     send_episode_id: bool = False  # episode id as the request's `user` field (the simulator needs it; real providers do not)
+    send_seed: bool = True  # each sample's `seed` where the provider takes it; false for a server that refuses the parameter
     input_cost_per_token: float | None = None  # price override, USD per prompt token
     output_cost_per_token: float | None = None  # price override, USD per completion token
     free: bool = False  # calls cost nothing (self-hosted): a route litellm has no price for is then $0, not unknown

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.atomic import write_text_atomic
-from evoharness.compiler.errors import ConfigError, RouteRefused
+from evoharness.compiler.errors import ConfigError, RouteRefused, RunFailed
 from evoharness.compiler.secrets import install_log_scrubber, remember_config, scrub, watch_env_resolver
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -32,6 +32,14 @@ def _scrub_file(path: Path) -> None:
         return
     if scrub(text) != text:
         write_text_atomic(path, text)
+
+
+class TaskFailed(BaseException):
+    """A RunFailed a task raised, carried past Hydra's own reporting of task exceptions (a traceback)."""
+
+    def __init__(self, error: RunFailed) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class TaskRefused(BaseException):
@@ -72,6 +80,10 @@ def scrubbed_task(task: Callable[[DictConfig], object], *, raising: bool = False
                 raise TaskRefused(exc) from None
             if isinstance(exc, RouteRefused):  # one job's failure: the launcher records it, the sweep keeps the rest
                 raise RuntimeError(scrub(str(exc))) from None
+        except RunFailed as exc:
+            if raising:
+                raise TaskFailed(exc) from None
+            raise RuntimeError(scrub(str(exc))) from None  # one job's failure, as above
             print(f"error: {scrub(str(exc))}", file=sys.stderr)
             raise SystemExit(2) from None
 

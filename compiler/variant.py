@@ -241,6 +241,7 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
             output_cost_per_token=model.get("output_cost_per_token"),
             free=bool(model.get("free", False)),
             send_episode_id=bool(model.get("send_episode_id", False)),
+            send_seed=bool(model.get("send_seed", True)),
             revision=None if model.get("revision") is None else str(model.get("revision")),
         ),
     )

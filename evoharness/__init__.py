@@ -9,9 +9,10 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _API = {"compile", "evaluate", "evaluate_async", "search"}
-_ERRORS = {"ConfigError": "evoharness.compiler.errors", "UsageError": "evoharness.compiler.hydra_errors",
-           "SearchOutcome": "evoharness.search.records.outcome"}
-__all__ = ["compile", "evaluate", "evaluate_async", "search", "ConfigError", "UsageError", "SearchOutcome", "__version__"]
+_ERRORS = {"ConfigError": "evoharness.compiler.errors", "RunFailed": "evoharness.compiler.errors",
+           "UsageError": "evoharness.compiler.hydra_errors", "SearchOutcome": "evoharness.search.records.outcome"}
+__all__ = ["compile", "evaluate", "evaluate_async", "search", "ConfigError", "RunFailed", "UsageError", "SearchOutcome",
+           "__version__"]
 
 
 def __getattr__(name: str) -> object:

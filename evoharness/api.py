@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from evoharness.search.evaluation.metrics import EvalReport
     from evoharness.search.records.outcome import SearchOutcome
 
-from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError, RunFailed
 from evoharness.compiler.hydra_errors import UsageError
 
 Overrides = Sequence[str] | Mapping[str, Any]
@@ -189,6 +189,10 @@ def _call(command: str, overrides: Overrides, config_dir: str | Path | None, tas
             return run_command(command, argv, task, validate)
         except (ConfigError, UsageError) as exc:
             raise _scrubbed(exc) from None
+        except RunFailed as exc:  # the run's report rides along: what was measured is not lost
+            from evoharness.compiler.secrets import scrub
+
+            raise RunFailed(scrub(str(exc)), result=exc.result) from None
         except SystemExit as stop:  # a sweep's end: the error that caused it, or its exit code
             if stop.code in (0, None):
                 return None

@@ -114,20 +114,26 @@ def takes_seed(route: str) -> bool:
     return supported is None or "seed" in supported
 
 
+# litellm reads exactly OPENAI_API_KEY on these routes (every OpenAI-compatible server among them), and
+# an absent one surfaces as a server error, retried and skipped as an outage. Other providers' keys
+# have names litellm's own check does not know (TOGETHER_API_KEY, CO_API_KEY, HF_TOKEN, ...), and
+# their absence is an authentication error on the first call, which stops the run in one line.
+_CHECKED_KEY_PROVIDERS = frozenset({"openai", "text-completion-openai"})
+
+
 def missing_key(route: str, *, api_base: str | None = None) -> list[str]:
-    """The key variables litellm would look for on ``route`` and finds unset (any one of them would
-    do), or []. Only routes whose credential is one API key: a route that needs a region, a version
-    or a cloud profile (Azure, Bedrock, Vertex) is the provider's to refuse, since litellm cannot
-    see a profile. A registered provider holds its own keys: none is needed here."""
+    """The key variables litellm would look for on ``route`` and finds unset, or [] (also for every
+    route whose provider is not checked here, and for a registered provider, which holds its own)."""
     if route.partition("/")[0] in MODEL_PROVIDERS:
         return []
     lm = ensure_providers(route)
     try:
+        provider = lm.get_llm_provider(route)[1]
         found = lm.validate_environment(model=route, api_base=api_base)
     except Exception:  # litellm cannot say: the first call will
         return []
     missing = [str(k) for k in found.get("missing_keys") or []]
-    if found.get("keys_in_environment") or not missing or not all(k.endswith("_API_KEY") for k in missing):
+    if provider not in _CHECKED_KEY_PROVIDERS or found.get("keys_in_environment") or not missing:
         return []
     return missing
 

@@ -97,14 +97,19 @@ _AUTH_WORDS = ("missing credentials", "api_key client option must be set", "inco
 
 
 def auth_failure(exc: BaseException) -> bool:
-    status = getattr(exc, "status_code", None)
-    return status in (401, 403) or any(w in str(exc).lower() for w in _AUTH_WORDS)
+    return getattr(exc, "status_code", None) == 401 or any(w in str(exc).lower() for w in _AUTH_WORDS)
+
+
+def _forbidden(exc: BaseException) -> bool:
+    """403: the key works but may not do this (a model it has no access to, content the provider
+    refuses): every call would repeat it, and it is not the key's absence."""
+    return getattr(exc, "status_code", None) == 403
 
 
 def classify(exc: BaseException) -> str:
     """'infra' (retry, then skip), 'fatal' (stop the run) or 'model' (the episode fails on it)."""
     lm = litellm_module()  # only litellm's exception types: no provider needs registering
-    if auth_failure(exc):
+    if auth_failure(exc) or _forbidden(exc):
         return "fatal"
     if isinstance(exc, (lm.Timeout, lm.RateLimitError, lm.APIConnectionError, lm.InternalServerError,
                         lm.ServiceUnavailableError, lm.BadGatewayError, asyncio.TimeoutError, ConnectionError)):
@@ -203,7 +208,8 @@ class ModelClient:
                 return reply_from_record(hit, cached=True)
         lm = ensure_providers()
         api_key = self._api_key()
-        sent = req if "seed" not in req or takes_seed(self.model.route) else {k: v for k, v in req.items() if k != "seed"}
+        keep_seed = "seed" in req and self.route.send_seed and takes_seed(self.model.route)
+        sent = req if keep_seed or "seed" not in req else {k: v for k, v in req.items() if k != "seed"}
         attempts = 0
         # The variant's latency is the successful attempt's time inside the provider; failed attempts
         # and backoff are the outage's, reported apart, so an outage never moves an objective.
@@ -266,8 +272,9 @@ class ModelClient:
             return RouteConfigError("model.api_key_env", f"route {self.model.route} refused the key ({said})",
                                     f"check the key in {where}")
         return RouteConfigError("model.route", f"route {self.model.route} refused the request ({said})",
-                                "check the model name, and the parameters sent (model.temperature, max_tokens, extra) "
-                                "against what the provider accepts")
+                                "check the model name, and the parameters sent (model.temperature, max_tokens, extra, and "
+                                "each sample's seed: model.send_seed=false for a server that refuses it) against what the "
+                                "provider accepts")
 
     async def flush(self) -> None:
         """Return once every reply cached so far is stored (an evaluation ends with it)."""

@@ -44,6 +44,9 @@ def parse_user(user: str | None) -> RequestMeta:
            "as the sim_* model configs set)")
     if "/" not in fields.get("task_id", ""):
         raise SimRequestError(f"simulated model got user={user!r} without a task_id; {fix}")
+    if "sample" in fields or "seed" in fields:  # an older client's format: its samples would silently be one draw
+        raise SimRequestError(f"simulated model got user={user!r}, which names a sample or seed; send user='task_id=<workload>/<id>' "
+                              "and the sample as the request's seed parameter (every sample its own seed)")
     try:
         return RequestMeta(task_id=fields["task_id"], attempt=int(fields["attempt"]) if "attempt" in fields else None)
     except ValueError as exc:

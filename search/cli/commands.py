@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from evoharness.compiler.atomic import write_text_atomic
 from evoharness.compiler.config_compile import compile_config, to_plain
-from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.errors import ConfigError, RunFailed
 from evoharness.compiler.runtime.models import check_model
 from evoharness.compiler.runtime.workload import SPLITS, WORKLOADS, Task, Workload, checked_split
 from evoharness.compiler.variant import HarnessVariant
@@ -192,9 +192,8 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     print(f"eval: {out}", file=sys.stderr)
     why = too_many_skipped(report.episodes, check_max_skip_rate(cfg.workload.get("max_skip_rate", DEFAULT_MAX_SKIP_RATE)))
     if why:  # the record stays: a rerun once the route is up pays only for what was skipped
-        print(f"error: {why}. Fix: rerun once what failed answers again (replies already paid for come from the response "
-              "cache), or raise workload.max_skip_rate", file=sys.stderr)
-        raise SystemExit(1)
+        raise RunFailed(f"{why}. Fix: rerun once what failed answers again (replies already paid for come from the "
+                        "response cache), or raise workload.max_skip_rate", result=report)
     return report
 
 

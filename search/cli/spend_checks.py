@@ -1,6 +1,5 @@
 """A search's spend, checked before anything is paid for: every route whose calls the search counts
-has a price (or is declared free) when cost is an objective or a cap counts it, and a cap leaves
-room for the baseline and the finish (search/optimise/forecast.py)."""
+has a price (or is declared free), and a cap leaves room for the baseline (search/optimise/forecast.py)."""
 from __future__ import annotations
 
 import inspect
@@ -50,28 +49,32 @@ def check_spend(settings: RunSettings, workload: Workload) -> None:
 
 
 def refuse_unpriced(settings: RunSettings) -> None:
-    """A route with no price would cost $0 on the cost axis and in the cap: refused, naming it."""
-    cost_objective = any(o.metric.startswith("cost") for o in settings.objectives)
-    if not cost_objective and settings.search.budget_usd is None:
-        return
-    why = "the search optimises cost" if cost_objective else f"search.budget_usd={settings.search.budget_usd:g} counts its spend"
+    """A route with no price would cost $0 wherever a search reads cost: its objectives, the decision's
+    "cheaper", a cost ceiling, the claim's saving, the cap and the spend it reports. Refused, naming it,
+    whichever of those the config uses."""
+    why = "a search compares and reports what each variant costs"
     for path, where, m in routes(settings):
+        free = m.get("free", False)
+        if not isinstance(free, bool):
+            raise ConfigError(f"{path.rpartition('.route')[0] or path}.free", f"{free!r} is not true or false", "set free: true or false")
         if route_price(str(m["route"]), input_cost_per_token=m.get("input_cost_per_token"),
-                       output_cost_per_token=m.get("output_cost_per_token"), free=bool(m.get("free", False))) is None:
+                       output_cost_per_token=m.get("output_cost_per_token"), free=free) is None:
             raise ConfigError(path, f"route {m['route']!r} has no price (litellm's model map has none and no price is set), "
                               f"and {why}: it would be counted at $0", FIX.format(where=where))
 
 
 def refuse_short_budget(settings: RunSettings, workload: Workload) -> None:
-    """A cap below the forecast baseline and finish would pay for the baseline and stop undecided."""
+    """A cap below the baseline's forecast would stop the search during its first evaluation, with nothing
+    decided. The forecast leaves the tools' answers out of the prompt, so it is usually below the true
+    cost (about half of it on the simulator): only a cap below it is certain to be short."""
     cap = settings.search.budget_usd
     if cap is None:
         return
     f = forecast(settings, Splits.of(settings, workload))
-    if f is not None and cap < f.minimum:
-        raise ConfigError("search.budget_usd", f"{cap:g} is below the projected ${f.minimum:.4f} a search needs before it can "
-                          f"decide (the baseline's train evaluation at least about ${f.baseline:.4f}, then dev and the holdout "
-                          f"at least ${f.finish:.4f}; from prices and the rendered prompt's tokens)",
+    if f is not None and cap < f.baseline:
+        raise ConfigError("search.budget_usd", f"{cap:g} is below the baseline's projected train evaluation, about "
+                          f"${f.baseline:.4f} (from prices and the rendered prompt's tokens, tool results left out, so likely "
+                          f"more), and dev and the holdout need about ${f.finish:.4f} after it",
                           f"set search.budget_usd={_ceil(f.minimum)} or more, lower search.train_limit or search.samples, "
                           "or search.budget_usd=null for no cap")
 

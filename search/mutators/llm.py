@@ -144,29 +144,39 @@ def _section_proposal(name: str, section: str, current: str, reply: str, note: s
     return [proposal("section", section, new, name, note)]
 
 
-def _llm_params(name: str, route: str, max_evidence: int, *, api_base: str | None, api_key_env: str | None) -> None:
-    """The route is served, its endpoint is a URL and its key is set: checked when the search's
-    settings are built, before round 0 is paid for, rather than failing on the first call after it."""
+def _llm_route(name: str, route: str, max_evidence: int, *, api_base: str | None, api_key_env: str | None,
+               send_episode_id: bool, free: bool, input_cost_per_token: float | None,
+               output_cost_per_token: float | None) -> RouteSettings:
+    """The route is served, its endpoint is a URL, its key is set and its price is a price: checked
+    when the search's settings are built, before round 0 is paid for, rather than failing on the
+    first call after it. The route's settings, as a model config would give them."""
     if not isinstance(route, str) or "/" not in route:
         raise ConfigError("params.route", f"{name} needs a litellm model string, got {route!r}",
                           "use e.g. sim/medium or openai/gpt-4o-mini")
     positive_int(name, "max_evidence", max_evidence)
+    for key, value in (("send_episode_id", send_episode_id), ("free", free)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"params.{key}", f"{name} got {value!r}, not true or false", f"set params.{key}: true or false")
     try:
-        check_route_settings({"route": route, "api_base": api_base})
+        check_route_settings({"route": route, "api_base": api_base, "input_cost_per_token": input_cost_per_token,
+                              "output_cost_per_token": output_cost_per_token})
         check_model("params", route=route, params={}, api_key_env=api_key_env, api_base=api_base)
     except ConfigError as exc:
         raise ConfigError(exc.path.replace("model.", "params.", 1), exc.problem, exc.fix) from None
+    return RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5, send_episode_id=send_episode_id,
+                         free=free, input_cost_per_token=input_cost_per_token, output_cost_per_token=output_cost_per_token)
 
 
 @register_mutator("llm_prompt_rewriter")
 def llm_prompt_rewriter(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8,
                         api_base: str | None = None, api_key_env: str | None = None,
-                        send_episode_id: bool = False, free: bool = False) -> Mutator:
+                        send_episode_id: bool = False, free: bool = False, input_cost_per_token: float | None = None,
+                        output_cost_per_token: float | None = None) -> Mutator:
     """The route rewrites one section against the failure evidence; a reply that empties or guts
     the section (shorter than 0.8x without every original sentence) is rejected."""
-    _llm_params("llm_prompt_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
-    settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
-                             send_episode_id=send_episode_id, free=free)
+    settings = _llm_route("llm_prompt_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env,
+                          send_episode_id=send_episode_id, free=free, input_cost_per_token=input_cost_per_token,
+                          output_cost_per_token=output_cost_per_token)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         name = pick_section(ctx, "llm_prompt_rewriter", section, "rules")
@@ -212,12 +222,13 @@ def check_step(reply: str, taken: Sequence[str]) -> dict[str, Any] | str:
 @register_mutator("llm_workflow_editor")
 def llm_workflow_editor(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8,
                         api_base: str | None = None, api_key_env: str | None = None,
-                        send_episode_id: bool = False, free: bool = False) -> Mutator:
+                        send_episode_id: bool = False, free: bool = False, input_cost_per_token: float | None = None,
+                        output_cost_per_token: float | None = None) -> Mutator:
     """The route proposes one new optional workflow step (unique name, trigger prompt or
     before_final), placed after the last step. ``section`` is unused (kept for a uniform config)."""
-    _llm_params("llm_workflow_editor", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
-    settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
-                             send_episode_id=send_episode_id, free=free)
+    settings = _llm_route("llm_workflow_editor", route, max_evidence, api_base=api_base, api_key_env=api_key_env,
+                          send_episode_id=send_episode_id, free=free, input_cost_per_token=input_cost_per_token,
+                          output_cost_per_token=output_cost_per_token)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         lines = summarise(ctx.evidence, limit=max_evidence, tools=ctx.tools)
@@ -260,13 +271,14 @@ def redact_call(line: str) -> str:
 @register_mutator("teacher_gap_rewriter")
 def teacher_gap_rewriter(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8, max_tasks: int = 3,
                          api_base: str | None = None, api_key_env: str | None = None,
-                         send_episode_id: bool = False, free: bool = False) -> Mutator:
+                         send_episode_id: bool = False, free: bool = False, input_cost_per_token: float | None = None,
+                        output_cost_per_token: float | None = None) -> Mutator:
     """Runs the teacher (ctx.run_teacher) on up to ``max_tasks`` failing tasks and asks the route
     for a section that closes the gap between the student's failures and the teacher's calls.
     Proposes nothing without a teacher."""
-    _llm_params("teacher_gap_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env)
-    settings = RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5,
-                             send_episode_id=send_episode_id, free=free)
+    settings = _llm_route("teacher_gap_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env,
+                          send_episode_id=send_episode_id, free=free, input_cost_per_token=input_cost_per_token,
+                          output_cost_per_token=output_cost_per_token)
     positive_int("teacher_gap_rewriter", "max_tasks", max_tasks)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:

@@ -1,9 +1,9 @@
 """The search's spend, forecast before the baseline is paid for: the incumbent's cost per task from
 its route's price and the tokens of the requests it is expected to send (search/evaluation/
-projection.py: a floor, so a cap it refuses is a cap the search would certainly overrun), the
-baseline's train evaluation at that cost, and the least the finish (dev runs, the holdout claim)
-can cost after it. Below baseline plus finish, a capped search would pay for the baseline and then
-stop without a decision: that cap is refused before anything is paid for."""
+projection.py: the tools' answers are left out, so it is usually low, about half the true cost on
+the simulator), the baseline's train evaluation at that cost, and what the finish (dev runs, the
+holdout claim) costs after it if every member cost as much. A cap below the baseline's forecast is
+refused before anything is paid for (search/cli/spend_checks.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,12 +21,12 @@ class Forecast:
     per_task: float  # the incumbent's floor per task and sample (USD)
     calls: int  # model calls of one sample of the baseline's train tasks
     baseline: float  # the baseline's train evaluation, every sample
-    finish: float  # the least the dev runs and the holdout claim cost after it
+    finish: float  # the dev runs and the holdout claim after it, at the baseline's cost per task
     search: float  # the whole search, every evaluation at per_task
 
     @property
     def minimum(self) -> float:
-        """The least a capped search must be allowed to reach a decision."""
+        """What a capped search is likely to need to reach a decision (still an estimate, usually low)."""
         return self.baseline + self.finish
 
 
@@ -56,6 +56,7 @@ def forecast_line(f: Forecast | None, settings: RunSettings, train_tasks: int) -
         return "projected spend: unknown, the incumbent's route has no price (see the unpriced cost in the baseline's metrics)"
     cap = f"; search.budget_usd={s.budget_usd:g} caps it" if s.budget_usd is not None else ""
     return (f"projected spend before the baseline (prices x the rendered prompt's tokens x the reference solutions' calls, "
-            f"a floor): the baseline at least about ${f.baseline:.4f} ({train_tasks} train tasks x {s.samples} sample(s), "
-            f"{f.calls} calls per sample, ${f.per_task:.4f} per task), then at least ${f.finish:.4f} for dev and the holdout; "
+            f"tool results left out, so usually low): the baseline about ${f.baseline:.4f} ({train_tasks} train tasks x "
+            f"{s.samples} sample(s), {f.calls} calls per sample, ${f.per_task:.4f} per task), then about ${f.finish:.4f} for "
+            "dev and the holdout; "
             f"the whole search about ${f.search:.2f} if every evaluation cost that per task{cap}")

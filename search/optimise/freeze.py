@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from evoharness.compiler.atomic import write_json_atomic
+from evoharness.compiler.configpath import portable_options
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.provenance import git_revision
 from evoharness.compiler.runtime.workload import Workload, workload_factory
@@ -67,7 +68,7 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
     config, workload or scorer)."""
     st, s, workload = settings, settings.search, splits.workload
     frozen: dict[str, Any] = {
-        "config_hash": content_hash({"agent": st.agent, "tool": st.tool, "models": st.models, "workload": st.workload.to_dict(),
+        "config_hash": content_hash({"agent": st.agent, "tool": st.tool, "models": st.models, "workload": {**st.workload.to_dict(), "options": portable_options(st.workload.options)},
                                      "criteria": st.resolved["criteria"], "mutators": st.resolved["mutators"], "seed": st.seed,
                                      "search": s.frozen_part()}),
         "workload_hash": content_hash([tasks_hash([workload.task(t) for t in ids]) for ids in splits.task_ids.values()]),

@@ -12,6 +12,7 @@ from typing import Any
 from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.names import checked_name
 from evoharness.compiler.runtime.workload import SPLITS, Task, Workload
+from evoharness.compiler.configpath import portable_options
 from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.scorer import scorer_hash
 from evoharness.search.records.provenance import tasks_hash
@@ -23,7 +24,7 @@ def workload_hash(workload: Workload, options: Mapping[str, Any], *, tools: Sequ
     scorer (and the code it names) and replayed tool outputs, and the harness limits its replay
     ran under (the tools the agent offers, its max_turns)."""
     tasks: list[Task] = [t for split in SPLITS for t in workload.tasks(split)]
-    return content_hash({"name": workload.name, "options": dict(options), "tasks": tasks_hash(tasks),
+    return content_hash({"name": workload.name, "options": portable_options(options), "tasks": tasks_hash(tasks),
                          "scorer": scorer_hash(workload), "tool_outputs": getattr(workload, "tool_outputs_hash", None),
                          "harness": {"tools": sorted(tools), "max_turns": int(max_turns)}})
 

@@ -55,10 +55,14 @@ def collect(sweep_dir: Path) -> list[dict[str, Any]]:
             out.append({"job": int(job.name), "variant": label, "overrides": overrides, "status": "failed", "metrics": {}})
             continue
         data = json.loads(record.read_text(encoding="utf-8"))
-        out.append({"job": int(job.name), "variant": label, "overrides": overrides, "status": "ok", "variant_hash": data["variant_hash"],
+        # the record of a run that skipped more episodes than it allows is kept, and the run failed
+        allowed = ((data.get("config") or {}).get("workload") or {}).get("max_skip_rate", 1.0)
+        failed = float(data["metrics"].get("skipped_rate", 0.0)) > float(allowed)
+        out.append({"job": int(job.name), "variant": label, "overrides": overrides, "status": "failed" if failed else "ok",
+                    "variant_hash": data["variant_hash"],
                     "split": data["split"], "priced": data.get("priced", True),
                     "metrics": {k: data["metrics"].get(k) for k in COLUMNS}})
-    front = pareto([r["metrics"] for r in out])
+    front = pareto([r["metrics"] if r["status"] == "ok" else {} for r in out])
     for r, on in zip(out, front):
         r["pareto"] = on
     return out

@@ -46,6 +46,7 @@ class StubProvider:
     statuses: list[int] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)  # the next calls' failures, in order
     always: Failure | None = None  # every call fails so
+    refuse_seed: bool = False  # a server that rejects OpenAI's seed parameter (400), as some do
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail_next(self, status: int, *, times: int = 1, message: str = "stub failure", retry_after: float | None = None) -> None:
@@ -70,6 +71,8 @@ class StubProvider:
             auth = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
             if auth != f"Bearer {self.key}":
                 return self._record(401, _error(401, "Incorrect API key provided", "invalid_api_key"), {})
+            if self.refuse_seed and "seed" in body:
+                return self._record(400, _error(400, "Unrecognized request argument supplied: seed", "invalid_request"), {})
             failure = self.failures.pop(0) if self.failures else self.always
             if failure is not None:
                 extra = {"retry-after": f"{failure.retry_after:g}"} if failure.retry_after is not None else {}

@@ -190,3 +190,49 @@ def test_a_search_against_the_provider_pays_for_what_the_provider_billed_and_a_r
     again = run(tmp_path, "search", *model(stub, temperature=0.0), *SEARCH)
     assert again.returncode == 0, again.stderr[-3000:]
     assert stub.calls() == calls  # the resumed search re-ran no paid rollout
+
+
+def test_in_a_sweep_a_run_that_skipped_too_much_fails_its_own_job_and_the_comparison_stays(stub: StubProvider, tmp_path: Path) -> None:
+    from tests.provider.stub import Failure
+
+    stub.always = Failure(503, "the desk model is overloaded")
+    proc = run(tmp_path, "evaluate", "-m", *model(stub), "workload.limit=1", "workload.max_skip_rate=1.0,0.5",
+               "hydra/launcher=basic")
+    assert proc.returncode != 0
+    [summary] = (tmp_path / "runs").rglob("sweep_summary.json")
+    jobs = json.loads(summary.read_text())["jobs"]
+    assert [j["status"] for j in jobs] == ["ok", "failed"], jobs
+
+
+def test_the_python_api_raises_run_failed_with_the_report(stub: StubProvider, tmp_path: Path) -> None:
+    from tests.provider.stub import Failure
+
+    stub.always = Failure(503, "the desk model is overloaded")
+    script = tmp_path / "script.py"
+    overrides = [*SHOP, *model(stub), "workload.limit=2", f"runs_dir={tmp_path / 'runs'}", "cache_dir=null"]
+    script.write_text(f"""
+import evoharness
+try:
+    evoharness.evaluate({overrides!r})
+except evoharness.RunFailed as exc:
+    print("failed:", exc.result.metrics["skipped"], str(exc).split(";")[0])
+""")
+    env = {**{k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "PYTHONPATH": str(REFUNDS), "STUB_KEY": KEY}
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "failed: 2.0 2 of 2 episodes were skipped" in proc.stdout, proc.stdout
+
+
+def test_a_server_that_refuses_seed_is_named_and_model_send_seed_false_reaches_it(stub: StubProvider, tmp_path: Path) -> None:
+    stub.refuse_seed = True
+    refused = run(tmp_path, "evaluate", *model(stub), "workload.limit=1", "workload.concurrency=1")
+    assert refused.returncode == 2 and "model.send_seed=false" in errors(refused)[0] and "seed" in errors(refused)[0]
+    before = stub.calls()
+    proc = run(tmp_path, "evaluate", *model(stub), "model.send_seed=false", "workload.limit=2", "workload.samples=3")
+    assert proc.returncode == 0, proc.stderr
+    sent = stub.requests[before:]
+    assert sent and all("seed" not in body for body in sent)
+    # the seed still keys the response cache: three samples are three calls, not one reply replayed
+    opened = Counter(str(body["messages"][1]["content"]) for body in sent if len(body["messages"]) == 2)
+    assert sorted(opened.values()) == [3, 3], opened

@@ -15,7 +15,7 @@ def test_the_episode_id_goes_only_to_routes_that_opt_in(route: str, opt_in: bool
     agent, tool, model = configs()
     model = {**model, "route": route, **({} if opt_in is None else {"send_episode_id": opt_in})}
     v = compile_agent(agent, tool=tool, model=model)
-    req = ModelClient(v.model, v.route).request([{"role": "user", "content": "hi"}], [], "task_id=bfcl/multi_turn_base_3;sample=0;seed=0")
+    req = ModelClient(v.model, v.route).request([{"role": "user", "content": "hi"}], [], "task_id=bfcl/multi_turn_base_3")
     assert ("user" in req) is sent and (not sent or req["user"].startswith("task_id=bfcl/"))
     assert "bfcl/multi_turn_base_3" not in str({k: v for k, v in req.items() if k != "user"})
 

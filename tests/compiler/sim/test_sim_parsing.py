@@ -79,7 +79,7 @@ def test_parse_user():
     meta = parse_user("task_id=bfcl/multi_turn_base_3")
     assert (meta.task_id, meta.attempt, meta.workload) == ("bfcl/multi_turn_base_3", None, "bfcl")
     assert parse_user("task_id=a/b;attempt=3").attempt == 3
-    for bad in (None, "", "sample=1", "task_id=nohash", "task_id=a/b;attempt=x"):
+    for bad in (None, "", "sample=1", "task_id=nohash", "task_id=a/b;attempt=x", "task_id=a/b;sample=1;seed=0"):
         with pytest.raises(SimRequestError, match="task_id=<workload>/<id>"):
             parse_user(bad)
 

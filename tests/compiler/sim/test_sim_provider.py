@@ -135,7 +135,7 @@ def test_bad_requests_are_400s_that_name_the_fix():
     with pytest.raises(lm.BadRequestError, match="task_id=<workload>/<id>"):
         lm.completion(model="sim/small", messages=start(), tools=TOOLS)
     with pytest.raises(lm.BadRequestError, match="cannot find task"):
-        lm.completion(model="sim/small", messages=start(), tools=TOOLS, user="task_id=fake/nope;sample=0;seed=0")
+        lm.completion(model="sim/small", messages=start(), tools=TOOLS, user="task_id=fake/nope")
     with pytest.raises(lm.BadRequestError, match="unknown simulated model"):
         lm.completion(model="sim/huge", messages=start(), tools=TOOLS, user=USER)
 
@@ -161,13 +161,13 @@ def test_mutator_requests_are_answered_by_the_rewriter():
     messages = [{"role": "system", "content": "You improve harnesses."},
                 {"role": "user", "content": "<current>\nBe careful.\n</current>\n<evidence>\n- `mv.source`: wrong value\n</evidence>"}]
     r = lm.completion(model="sim/medium", messages=messages, temperature=0,
-                      user="task_id=mutator/llm_prompt_rewriter;sample=0;seed=1")
+                      user="task_id=mutator/llm_prompt_rewriter", seed=1)
     text = r.choices[0].message.content
     assert text.startswith("<section>") and "`mv`" in text and "`source`" in text
     assert r.choices[0].finish_reason == "stop" and lm.completion_cost(completion_response=r) > 0
     with pytest.raises(lm.BadRequestError, match="no answer"):
         lm.completion(model="sim/medium", messages=[{"role": "user", "content": "hi"}],
-                      user="task_id=mutator/unknown;sample=0;seed=1")
+                      user="task_id=mutator/unknown", seed=1)
 
 
 def test_shared_draws_is_a_knob_per_request_and_per_route():

@@ -91,7 +91,7 @@ def ask(api_base: str, task_id: str) -> tuple[int, dict]:
     from evoharness.compiler.callables import callable_tools
 
     specs = [spec for spec, _ in callable_tools([f"refunds_shop.tools.{n}" for n in ("find_order", "refund")]).values()]
-    body = {"model": "sim/small", "temperature": 0, "user": f"task_id={task_id};sample=0;seed=0",
+    body = {"model": "sim/small", "temperature": 0, "user": f"task_id={task_id}",
             "messages": [{"role": "system", "content": "You are the order desk."},
                          {"role": "user", "content": "Hi, I'm ana0@example.com. My lamp order arrived late; please refund it in full."}],
             "tools": [{"type": "function", "function": {"name": s.name, "description": s.description, "parameters": dict(s.parameters)}}

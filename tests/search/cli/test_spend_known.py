@@ -77,7 +77,7 @@ def test_an_unpriced_model_in_search_models_is_refused_in_one_line(tmp_path: Pat
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     url, seen = server
     err = refused(capsys, ["search", "--config-dir", model_file(tmp_path, url), "search.models=[mystery]", *TINY])
-    assert f"search.models.mystery: route '{UNPRICED}' has no price" in err and "the search optimises cost" in err
+    assert f"search.models.mystery: route '{UNPRICED}' has no price" in err and "a search compares and reports what each variant costs" in err
     assert "Fix: set model/mystery.yaml's input_cost_per_token and output_cost_per_token" in err and "free=true" in err
     assert seen.requests == [] and not (tmp_path / "runs").exists()  # nothing paid, nothing written
 
@@ -87,13 +87,13 @@ def test_free_true_lets_an_unpriced_model_through(tmp_path: Path, server: tuple[
     # the next check along (a cap far too small) is what stops it: the price check let the model through
     err = refused(capsys, ["search", "--config-dir", model_file(tmp_path, url, "free: true"), "search.models=[mystery]",
                            "search.budget_usd=0.000001", *TINY])
-    assert err.startswith("error: search.budget_usd: 1e-06 is below the projected $") and "mystery" not in err
+    assert err.startswith("error: search.budget_usd: 1e-06 is below the baseline's projected") and "mystery" not in err
     assert seen.requests == []
 
 
 @pytest.mark.parametrize("argv, path", [
-    (["model.route=" + UNPRICED, "model.api_base=URL"], "model: "),
-    (["mutators.enabled=[{name: llm_prompt_rewriter, params: {route: " + UNPRICED + ", api_base: 'URL'}}]"],
+    (["model.route=" + UNPRICED, "model.api_base=URL", "model.api_key_env=EVO_STUB_KEY"], "model: "),
+    (["mutators.enabled=[{name: llm_prompt_rewriter, params: {route: " + UNPRICED + ", api_base: 'URL', api_key_env: EVO_STUB_KEY}}]"],
      "mutators.enabled[0].params.route: "),
 ], ids=["incumbent", "llm_mutator"])
 def test_every_route_the_search_pays_for_is_priced(server: tuple[str, Seen], capsys: pytest.CaptureFixture[str],
@@ -110,11 +110,11 @@ def test_a_budget_below_the_projected_baseline_is_refused_before_any_call(server
     priced = [f"model.route={UNPRICED}", f"model.api_base={url}", "model.api_key_env=EVO_STUB_KEY",
               "model.input_cost_per_token=1e-5", "model.output_cost_per_token=3e-5"]
     err = refused(capsys, ["search", *priced, "search.budget_usd=0.05", *TINY])
-    assert err.startswith("error: search.budget_usd: 0.05 is below the projected $") and "Fix: set search.budget_usd=" in err
-    need = float(re.search(r"below the projected \$([0-9.]+)", err).group(1))
-    baseline = float(re.search(r"baseline's train evaluation at least about \$([0-9.]+)", err).group(1))
+    assert err.startswith("error: search.budget_usd: 0.05 is below the baseline's projected train evaluation, about $")
+    baseline = float(re.search(r"train evaluation, about \$([0-9.]+)", err).group(1))
+    finish = float(re.search(r"need about \$([0-9.]+) after it", err).group(1))
     suggested = float(re.search(r"Fix: set search.budget_usd=([0-9.]+)", err).group(1))
-    assert 0.05 < need <= suggested and 0 < baseline < need
+    assert 0.05 < baseline and baseline + finish <= suggested
     assert seen.requests == [] and not (tmp_path / "runs").exists()
     # the same search under a cap it fits in passes the check: only the cap decided it (stopped by the next refusal along)
     err = refused(capsys, ["search", *priced, f"search.budget_usd={suggested}", "search.study=registry", *TINY])

@@ -20,8 +20,8 @@ from evoharness.search.records.looks import Seal, holdout_hash, read_looks, seen
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
-TINY = [ONE_AT_A_TIME, "search.study=look", "search.trials_per_round=3", "mutators.enabled=[]", "search.train_limit=6",
-        "workload.options.categories=[multi_turn_base]", "+workload.options.limit_per_split=12", "search.samples=1",
+TINY = [ONE_AT_A_TIME, "search.study=look", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=10",
+        "workload.options.categories=[multi_turn_base]", "+workload.options.limit_per_split=20", "search.samples=1",
         "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000", "search.models=[sim_large]",
         "model=sim_small", "criteria.decision=best_quality"]  # sim_large beats the incumbent: a candidate to look at
 
