@@ -4,8 +4,9 @@ The simulator can key its draws by what a variant sends (the default: two prompt
 independent noise, as on a real model) or share them between variants (common random numbers).
 This script evaluates one harness-only edit, sim_small + the verify step against sim_small, on
 the BFCL holdout with the search's settings (samples 2, the claim's statistics at min_effect 0.03)
-for several seeds (each a draw of the simulated world, SimConfig.world), in both modes, interleaved, and prints per mode: how many seeds the claim calls
-a `win`, the median number of tasks on which the two variants differ, and the median p-value.
+for several seeds (each a draw of the simulated world, SimConfig.world), in both modes, interleaved,
+and prints per mode: how many seeds the claim calls a `win`, the median number of tasks on which
+the two variants differ, and the median p-value.
 
     python bench/shared_draws.py [--quick]     # 6 seeds (~2 min); --quick 3 seeds
 """

@@ -68,7 +68,8 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
     config, workload or scorer)."""
     st, s, workload = settings, settings.search, splits.workload
     frozen: dict[str, Any] = {
-        "config_hash": content_hash({"agent": st.agent, "tool": st.tool, "models": st.models, "workload": {**st.workload.to_dict(), "options": portable_options(st.workload.options)},
+        "config_hash": content_hash({"agent": st.agent, "tool": st.tool, "models": st.models,
+                                     "workload": {**st.workload.to_dict(), "options": portable_options(st.workload.options)},
                                      "criteria": st.resolved["criteria"], "mutators": st.resolved["mutators"], "seed": st.seed,
                                      "search": s.frozen_part()}),
         "workload_hash": content_hash([tasks_hash([workload.task(t) for t in ids]) for ids in splits.task_ids.values()]),

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.atomic import write_json_atomic
+from evoharness.compiler.configpath import portable_options
 from evoharness.compiler.names import checked_name
 from evoharness.compiler.runtime.workload import SPLITS, Task, Workload
-from evoharness.compiler.configpath import portable_options
 from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.scorer import scorer_hash
 from evoharness.search.records.provenance import tasks_hash

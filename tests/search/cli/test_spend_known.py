@@ -77,7 +77,7 @@ def test_an_unpriced_model_in_search_models_is_refused_in_one_line(tmp_path: Pat
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     url, seen = server
     err = refused(capsys, ["search", "--config-dir", model_file(tmp_path, url), "search.models=[mystery]", *TINY])
-    assert f"search.models.mystery: route '{UNPRICED}' has no price" in err and "a search compares and reports what each variant costs" in err
+    assert f"search.models.mystery: route '{UNPRICED}' has no price" in err and "compares and reports what each variant costs" in err
     assert "Fix: set model/mystery.yaml's input_cost_per_token and output_cost_per_token" in err and "free=true" in err
     assert seen.requests == [] and not (tmp_path / "runs").exists()  # nothing paid, nothing written
 
