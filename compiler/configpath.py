@@ -86,19 +86,19 @@ def _folder(url: str) -> Path | None:
 
 def current_dirs() -> list[Path]:
     """The folders of the search path of the command running in this process, in priority order:
-    from the composition in progress (the preflight, a run in this process), else from the running
-    job's Hydra config (any launcher's job process has it), else the package's conf/ alone."""
+    from the running job's Hydra config (any launcher's job process has it; it holds the plugins'
+    folders), else from the composition in progress (the preflight), else the package's conf/ alone."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
-    # the Hydra composing or running now first: a job's HydraConfig outlives its command in this process
+    # a command's HydraConfig is cleared when it ends (hydra_run.run_command): one set here is this command's
+    if HydraConfig.initialized():
+        sources = HydraConfig.get().runtime.config_sources
+        return [d for d in (_folder(f"{s.schema}://{s.path}") for s in sources if s.schema in ("file", "pkg")) if d is not None]
     gh = GlobalHydra.instance()
     if gh.is_initialized() and gh.hydra is not None:
         return [d for d in (_folder(f"{s.scheme()}://{s.path}") for s in gh.hydra.config_loader.get_sources()
                             if s.scheme() in ("file", "pkg")) if d is not None]
-    if HydraConfig.initialized():
-        sources = HydraConfig.get().runtime.config_sources
-        return [d for d in (_folder(f"{s.schema}://{s.path}") for s in sources if s.schema in ("file", "pkg")) if d is not None]
     return [Path(CONF_DIR)]
 
 

@@ -55,7 +55,8 @@ def scrubbed_task(task: Callable[[DictConfig], object], *, raising: bool = False
     """The task, in any process a launcher runs it in, with this config's secret values scrubbed
     from logs, from Hydra's saved configs (written before the task starts) and from every file.
     A ConfigError the task raises is one line and exit code 2 or, with ``raising`` (a run in this
-    process), a TaskRefused for the caller to raise again."""
+    process), a TaskRefused for the caller to raise again; a route's refusal or a failed run
+    (RunFailed) in a multirun's job is that job's failure, so the sweep keeps its other jobs."""
     import functools
 
     @functools.wraps(task)
@@ -80,12 +81,12 @@ def scrubbed_task(task: Callable[[DictConfig], object], *, raising: bool = False
                 raise TaskRefused(exc) from None
             if isinstance(exc, RouteRefused):  # one job's failure: the launcher records it, the sweep keeps the rest
                 raise RuntimeError(scrub(str(exc))) from None
+            print(f"error: {scrub(str(exc))}", file=sys.stderr)
+            raise SystemExit(2) from None
         except RunFailed as exc:
             if raising:
                 raise TaskFailed(exc) from None
             raise RuntimeError(scrub(str(exc))) from None  # one job's failure, as above
-            print(f"error: {scrub(str(exc))}", file=sys.stderr)
-            raise SystemExit(2) from None
 
     return run
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["workload.limit=6", "workload.samples=2", "model.temperature=0.7"]
+SMALL = ["workload.limit=3", "workload.samples=2", "model.temperature=0.7"]
 
 
 def recipe() -> tuple[list[str], dict[str, str], list[str]]:
@@ -64,8 +64,5 @@ def test_the_readme_recipe_equals_the_in_process_route(tmp_path: Path) -> None:
                      tmp_path, {})
     assert in_process.returncode == 0, in_process.stderr
     http, local = metrics(tmp_path / "http"), metrics(tmp_path / "local")
-    assert http["episodes"] == 12 and http["skipped"] == 0 and http["cost_total"] > 0
+    assert http["episodes"] == 6 and http["skipped"] == 0 and http["cost_total"] > 0
     assert http == local  # every metric: quality, cost, tokens, latency (the provider's own clock)
-    # without the key's variable the recipe is refused before any call, in one line
-    unset = cli([*evaluate, *SMALL, f"runs_dir={tmp_path / 'nokey'}"], tmp_path, {k: "" for k in env})
-    assert unset.returncode == 2 and "SIM_KEY" in unset.stderr, unset.stderr
