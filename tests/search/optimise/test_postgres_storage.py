@@ -102,7 +102,11 @@ def test_a_search_on_postgres_is_killed_and_resumed_exactly(postgres: str, tmp_p
         if len(done) >= 2:
             break
 
-    # a second orchestrator, from another runs_dir (its own file lock is free): the database refuses it
+    # a second orchestrator, from another runs_dir (its own file lock is free): the database refuses it.
+    # The first is paused meanwhile, holding its session (and so its lock) but unable to finish
+    # before the second has started, however slow that start is on a loaded machine.
+    assert proc.poll() is None, "the first search ended before a second could try it"
+    os.killpg(proc.pid, signal.SIGSTOP)
     other, other_env = command(tmp_path / "elsewhere", postgres)
     second = subprocess.run(other, cwd=ROOT, env=other_env, capture_output=True, text=True, timeout=300)
     os.killpg(proc.pid, signal.SIGKILL)
