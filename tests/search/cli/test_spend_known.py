@@ -1,53 +1,30 @@
 """No free lunch, and spend known before it is spent: a route with no price is refused by a search
-that counts cost (unless declared free), shown as unpriced by evaluate (never $0), and a spend cap
-the baseline and the finish cannot fit in is refused before any model call. Real HTTP: an
-OpenAI-compatible server on loopback, reached through litellm's openai route under a model name
-litellm has no price for."""
+(unless declared free), shown as unpriced by evaluate (never $0), and a spend cap below the
+baseline's forecast is refused before any model call. Real HTTP: the provider-shaped stub server
+(tests/provider/stub.py), reached through litellm's openai route under a model name litellm has no
+price for."""
 from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from evoharness.search.cli.main import main
+
+from tests.provider.stub import StubProvider, serve
 
 UNPRICED = "openai/evo-unpriced-model"  # no such model in litellm's map
 TINY = ["search.train_limit=3", "workload.options.categories=[multi_turn_base]", "search.samples=1", "search.population_size=2",
         "search.resamples=200", "runs_dir=runs"]
 
 
-class Seen:
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-
-
 @pytest.fixture
-def server() -> Iterator[tuple[str, Seen]]:
-    seen = Seen()
-    done = json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "evo-unpriced-model",
-                       "usage": {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43},
-                       "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Done."}}]}).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            seen.requests.append(json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}"))
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(done)))
-            self.end_headers()
-            self.wfile.write(done)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/v1", seen
+def server() -> Iterator[tuple[str, StubProvider]]:
+    provider = StubProvider(key="stub-key-unused")
+    srv = serve(provider)
+    yield provider.url, provider
     srv.shutdown()
     srv.server_close()
 
@@ -73,7 +50,7 @@ def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     return err
 
 
-def test_an_unpriced_model_in_search_models_is_refused_in_one_line(tmp_path: Path, server: tuple[str, Seen],
+def test_an_unpriced_model_in_search_models_is_refused_in_one_line(tmp_path: Path, server: tuple[str, StubProvider],
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     url, seen = server
     err = refused(capsys, ["search", "--config-dir", model_file(tmp_path, url), "search.models=[mystery]", *TINY])
@@ -82,7 +59,8 @@ def test_an_unpriced_model_in_search_models_is_refused_in_one_line(tmp_path: Pat
     assert seen.requests == [] and not (tmp_path / "runs").exists()  # nothing paid, nothing written
 
 
-def test_free_true_lets_an_unpriced_model_through(tmp_path: Path, server: tuple[str, Seen], capsys: pytest.CaptureFixture[str]) -> None:
+def test_free_true_lets_an_unpriced_model_through(tmp_path: Path, server: tuple[str, StubProvider],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     url, seen = server
     # the next check along (a cap far too small) is what stops it: the price check let the model through
     err = refused(capsys, ["search", "--config-dir", model_file(tmp_path, url, "free: true"), "search.models=[mystery]",
@@ -96,7 +74,7 @@ def test_free_true_lets_an_unpriced_model_through(tmp_path: Path, server: tuple[
     (["mutators.enabled=[{name: llm_prompt_rewriter, params: {route: " + UNPRICED + ", api_base: 'URL', api_key_env: EVO_STUB_KEY}}]"],
      "mutators.enabled[0].params.route: "),
 ], ids=["incumbent", "llm_mutator"])
-def test_every_route_the_search_pays_for_is_priced(server: tuple[str, Seen], capsys: pytest.CaptureFixture[str],
+def test_every_route_the_search_pays_for_is_priced(server: tuple[str, StubProvider], capsys: pytest.CaptureFixture[str],
                                                    argv: list[str], path: str) -> None:
     url, seen = server
     err = refused(capsys, ["search", *[a.replace("URL", url) for a in argv], *TINY])
@@ -104,7 +82,7 @@ def test_every_route_the_search_pays_for_is_priced(server: tuple[str, Seen], cap
     assert seen.requests == []
 
 
-def test_a_budget_below_the_projected_baseline_is_refused_before_any_call(server: tuple[str, Seen], tmp_path: Path,
+def test_a_budget_below_the_projected_baseline_is_refused_before_any_call(server: tuple[str, StubProvider], tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     url, seen = server
     priced = [f"model.route={UNPRICED}", f"model.api_base={url}", "model.api_key_env=EVO_STUB_KEY",
@@ -121,7 +99,7 @@ def test_a_budget_below_the_projected_baseline_is_refused_before_any_call(server
     assert "search.study: 'registry' is a folder" in err and seen.requests == []
 
 
-def test_evaluate_on_an_unpriced_route_says_unpriced_never_zero(server: tuple[str, Seen], tmp_path: Path,
+def test_evaluate_on_an_unpriced_route_says_unpriced_never_zero(server: tuple[str, StubProvider], tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     url, seen = server
     run = ["evaluate", f"model.route={UNPRICED}", f"model.api_base={url}", "model.api_key_env=EVO_STUB_KEY", "workload.limit=2",
