@@ -26,6 +26,19 @@ def run_command(command: str, argv: Sequence[str], task: Task, validate: Validat
     task finds once a single run has started. Returns what the task returned on a single run, None on
     a multirun (its jobs' values stay with the sweeper). A single run's other failures propagate as
     they are, or with ``report_failures`` are reported the way ``hydra.main`` reports them."""
+    from hydra.core.hydra_config import HydraConfig
+
+    # The command's lookups read its own search path, never the HydraConfig of an enclosing Hydra app
+    # or of a command that ran before in this process; the enclosing app gets its own back after.
+    outer = HydraConfig.instance().cfg
+    HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    try:
+        return _run_command(command, argv, task, validate, report_failures=report_failures)
+    finally:
+        HydraConfig.instance().cfg = outer
+
+
+def _run_command(command: str, argv: Sequence[str], task: Task, validate: Validator | None, *, report_failures: bool) -> object:
     import hydra
     from evoharness.compiler.schema import register_configs
     from hydra import version
@@ -70,9 +83,6 @@ def run_command(command: str, argv: Sequence[str], task: Task, validate: Validat
     finally:
         sys.argv = saved
         GlobalHydra.instance().clear()
-        from hydra.core.hydra_config import HydraConfig
-
-        HydraConfig.instance().cfg = None  # type: ignore[assignment]  # a finished command's config answers no later lookup
 
 
 def run_hydra(command: str, argv: Sequence[str], task: Task, validate: Validator | None) -> int:

@@ -121,21 +121,21 @@ def takes_seed(route: str) -> bool:
 _CHECKED_KEY_PROVIDERS = frozenset({"openai", "text-completion-openai"})
 
 
-def missing_key(route: str, *, api_base: str | None = None) -> list[str]:
-    """The key variables litellm would look for on ``route`` and finds unset, or [] (also for every
-    route whose provider is not checked here, and for a registered provider, which holds its own)."""
+def missing_key(route: str, *, api_base: str | None = None) -> tuple[list[str], bool]:
+    """(the key variables litellm would look for on ``route`` and finds unset, whether that is certain).
+    Certain only on the routes in _CHECKED_KEY_PROVIDERS; elsewhere a hint (the provider may read a
+    name litellm's check does not know). Nothing for a registered provider, which holds its own keys."""
     if route.partition("/")[0] in MODEL_PROVIDERS:
-        return []
+        return [], False
     lm = ensure_providers(route)
     try:
         provider = lm.get_llm_provider(route)[1]
         found = lm.validate_environment(model=route, api_base=api_base)
     except Exception:  # litellm cannot say: the first call will
-        return []
-    missing = [str(k) for k in found.get("missing_keys") or []]
-    if provider not in _CHECKED_KEY_PROVIDERS or found.get("keys_in_environment") or not missing:
-        return []
-    return missing
+        return [], False
+    if found.get("keys_in_environment"):
+        return [], False
+    return [str(k) for k in found.get("missing_keys") or []], provider in _CHECKED_KEY_PROVIDERS
 
 
 class ProviderCheckError(ValueError):

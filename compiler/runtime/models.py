@@ -63,11 +63,15 @@ def check_model(path: str, *, route: str, params: Mapping[str, Any], api_key_env
     if api_key_env and not os.environ.get(api_key_env):
         raise ConfigError(f"{path}.api_key_env", f"environment variable {api_key_env} is not set",
                           f"export {api_key_env}=<your key> (keys are read only from the variable model.api_key_env names)")
-    if not api_key_env and (missing := missing_key(route, api_base=api_base)):
+    missing, certain = missing_key(route, api_base=api_base) if not api_key_env else ([], False)
+    if missing and certain:
         either = " or ".join(missing)
         raise ConfigError(f"{path}.api_key_env", f"route {route} needs a key and {either} is not set",
                           f"export {missing[0]}=<your key> (a local server that ignores keys takes any value), "
                           f"or set {path}.api_key_env to the variable that holds it")
+    if missing:  # litellm may not know every name the provider reads: said, not refused
+        log.warning("%s: route %s: none of %s is set; if the provider needs a key its first call stops the run "
+                    "(set %s.api_key_env to the variable that holds it)", path, route, ", ".join(missing), path)
     key = os.environ.get(api_key_env or "") or ""
     if key and (not key.isascii() or key != key.strip() or any(c in key for c in "\r\n")):
         # it goes in an HTTP header: every call would fail the same way, as a retried "outage"
@@ -268,7 +272,7 @@ class ModelClient:
         """One line for a failure every call would repeat: what the provider said, and where to fix it."""
         said = _provider_said(exc)
         if auth_failure(exc):
-            where = self.route.api_key_env or "the variable litellm reads for this provider (e.g. OPENAI_API_KEY)"
+            where = self.route.api_key_env or "the variable litellm reads for this provider (or set model.api_key_env)"
             return RouteConfigError("model.api_key_env", f"route {self.model.route} refused the key ({said})",
                                     f"check the key in {where}")
         return RouteConfigError("model.route", f"route {self.model.route} refused the request ({said})",

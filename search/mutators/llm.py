@@ -146,7 +146,7 @@ def _section_proposal(name: str, section: str, current: str, reply: str, note: s
 
 def _llm_route(name: str, route: str, max_evidence: int, *, api_base: str | None, api_key_env: str | None,
                send_episode_id: bool, free: bool, input_cost_per_token: float | None,
-               output_cost_per_token: float | None) -> RouteSettings:
+               output_cost_per_token: float | None, send_seed: bool = True) -> RouteSettings:
     """The route is served, its endpoint is a URL, its key is set and its price is a price: checked
     when the search's settings are built, before round 0 is paid for, rather than failing on the
     first call after it. The route's settings, as a model config would give them."""
@@ -154,7 +154,7 @@ def _llm_route(name: str, route: str, max_evidence: int, *, api_base: str | None
         raise ConfigError("params.route", f"{name} needs a litellm model string, got {route!r}",
                           "use e.g. sim/medium or openai/gpt-4o-mini")
     positive_int(name, "max_evidence", max_evidence)
-    for key, value in (("send_episode_id", send_episode_id), ("free", free)):
+    for key, value in (("send_episode_id", send_episode_id), ("free", free), ("send_seed", send_seed)):
         if not isinstance(value, bool):
             raise ConfigError(f"params.{key}", f"{name} got {value!r}, not true or false", f"set params.{key}: true or false")
     try:
@@ -164,19 +164,20 @@ def _llm_route(name: str, route: str, max_evidence: int, *, api_base: str | None
     except ConfigError as exc:
         raise ConfigError(exc.path.replace("model.", "params.", 1), exc.problem, exc.fix) from None
     return RouteSettings(api_base=api_base, api_key_env=api_key_env, retries=2, backoff_s=0.5, send_episode_id=send_episode_id,
-                         free=free, input_cost_per_token=input_cost_per_token, output_cost_per_token=output_cost_per_token)
+                         free=free, input_cost_per_token=input_cost_per_token, output_cost_per_token=output_cost_per_token,
+                         send_seed=send_seed)
 
 
 @register_mutator("llm_prompt_rewriter")
 def llm_prompt_rewriter(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8,
                         api_base: str | None = None, api_key_env: str | None = None,
                         send_episode_id: bool = False, free: bool = False, input_cost_per_token: float | None = None,
-                        output_cost_per_token: float | None = None) -> Mutator:
+                        output_cost_per_token: float | None = None, send_seed: bool = True) -> Mutator:
     """The route rewrites one section against the failure evidence; a reply that empties or guts
     the section (shorter than 0.8x without every original sentence) is rejected."""
     settings = _llm_route("llm_prompt_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env,
                           send_episode_id=send_episode_id, free=free, input_cost_per_token=input_cost_per_token,
-                          output_cost_per_token=output_cost_per_token)
+                          output_cost_per_token=output_cost_per_token, send_seed=send_seed)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         name = pick_section(ctx, "llm_prompt_rewriter", section, "rules")
@@ -223,12 +224,12 @@ def check_step(reply: str, taken: Sequence[str]) -> dict[str, Any] | str:
 def llm_workflow_editor(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8,
                         api_base: str | None = None, api_key_env: str | None = None,
                         send_episode_id: bool = False, free: bool = False, input_cost_per_token: float | None = None,
-                        output_cost_per_token: float | None = None) -> Mutator:
+                        output_cost_per_token: float | None = None, send_seed: bool = True) -> Mutator:
     """The route proposes one new optional workflow step (unique name, trigger prompt or
     before_final), placed after the last step. ``section`` is unused (kept for a uniform config)."""
     settings = _llm_route("llm_workflow_editor", route, max_evidence, api_base=api_base, api_key_env=api_key_env,
                           send_episode_id=send_episode_id, free=free, input_cost_per_token=input_cost_per_token,
-                          output_cost_per_token=output_cost_per_token)
+                          output_cost_per_token=output_cost_per_token, send_seed=send_seed)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         lines = summarise(ctx.evidence, limit=max_evidence, tools=ctx.tools)
@@ -272,13 +273,13 @@ def redact_call(line: str) -> str:
 def teacher_gap_rewriter(*, route: str = "sim/medium", section: str | None = None, max_evidence: int = 8, max_tasks: int = 3,
                          api_base: str | None = None, api_key_env: str | None = None,
                          send_episode_id: bool = False, free: bool = False, input_cost_per_token: float | None = None,
-                        output_cost_per_token: float | None = None) -> Mutator:
+                        output_cost_per_token: float | None = None, send_seed: bool = True) -> Mutator:
     """Runs the teacher (ctx.run_teacher) on up to ``max_tasks`` failing tasks and asks the route
     for a section that closes the gap between the student's failures and the teacher's calls.
     Proposes nothing without a teacher."""
     settings = _llm_route("teacher_gap_rewriter", route, max_evidence, api_base=api_base, api_key_env=api_key_env,
                           send_episode_id=send_episode_id, free=free, input_cost_per_token=input_cost_per_token,
-                          output_cost_per_token=output_cost_per_token)
+                          output_cost_per_token=output_cost_per_token, send_seed=send_seed)
     positive_int("teacher_gap_rewriter", "max_tasks", max_tasks)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evoharness.compiler.configpath import portable_options
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.cache import open_cache
 from evoharness.compiler.runtime.trajectory import Trajectory
@@ -112,8 +113,9 @@ class TrialSpec:
         return compile_agent(agent, tool=tool, model=model)
 
     def eval_key(self, variant_hash: str) -> str:
+        # file options by name: a moved or cloned checkout finds its stored evaluations (their contents are hashed apart)
         return content_hash([variant_hash, self.split, self.samples, self.seed, list(self.task_ids),
-                             dict(self.workload.options)])
+                             portable_options(self.workload.options)])
 
 
 class JobInputError(RuntimeError):

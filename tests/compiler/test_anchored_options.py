@@ -39,3 +39,12 @@ def test_one_relative_text_in_two_folders_is_refused_unless_one_file_exists(tmp_
         anchored_options({"path": "t.jsonl"}, [one, two])
     (two / "workload" / "t.jsonl").write_text("", encoding="utf-8")
     assert anchored_options({"path": "t.jsonl"}, [one, two])["path"] == str(two / "workload" / "t.jsonl")
+
+
+def test_hashes_see_file_options_by_name_wherever_the_checkout_lives() -> None:
+    from evoharness.compiler.configpath import portable_options
+
+    here = {"path": "/home/u/proj/data/tasks.jsonl", "tool_outputs": {"path": "/home/u/proj/out.json", "mode": "replay"}, "n": 1}
+    there = {"path": "/srv/clone/data/tasks.jsonl", "tool_outputs": {"path": "/srv/clone/out.json", "mode": "replay"}, "n": 1}
+    assert portable_options(here) == portable_options(there) != portable_options({**there, "path": "/srv/clone/other.jsonl"})
+    assert here["path"].startswith("/home/u")  # the options the job reads keep their absolute paths

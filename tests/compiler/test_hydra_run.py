@@ -84,3 +84,21 @@ def test_a_multirun_returns_none_and_runs_every_job(tmp_path: Path) -> None:
 
     assert run_command("compile", ["-m", f"runs_dir={tmp_path}", "agent.tool_format=json,bash", "hydra/launcher=basic"], task, None) is None
     assert sorted(seen) == ["bash", "json"]
+
+
+def test_an_enclosing_hydra_apps_config_is_neither_read_nor_lost(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A command run from inside a user's own Hydra app composes on its own search path, and the app's
+    HydraConfig is its own again afterwards."""
+    import evoharness
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    outer = OmegaConf.create({"hydra": {"runtime": {"config_sources": [{"path": str(tmp_path), "schema": "file",
+                                                                        "provider": "outer"}]}}})
+    HydraConfig.instance().cfg = outer  # type: ignore[assignment]
+    try:
+        variant = evoharness.compile({"runs_dir": str(tmp_path / "runs")})
+        assert variant.content_hash  # composed from the package's configs, not the outer app's folder
+        assert HydraConfig.instance().cfg is outer
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
