@@ -89,9 +89,10 @@ def test_a_multirun_returns_none_and_runs_every_job(tmp_path: Path) -> None:
 def test_an_enclosing_hydra_apps_config_is_neither_read_nor_lost(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A command run from inside a user's own Hydra app composes on its own search path, and the app's
     HydraConfig is its own again afterwards."""
-    import evoharness
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
+
+    import evoharness
 
     outer = OmegaConf.create({"hydra": {"runtime": {"config_sources": [{"path": str(tmp_path), "schema": "file",
                                                                         "provider": "outer"}]}}})
