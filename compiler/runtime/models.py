@@ -104,16 +104,12 @@ def auth_failure(exc: BaseException) -> bool:
     return getattr(exc, "status_code", None) == 401 or any(w in str(exc).lower() for w in _AUTH_WORDS)
 
 
-def _forbidden(exc: BaseException) -> bool:
-    """403: the key works but may not do this (a model it has no access to, content the provider
-    refuses): every call would repeat it, and it is not the key's absence."""
-    return getattr(exc, "status_code", None) == 403
-
 
 def classify(exc: BaseException) -> str:
     """'infra' (retry, then skip), 'fatal' (stop the run) or 'model' (the episode fails on it)."""
     lm = litellm_module()  # only litellm's exception types: no provider needs registering
-    if auth_failure(exc) or _forbidden(exc):
+    # a 403 (the key works but may not do this) is repeated by every call too, though it is not the key's absence
+    if auth_failure(exc) or getattr(exc, "status_code", None) == 403:
         return "fatal"
     if isinstance(exc, (lm.Timeout, lm.RateLimitError, lm.APIConnectionError, lm.InternalServerError,
                         lm.ServiceUnavailableError, lm.BadGatewayError, asyncio.TimeoutError, ConnectionError)):
