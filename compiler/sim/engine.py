@@ -20,6 +20,7 @@ from evoharness.compiler.sim.render import Rendered, render_call, render_final
 from evoharness.compiler.sim.rewriter import PREFIX as REWRITE_PREFIX
 from evoharness.compiler.sim.rewriter import rewrite_reply
 from evoharness.compiler.sim.rng import Draws, digest_hex
+from evoharness.compiler.sim.surface import DOCUMENTED, Surface
 from evoharness.compiler.sim.tiers import Tier, tier_for
 from evoharness.compiler.sim.tokens import count_prompt_tokens, count_text_tokens, tools_json
 
@@ -118,11 +119,12 @@ def harness_digest(tier: Tier, system_prompt: str, tools_text: str, temperature:
 
 def simulate(request: SimRequest, gold: GoldSource,
              count_prompt: Callable[..., int] = count_prompt_tokens,
-             count_text: Callable[[str], int] = count_text_tokens, *, shared_draws: bool = False, world: int = 0) -> SimResult:
+             count_text: Callable[[str], int] = count_text_tokens, *, shared_draws: bool = False, world: int = 0,
+             surface: Surface = DOCUMENTED) -> SimResult:
     tier = tier_for(request.model)
     meta = parse_user(request.user)
     if meta.task_id.startswith(REWRITE_PREFIX):
-        return _rewrite(request, tier, meta, count_prompt, count_text)
+        return _rewrite(request, tier, meta, count_prompt, count_text, blind=surface is not DOCUMENTED)
     try:
         task = gold.task(meta.task_id)
         specs = gold.tool_specs(meta.task_id)
@@ -139,7 +141,7 @@ def simulate(request: SimRequest, gold: GoldSource,
         tier=tier, features=features,
         gold=tuple(task.gold[conv.turn]) if conv.turn < len(task.gold) else (),
         mutates={n: s.mutates_state for n, s in specs.items()},
-        groups={n: s.group for n, s in specs.items()}, draws=draws,
+        groups={n: s.group for n, s in specs.items()}, draws=draws, surface=surface,
     )
     past = _replay(env, conv)
     action, state = decide(env, past.state, past.since, past.seen)
@@ -164,9 +166,9 @@ def simulate(request: SimRequest, gold: GoldSource,
 
 
 def _rewrite(request: SimRequest, tier: Tier, meta: RequestMeta, count_prompt: Callable[..., int],
-             count_text: Callable[[str], int]) -> SimResult:
+             count_text: Callable[[str], int], *, blind: bool) -> SimResult:
     """A harness-editing request from an LLM mutator (task id ``mutator/...``): rewriter.py."""
-    reply = rewrite_reply(meta.task_id, request.messages)
+    reply = rewrite_reply(meta.task_id, request.messages, blind=blind)
     if reply is None:
         raise SimRequestError(f"simulated model has no answer for {meta.task_id!r}; "
                               "the mutator request format is in search/mutators/llm.py")

@@ -31,8 +31,14 @@ class SimConfig:
     # Which draw of the simulated world: a benchmark's replicate at temperature 0, where no request
     # field may change the answer. Set in code or per request (sim_faults), never by the harness.
     world: int = 0
+    # The response surface: "documented" (the model card's formula) or "blind", drawn from
+    # surface_seed (surface.py). Set in code or per request, never by the harness.
+    surface: str = "documented"
+    surface_seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.surface not in ("documented", "blind"):
+            raise ValueError(f"surface={self.surface!r} must be 'documented' or 'blind'")
         if not 0 <= self.time_scale <= 1000:  # NaN and inf too: an infinite sleep is a hang, not a slow model
             raise ValueError(f"time_scale={self.time_scale} must be a number in [0, 1000] (0 disables sleeping)")
         rates = {f.name: getattr(self, f.name) for f in fields(self) if f.name.endswith("_rate")}
@@ -87,9 +93,13 @@ def with_overrides(config: SimConfig, overrides: Mapping[str, Any] | None) -> Si
             if not isinstance(v, bool):
                 raise ValueError(f"sim_faults.shared_draws={v!r} must be true or false")
             changes[k] = v
-        elif k == "world":
+        elif k in ("world", "surface_seed"):
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"sim_faults.world={v!r} must be a whole number")
+                raise ValueError(f"sim_faults.{k}={v!r} must be a whole number")
+            changes[k] = v
+        elif k == "surface":
+            if v not in ("documented", "blind"):
+                raise ValueError(f"sim_faults.surface={v!r} must be 'documented' or 'blind'")
             changes[k] = v
         else:
             if isinstance(v, bool) or not isinstance(v, (int, float)):

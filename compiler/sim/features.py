@@ -34,6 +34,7 @@ class ToolDoc:
     description: str = ""
     params: Mapping[str, ParamDoc] = field(default_factory=dict)
     examples: tuple[str, ...] = ()  # example lines shown with this tool
+    lines: tuple[str, ...] = ()  # every line of its documentation, for a surface with other example markers
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class HarnessFeatures:
     style: int  # -1 concise, 0 neutral, +1 detailed
     prompt_tokens: int  # system prompt length, estimated as chars / 4
     temperature: float
+    lines: tuple[str, ...] = ()  # every non-empty system prompt line, stripped
 
     @property
     def has_verify(self) -> bool:
@@ -130,7 +132,8 @@ def _parse_tools_section(lines: Sequence[str]) -> dict[str, ToolDoc]:
                 params[m.group("arg")] = ParamDoc(desc, (m.group("type") or "").strip(), required)
             elif not params:
                 desc_lines.append(line)
-        tools[name] = ToolDoc(name, " ".join(desc_lines), params, tuple(examples))
+        tools[name] = ToolDoc(name, " ".join(desc_lines), params, tuple(examples),
+                              tuple(ln.strip() for ln in body if ln.strip()))
     return tools
 
 
@@ -150,7 +153,8 @@ def _parse_native_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, ToolDoc
         }
         description = str(fn.get("description") or "")
         examples = tuple(ln.strip() for ln in description.splitlines() if _EXAMPLE_LINE.match(ln))
-        docs[str(fn["name"])] = ToolDoc(str(fn["name"]), description, params, examples)
+        lines = tuple(ln.strip() for ln in description.splitlines() if ln.strip())
+        docs[str(fn["name"])] = ToolDoc(str(fn["name"]), description, params, examples, lines)
     return docs
 
 
@@ -162,7 +166,7 @@ def _merge(native: ToolDoc, text: ToolDoc) -> ToolDoc:
         if other is None or len(doc.description) >= len(other.description):
             params[arg] = doc
     description = max(native.description, text.description, key=len)
-    return ToolDoc(native.name, description, params, native.examples + text.examples)
+    return ToolDoc(native.name, description, params, native.examples + text.examples, native.lines + text.lines)
 
 
 def _style(lines: Sequence[str]) -> int:
@@ -209,4 +213,5 @@ def extract_features(
         style=_style(other_lines),
         prompt_tokens=len(system_prompt) // 4,
         temperature=max(0.0, float(temperature)),
+        lines=tuple(ln.strip() for ln in system_prompt.splitlines() if ln.strip()),
     )

@@ -16,6 +16,7 @@ from evoharness.compiler.sim.conversation import Event
 from evoharness.compiler.sim.features import HarnessFeatures, ToolDoc
 from evoharness.compiler.sim.perturb import can_propagate, miscopy, perturb
 from evoharness.compiler.sim.rng import Draws
+from evoharness.compiler.sim.surface import DOCUMENTED, Surface
 from evoharness.compiler.sim.tiers import Tier
 
 ErrorKind = Literal["wrong_tool", "wrong_value", "propagation", "malformed_quote",
@@ -66,19 +67,22 @@ class TurnEnv:
     mutates: Mapping[str, bool]  # tool name -> mutates_state (from the workload's tool specs)
     groups: Mapping[str, str]  # tool name -> group
     draws: Draws
+    surface: Surface = DOCUMENTED
 
 
 def _is_verify(env: TurnEnv, step_name: str) -> bool:
     step = env.features.step(step_name)
-    return "verify" in step_name.lower() or (step is not None and step.is_verify)
+    return env.surface.is_review(step_name, step.instructions if step is not None else "")
 
 
 def _review(env: TurnEnv, state: TurnState) -> TurnState:
-    """A verify step: each remaining mistake of the turn is caught with P = tier.catch."""
+    """A review step: each remaining mistake of the turn is caught with P = tier.catch (times the
+    surface's catch scale)."""
+    catch = env.tier.catch * env.surface.catch_scale
     caught = tuple(j for j, kind in state.errors
-                   if kind != "missing_tool" and env.draws.u("catch", j) < env.tier.catch)
+                   if kind != "missing_tool" and env.draws.u("catch", j) < catch)
     kept = tuple((j, k) for j, k in state.errors if j not in caught)
-    resume = state.stopped_early and env.draws.u("catch", "stop") < env.tier.catch
+    resume = state.stopped_early and env.draws.u("catch", "stop") < catch
     reopened = bool(caught) or resume
     return replace(state, verified=True, errors=kept, redo=state.redo + caught,
                    finished=state.finished and not reopened,
@@ -152,8 +156,13 @@ def decide(env: TurnEnv, state: TurnState, since: Since,
     while state.redo:
         j, state = state.redo[0], replace(state, redo=state.redo[1:])
         if env.gold[j].name in env.features.tools:  # cannot redo with a tool it was not offered
-            return _emit(state, Action("call", j, env.gold[j].name, dict(env.gold[j].arguments),
-                                       reason="redo"))
+            if env.surface.redo_exact:
+                return _emit(state, Action("call", j, env.gold[j].name, dict(env.gold[j].arguments),
+                                           reason="redo"))
+            # a redo is one more call, with the tier's own error rates and fresh draws
+            state, action = _attempt(env, state, j, _rates(env, state, j, seen_results),
+                                     again=state.emitted.count(j))
+            return _emit(state, replace(action, reason="redo"))
     if state.finished:
         return _final(state, "done")
     if not env.gold:
@@ -161,10 +170,7 @@ def decide(env: TurnEnv, state: TurnState, since: Since,
     while state.next_gold < len(env.gold):
         j = state.next_gold
         gold = env.gold[j]
-        ctx = errors.CallContext(gold.name, tuple(gold.arguments),
-                                 _propagated(gold, seen_results), _skippable(env, j),
-                                 first_in_turn=j == 0 or state.verified)
-        rates = errors.call_error_rates(env.tier, env.features, ctx)
+        rates = _rates(env, state, j, seen_results)
         if env.draws.u("stop", j) < rates.premature_stop:
             return _final(state, "stopped", stopped=True)
         if env.draws.u("skip", j) < rates.skip_read:
@@ -180,11 +186,20 @@ def decide(env: TurnEnv, state: TurnState, since: Since,
     return _final(state, "done")
 
 
+def _rates(env: TurnEnv, state: TurnState, j: int, seen_results: Sequence[str]) -> errors.CallErrorRates:
+    gold = env.gold[j]
+    ctx = errors.CallContext(gold.name, tuple(gold.arguments), _propagated(gold, seen_results), _skippable(env, j),
+                             first_in_turn=j == 0 or state.verified)
+    return errors.call_error_rates(env.tier, env.features, ctx, env.surface)
+
+
 def _attempt(env: TurnEnv, state: TurnState, j: int,
-             rates: errors.CallErrorRates) -> tuple[TurnState, Action]:
+             rates: errors.CallErrorRates, again: int = 0) -> tuple[TurnState, Action]:
+    """Gold call ``j`` with this call's mistakes drawn; ``again`` > 0 is a redo (its own draws)."""
     gold = env.gold[j]
     args = dict(gold.arguments)
-    if gold.name not in env.features.tools or env.draws.u("wrong_tool", j) < rates.wrong_tool:
+    k = (j, again) if again else (j,)  # the first attempt keeps the documented draws' keys
+    if gold.name not in env.features.tools or env.draws.u("wrong_tool", *k) < rates.wrong_tool:
         sibling = _sibling(env, gold.name, j)
         if sibling is not None:
             return (_with_error(state, j, "wrong_tool"),
@@ -193,16 +208,16 @@ def _attempt(env: TurnEnv, state: TurnState, j: int,
                            error="wrong_tool", reason="gold"))
     error: ErrorKind | None = None
     for arg in args:
-        if env.draws.u("propagation", j, arg) < rates.propagation.get(arg, 0.0):
-            args[arg] = miscopy(str(args[arg]), env.draws.rng("propagation", j, arg)) \
-                if isinstance(args[arg], str) else perturb(args[arg], env.draws.rng("prop", j))
+        if env.draws.u("propagation", *k, arg) < rates.propagation.get(arg, 0.0):
+            args[arg] = miscopy(str(args[arg]), env.draws.rng("propagation", *k, arg)) \
+                if isinstance(args[arg], str) else perturb(args[arg], env.draws.rng("prop", *k))
             error = "propagation"
             break
-        if env.draws.u("value", j, arg) < rates.wrong_value.get(arg, 0.0):
-            args[arg], error = perturb(args[arg], env.draws.rng("value", j, arg)), "wrong_value"
+        if env.draws.u("value", *k, arg) < rates.wrong_value.get(arg, 0.0):
+            args[arg], error = perturb(args[arg], env.draws.rng("value", *k, arg)), "wrong_value"
             break
-    if error is None and env.draws.u("malformed", j) < rates.malformed:
-        error = "missing_fence" if env.draws.u("malformed_kind", j) < 0.3 else "malformed_quote"
+    if error is None and env.draws.u("malformed", *k) < rates.malformed:
+        error = "missing_fence" if env.draws.u("malformed_kind", *k) < 0.3 else "malformed_quote"
     if error is not None:
         state = _with_error(state, j, error)
     return state, Action("call", j, gold.name, args, error=error, reason="gold")

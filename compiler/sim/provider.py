@@ -67,7 +67,8 @@ def sim_cache_tag(route: str) -> str:
     from evoharness.compiler.sim.faults import sim_config
 
     config = sim_config(route)
-    return f"sim-v{BEHAVIOUR_VERSION};source={source_hash()[:16]};shared_draws={config.shared_draws};world={config.world}"
+    return (f"sim-v{BEHAVIOUR_VERSION};source={source_hash()[:16]};shared_draws={config.shared_draws};world={config.world};"
+            f"surface={config.surface}:{config.surface_seed}")
 
 
 @functools.lru_cache(maxsize=1)

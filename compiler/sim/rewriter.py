@@ -6,13 +6,19 @@ blocks in the last user message, evidence lines naming tools as `tool` and tool/
 as `tool.arg`. The simulator edits like a diligent but unimaginative engineer: it keeps the
 current text and adds one sentence per tool/argument the evidence names, so the offline loop
 exercises the LLM mutators without pretending to be a creative model.
+
+On the documented surface its sentences are the shapes the model card's formula rewards. On a blind
+surface they come from a generic phrasing pool, picked by a hash of the request: the pool does not
+know which words that surface responds to, as a real model's edits do not know the real model's.
 """
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from evoharness.compiler.sim.rng import uniform
 
 PREFIX = "mutator/"
 MAX_ADDED = 6  # sentences per reply: enough to cover a round's evidence, bounded prompt growth
@@ -54,10 +60,48 @@ def _extend(current: str, sentences: Sequence[str]) -> str:
     return current.rstrip() + "".join(f"\n- {s}" for s in new)
 
 
-def _rewrite_section(text: str) -> str:
+# A blind surface's pool: plain instruction English in several shapes, none chosen for a cue.
+PAIR_PHRASES = (
+    "When calling `{t}`, double-check `{a}` against the user's request and the latest tool result.",
+    "Take `{a}` for `{t}` exactly as the request or the last tool result gives it.",
+    "Be careful with `{a}` when you call `{t}`; it is easy to get wrong.",
+    "Copy `{a}` into `{t}` character for character from where it appears.",
+    "Before `{t}` runs, re-read where `{a}` comes from.",
+    "`{t}` needs the right `{a}`: use the value the user or a tool gave, not a guess.",
+)
+TOOL_PHRASES = (
+    "Call `{t}` whenever the request needs it, with every required argument.",
+    "Do not forget `{t}` when the request calls for it.",
+    "Use `{t}` for what it is for, and fill in each argument it needs.",
+    "If the task involves what `{t}` does, call `{t}` before answering.",
+)
+WRONG_PHRASES = (
+    "Call `{t}` only when the request asks for what it does.",
+    "Avoid `{t}` unless the user's request needs it.",
+    "`{t}` is not a default step; use it only when asked.",
+)
+STEP_PHRASES = (
+    ("verify_calls", "Before your final answer, verify each tool result of this request against what was asked"),
+    ("review_calls", "Before answering, review every call you made and its result"),
+    ("check_work", "Before the final answer, check that each call did what the request asked"),
+    ("confirm_results", "Before replying, confirm the results match the request"),
+    ("look_back", "Before you answer, look back over the calls and their results"),
+    ("second_pass", "Before answering, go over the calls once more"),
+)
+
+
+def _pick(pool: Sequence[Any], *key: object) -> Any:
+    return pool[int(uniform("rewriter", *key) * len(pool))]
+
+
+def _rewrite_section(text: str, blind: bool = False) -> str:
     current = _block(text, "current") or ""
     evidence = _block(text, "evidence") or ""
     pairs, tools = _mentions(evidence)
+    if blind:
+        sentences = [str(_pick(PAIR_PHRASES, text, t, a)).format(t=t, a=a) for t, a in pairs]
+        sentences += [str(_pick(WRONG_PHRASES if _called_wrongly(evidence, t) else TOOL_PHRASES, text, t)).format(t=t) for t in tools]
+        return f"<section>\n{_extend(current, sentences)}\n</section>"
     sentences = [f"When calling `{t}`, double-check `{a}` against the user's request and the latest tool result." for t, a in pairs]
     for t in tools:
         sentences.append(f"Call `{t}` only when the request asks for what it does." if _called_wrongly(evidence, t)
@@ -65,7 +109,7 @@ def _rewrite_section(text: str) -> str:
     return f"<section>\n{_extend(current, sentences)}\n</section>"
 
 
-def _teacher_section(text: str) -> str:
+def _teacher_section(text: str, blind: bool = False) -> str:
     current = _block(text, "current") or ""
     pairs, tools = _mentions(_block(text, "evidence") or "")
     failing = {t for t, _ in pairs} | set(tools)
@@ -76,33 +120,41 @@ def _teacher_section(text: str) -> str:
         names = [f"`{a.strip()}`" for a in args.split(",") if a.strip()]
         listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
         using = f", with {listed} taken exactly from the request or earlier tool results" if names else ""
+        if blind:
+            using = f", taking {listed} from the request or earlier tool results" if names else ""
+            lead = _pick(("When the request needs `{t}`, call it{u}.", "For `{t}`, do as an expert would{u}.",
+                          "Use `{t}` the way the reference solution does{u}."), text, tool)
+            sentences.append(str(lead).format(t=tool, u=using))
+            continue
         sentences.append(f"When the request needs `{tool}`, call it as a careful expert does{using}.")
     return f"<section>\n{_extend(current, sentences)}\n</section>"
 
 
-def _workflow_step(text: str) -> str:
+def _workflow_step(text: str, blind: bool = False) -> str:
     taken = {n.strip() for n in (_block(text, "step_names") or "").split(",")}
-    name, i = "verify_calls", 1
+    base, lead = _pick(STEP_PHRASES, text) if blind else STEP_PHRASES[0]
+    name, i = base, 1
     while name in taken:
         i += 1
-        name = f"verify_calls_{i}"
+        name = f"{base}_{i}"
     pairs, tools = _mentions(_block(text, "evidence") or "")
     focus = [f"`{t}.{a}`" for t, a in pairs[:4]] + [f"`{t}`" for t in tools[: max(0, 4 - len(pairs))]]
-    instructions = "Before your final answer, verify each tool result of this request against what was asked"
+    instructions = lead
     instructions += f"; re-check {', '.join(focus)}" if focus else ""
-    instructions += ". If a call failed or used a wrong value, call it again correctly."
+    instructions += (". If a call failed or used a wrong value, call it again correctly." if not blind
+                     else ". Redo any call that failed or used a wrong value.")
     step = {"name": name, "instructions": instructions, "trigger": "before_final"}
     return f"<step>{json.dumps(step, sort_keys=True)}</step>"
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[str, bool], str]] = {
     "mutator/llm_prompt_rewriter": _rewrite_section,
     "mutator/teacher_gap_rewriter": _teacher_section,
     "mutator/llm_workflow_editor": _workflow_step,
 }
 
 
-def rewrite_reply(task_id: str, messages: Sequence[Mapping[str, Any]]) -> str | None:
+def rewrite_reply(task_id: str, messages: Sequence[Mapping[str, Any]], *, blind: bool = False) -> str | None:
     """The simulator's reply to a harness-editing request, or None when this is not one.
 
     An unknown ``mutator/...`` id gets the section treatment when the request has a <current>
@@ -113,5 +165,5 @@ def rewrite_reply(task_id: str, messages: Sequence[Mapping[str, Any]]) -> str | 
     text = _request_text(messages)
     handler = _HANDLERS.get(task_id)
     if handler is None:
-        return _rewrite_section(text) if _block(text, "current") is not None else None
-    return handler(text)
+        return _rewrite_section(text, blind) if _block(text, "current") is not None else None
+    return handler(text, blind)

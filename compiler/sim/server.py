@@ -189,10 +189,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument(f"--{knob.replace('_', '-')}", type=float, default=0.0, dest=knob)
     parser.add_argument("--shared-draws", action="store_true",
                         help="variants share random numbers (a benchmark's low-variance true front)")
+    parser.add_argument("--surface", choices=("documented", "blind"), default="documented",
+                        help="the model card's response surface, or a blind one drawn from --surface-seed")
+    parser.add_argument("--surface-seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
-        configure_sim(None, SimConfig(args.time_scale, args.timeout_rate, args.server_error_rate,
-                                      args.rate_limit_rate, args.malformed_rate, args.shared_draws))
+        configure_sim(None, SimConfig(time_scale=args.time_scale, timeout_rate=args.timeout_rate,
+                                      server_error_rate=args.server_error_rate, rate_limit_rate=args.rate_limit_rate,
+                                      malformed_rate=args.malformed_rate, shared_draws=args.shared_draws,
+                                      surface=args.surface, surface_seed=args.surface_seed))
     except ValueError as exc:
         parser.error(str(exc))
     if not _loopback(args.host):
