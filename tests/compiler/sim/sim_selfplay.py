@@ -18,6 +18,7 @@ from evoharness.compiler.runtime.workload import Task
 from evoharness.compiler.sim.engine import SimRequest, SimResult, simulate
 from evoharness.compiler.sim.features import extract_features
 from evoharness.compiler.sim.gold import GoldSource
+from evoharness.compiler.sim.surface import DOCUMENTED, Surface
 from evoharness.compiler.toolspec import ToolSpec
 
 ToolFn = Callable[[str, Mapping[str, Any]], str]  # raises on tool failure
@@ -90,9 +91,13 @@ class EpisodeLog:
 def play_episode(model: str, task: Task, gold: GoldSource, tool_fn: ToolFn, *,
                  system_prompt: str, tools: Sequence[Mapping[str, Any]] | None,
                  temperature: float = 0.0, world: int = 0, sample: int = 0,
-                 max_steps: int = 20, shared_draws: bool = False) -> EpisodeLog:
+                 max_steps: int = 20, shared_draws: bool = False, surface: Surface = DOCUMENTED,
+                 step: str | None = None) -> EpisodeLog:
+    """``step``: the procedure step the harness sends before the final answer (default: the
+    first verify-type step, as the documented surface reads it)."""
     features = extract_features(system_prompt, tools, temperature)
-    verify = next((s for s in features.procedure if s.is_verify), None)
+    verify = (features.step(step) if step is not None
+              else next((s for s in features.procedure if s.is_verify), None))
     native = features.tool_format != "bash"
     # the sample reaches the simulator as a provider gets it, through the request's seed; ``world``
     # is SimConfig.world (a replicate at temperature 0, where no request field matters)
@@ -105,7 +110,8 @@ def play_episode(model: str, task: Task, gold: GoldSource, tool_fn: ToolFn, *,
         verified = verify is None
         for _ in range(max_steps):
             result = simulate(SimRequest(model, messages, tools if native else None,
-                                         temperature, user, seed=sample), gold, shared_draws=shared_draws, world=world)
+                                         temperature, user, seed=sample), gold, shared_draws=shared_draws, world=world,
+                              surface=surface)
             log.results.append(result)
             r = result.rendered
             message: dict[str, Any] = {"role": "assistant", "content": r.content}

@@ -11,6 +11,7 @@ from typing import Any
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.runtime.workload import Task
 from evoharness.compiler.sim.gold import StaticGoldSource
+from evoharness.compiler.sim.surface import DOCUMENTED, Surface
 from evoharness.compiler.toolspec import ToolSpec
 
 from tests.compiler.sim.sim_selfplay import EpisodeLog, openai_tools, play_episode, render_system_prompt
@@ -70,14 +71,15 @@ def prompt(fmt: str = "json", *, sections: tuple[tuple[str, str], ...] = (("Role
 def play(model: str = "sim/small", fmt: str = "json", *, temperature: float = 1.0,
          sample: int = 0, world: int = 0, specs: tuple[ToolSpec, ...] = SPECS,
          sections: tuple[tuple[str, str], ...] = (("Role", "You manage files."),),
-         procedure: tuple[tuple[str, str], ...] = (), shared_draws: bool = True) -> EpisodeLog:
+         procedure: tuple[tuple[str, str], ...] = (), shared_draws: bool = True, surface: Surface = DOCUMENTED,
+         step: str | None = None) -> EpisodeLog:
     # shared by default here: these tests pin one mechanism at a time, and shared draws keep the
     # rest of the episode fixed while one cue changes
     return play_episode(
         model, TASK, GOLD, fake_env,
         system_prompt=prompt(fmt, sections=sections, procedure=procedure, specs=specs),
         tools=openai_tools(specs) if fmt != "bash" else None,
-        temperature=temperature, world=world, sample=sample, shared_draws=shared_draws)
+        temperature=temperature, world=world, sample=sample, shared_draws=shared_draws, surface=surface, step=step)
 
 
 def passed(log: EpisodeLog) -> bool:
