@@ -1,137 +1,218 @@
-"""How much of the reachable harness lift the default search finds for a cheap model, and who
-authored it.
+"""How much of the reachable harness lift the default search finds for a cheap model, on response
+surfaces it cannot know, and whether it ships edits that hurt.
 
-Runs the default search with sim_small as the incumbent and the only model (so every gain is a
-harness edit), under ``criteria=quality_first`` (the best harness, not the cheapest), then
-evaluates on dev, interleaved over seeds:
+For each blind surface of the simulated model (docs/sim-model.md, "Blind surfaces": the cue words
+and effect sizes drawn from a seed) and each search seed, the default search runs in-process with
+sim_small as the incumbent and the only model (every gain is a harness edit), under
+``criteria=quality_first``. Then, on dev, with shared draws over several simulated worlds (the
+benchmark's low-noise yardstick; the search itself ran with the default, unshared draws):
 
 * base: the base harness;
-* found: the search's champion;
-* ablated: the champion without its mutator-authored entries (sections, tool edits, and the steps
-  and tool lists a mutator made, back to the baseline; the format, the base config's own steps and
-  a pooled temperature stay);
-* oracle: a harness built from the simulator's model card (docs/sim-model.md): a rule line naming
-  the tool and the argument for every tool/argument pair that failed on train under the base
-  harness, an example per tool, a verify step (the card's verify-type step). Only the card is
-  read, never the simulator.
+* shipped: the champion if its holdout claim is a ``win`` (what ``promote --if-win`` ships), else base;
+* oracle: the best harness reachable from the product's own edit library on that surface. The
+  library is what the built-in mutators propose from the base harness's train failures over many
+  rng seeds (steps, and rule lines naming tool and argument); the oracle reads the surface (a
+  benchmark may, the product may not) to keep the entries whose wording is live there, then
+  enumerates the subsets {step, rules} on train and takes the best.
 
-Figures: lift ratio = (found - base) / (oracle - base), target >= 0.8; mutator share of the found
-lift = (found - ablated) / (found - base), target >= 0.5.
+Figures: per run, lift = (shipped − base) / (oracle − base) (NaN when the oracle finds no lift);
+over runs, the median and the minimum; harmful edits shipped = shipped edits whose leave-one-out
+effect on dev (shipped − shipped without that edit) is below −1 task in the split; the search's wall.
 
-    python bench/harness_lift.py [--seeds N] [overrides...]     # ~6 min
+    python bench/harness_lift.py [--surfaces 5] [--seeds 2] [--worlds 3] [--surface documented] [overrides...]
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import contextlib
+import math
+import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, TOOL, agent_with_verify, base_agent, model_config
+from _common import TOOL, base_agent, figure, model_config
 
 CATEGORIES = ["multi_turn_base", "multi_turn_miss_param", "multi_turn_long_context"]
+LIBRARY_RNG_SEEDS = 40  # rng seeds the mutators are asked with, to collect every wording they can give
+PAIR = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
 
 
-def figure(name: str, value: object, target: object, met: object, **extra: object) -> None:
-    print(json.dumps({"figure": name, "value": value, "target": target, "met": met, **extra}), flush=True)
-
-
-def oracle_tool(workload: Any, agent: dict[str, Any]) -> dict[str, Any]:
-    """Tool overrides from the model card: a rule naming tool and argument (RULE_ARG) for each pair
-    that failed on train under the base harness, and an example line per tool (EX)."""
-    from evoharness.compiler.variant import compile_agent
+def quality(variant: Any, workload: Any, split: str, worlds: Sequence[int]) -> float:
+    """Mean pass rate over simulated worlds, shared draws (a per-task monotone yardstick)."""
+    from evoharness.compiler.sim import configure_sim
     from evoharness.search.evaluation.evaluate import evaluate_variant
 
-    base = compile_agent(agent, tool=TOOL, model=model_config("sim_small"))
+    values = []
+    for w in worlds:
+        configure_sim(None, shared_draws=True, world=w)
+        values.append(evaluate_variant(variant, workload, split, samples=1, seed=w).metrics["pass_rate"])
+    configure_sim(None, shared_draws=False, world=0)
+    return statistics.fmean(values)
+
+
+def library(agent: Mapping[str, Any], workload: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """What the built-in mutators propose from the base harness's train failures: steps, and
+    the rule lines of the rule miner's section edits, over many rng seeds."""
+    import random
+
+    from evoharness.compiler.catalog import build_catalog, select_tools
+    from evoharness.compiler.runtime.workload import Failure
+    from evoharness.compiler.variant import compile_agent
+    from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.genome import initial_pools
+    from evoharness.search.mutators.base import FailedEpisode, MutationContext, make_mutator
+
+    base = compile_agent(dict(agent), tool=TOOL, model=model_config("sim_small"))
     report = evaluate_variant(base, workload, "train", samples=1, seed=0)
-    pairs: dict[str, set[str]] = {}
-    for e in report.episodes:
-        for f in e.failures:
-            if f.get("tool") and f.get("argument"):
-                pairs.setdefault(str(f["tool"]), set()).add(str(f["argument"]))
-    tools = {c.name for t in workload.tasks("train") for turn in t.gold for c in turn}
-    overrides = {t: {"rules": [f"When calling `{t}`, copy `{a}` exactly from the request or the tool result it comes from."
-                               for a in sorted(pairs.get(t, ()))],
-                     "examples": [f"call `{t}` with the exact values the request or an earlier result gives."]}
-                 for t in sorted(tools)}
-    return {**TOOL, "overrides": overrides}
+    evidence = tuple(FailedEpisode(e.task_id, failures=tuple(Failure.from_dict(f) for f in e.failures))
+                     for e in report.episodes if e.failures)
+    tools = {s.name: s for s in select_tools(agent["tools"], build_catalog(TOOL))}
+    pools = initial_pools(agent, models=[], temperatures=[], base_model="base", base_temperature=0.0)
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(), evidence=evidence, models=("base",), round=1)
+    steps: dict[str, dict[str, Any]] = {}
+    lines: dict[str, None] = {}
+    for name, params in (("workflow_step_append", {}), ("rule_miner", {"top_k": 25, "targets": "section"})):
+        mutator = make_mutator(name, **params)
+        for s in range(LIBRARY_RNG_SEEDS):
+            for p in mutator.propose(ctx, rng=random.Random(s)):
+                value = getattr(p, "entry", None) and p.entry.value
+                if p.kind == "step" and isinstance(value, Mapping):
+                    steps.setdefault(f"{value['name']}|{value['instructions']}", dict(value))
+                elif p.kind == "section" and isinstance(value, str):
+                    lines.update((ln[2:].strip(), None) for ln in value.splitlines() if ln.startswith("- "))
+    return list(steps.values()), list(lines)
+
+
+def oracle_agents(agent: Mapping[str, Any], surface: Any, steps: Sequence[Mapping[str, Any]],
+                  lines: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The library's entries whose wording is live on ``surface``, in every combination."""
+    import copy
+
+    review = next((s for s in steps if s.get("trigger") == "before_final" and surface.is_review(s["name"], s["instructions"])), None)
+    live: dict[tuple[str, ...], str] = {}
+    for line in lines:  # one counting wording per (tool, argument): more only lengthen the prompt
+        if surface.counts_as_rule(line):
+            live.setdefault(tuple(PAIR.findall(line)[:2]), line)
+    out: dict[str, dict[str, Any]] = {}
+    for with_step in (False, True):
+        for with_rules in (False, True):
+            if (with_step and review is None) or (with_rules and not live):
+                continue
+            a = copy.deepcopy(dict(agent))
+            if with_step and review is not None:
+                a["workflow"] = [*a["workflow"], {**review, "after": [a["workflow"][-1]["name"]], "optional": False}]
+            if with_rules:
+                rules = "\n".join(f"- {ln}" for ln in live.values())
+                a["prompt_sections"]["policy"] = a["prompt_sections"]["policy"].rstrip() + "\n" + rules
+            out[f"step={with_step},rules={with_rules}"] = a
+    return out
+
+
+def edits(genome: Any, pools: Any) -> list[tuple[str, Any]]:
+    """Each non-baseline gene of ``genome``, as (label, genome without it)."""
+    from evoharness.search.genome import Genome
+
+    out: list[tuple[str, Genome]] = []
+    out += [(f"section {k} ({pools.sections[k][i].author})", replace(genome, sections={**genome.sections, k: 0}))
+            for k, i in genome.sections.items() if i]
+    out += [(f"tool {k} ({pools.tools[k][i].author})", replace(genome, tools={**genome.tools, k: 0}))
+            for k, i in genome.tools.items() if i]
+    out += [(f"step {k} ({pools.steps[k].author})", replace(genome, steps={**genome.steps, k: False}))
+            for k, on in genome.steps.items() if on and k in pools.steps and pools.steps[k].author != "baseline"]
+    if genome.toolset:
+        out.append((f"toolset ({pools.toolsets[genome.toolset].author})", replace(genome, toolset=0)))
+    if genome.temperature:
+        out.append((f"temperature {pools.temperatures[genome.temperature].value}", replace(genome, temperature=0)))
+    if genome.tool_format is not None:
+        out.append((f"format {genome.tool_format}", replace(genome, tool_format=None)))
+    return out
+
+
+def run_search(runs: Path, study: str, seed: int, overrides: Sequence[str]) -> tuple[Any, Any, float]:
+    import json
+
+    from evoharness.search.genome import Pools
+
+    from evoharness import api
+
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the figure lines only
+        outcome = api.search([f"runs_dir={runs}", "model=sim_small", "search.models=[]", "criteria=quality_first",
+                              f"search.study={study}", f"search.seed={seed}", "hydra/launcher=basic", *overrides])
+    seconds = time.perf_counter() - start
+    last = max((runs / study).glob("pools/r*.json"), key=lambda p: int(p.stem[1:]))
+    return outcome, Pools.from_dict(json.loads(last.read_text(encoding="utf-8"))["pools"]), seconds
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--surfaces", type=int, default=5, help="blind surfaces 0..N-1")
+    parser.add_argument("--seeds", type=int, default=2, help="search seeds per surface")
+    parser.add_argument("--worlds", type=int, default=3, help="simulated worlds the dev yardstick averages")
+    parser.add_argument("--surface", choices=("blind", "documented"), default="blind")
     args, overrides = parser.parse_known_args(argv)
-    runs = Path(tempfile.mkdtemp(prefix="harness-lift-"))
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    start = time.perf_counter()
-    cmd = [sys.executable, "-m", "evoharness.search", f"runs_dir={runs}", "model=sim_small", "search.models=[]", "criteria=quality_first",
-           "search.study=lift", *overrides]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        print(f"search failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
-        return 0
-    study = runs / "lift"
-    summary = json.loads((study / "summary.json").read_text(encoding="utf-8"))
-    last = max(study.glob("pools/r*.json"), key=lambda p: int(p.stem[1:]))
 
     from evoharness.compiler.sim import configure_sim
+    from evoharness.compiler.sim.surface import surface_for
     from evoharness.compiler.variant import compile_agent
     from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
-    from evoharness.search.evaluation.evaluate import evaluate_variant
-    from evoharness.search.genome import Genome, Pools, authors, genome_to_config
-    from evoharness.search.optimise.ablation import layers
+    from evoharness.search.genome import Genome, genome_to_config
 
-    configure_sim(None, time_scale=0.0)  # quality does not depend on the simulated latency
     workload = BfclWorkload(categories=CATEGORIES)
     agent = base_agent()
-    pools = Pools.from_dict(json.loads(last.read_text(encoding="utf-8"))["pools"])
     models = {"base": model_config("sim_small")}
-    found_g = Genome.from_dict(summary["champion"]["genome"])
-    # without every mutator-authored entry (sections, tool edits, the steps and tool lists a mutator
-    # made): the search's own ablation layers, whose last non-mutator layer is what the base config gave
-    base_steps = {str(st["name"]): bool(st.get("enabled", True)) for st in agent["workflow"] if st.get("optional")}
-    peeled = [g for name, g in layers(found_g, pools, base_format=str(agent["tool_format"]), base_steps=base_steps)
-              if name != "mutator edits"]
-    ablated_g = peeled[-1] if peeled else Genome()
+    worlds = range(args.worlds)
+    runs = Path(tempfile.mkdtemp(prefix="harness-lift-"))
+    lifts: list[float] = []
+    harmful_total, walls = 0, []
+    for sf in range(args.surfaces if args.surface == "blind" else 1):
+        configure_sim(None, time_scale=0.0, surface=args.surface, surface_seed=sf, shared_draws=False, world=0)
+        surface = surface_for(args.surface, sf)
+        base = compile_agent(dict(agent), tool=TOOL, model=models["base"])
+        steps, lines = library(agent, workload)
+        candidates = {k: compile_agent(a, tool=TOOL, model=models["base"])
+                      for k, a in oracle_agents(agent, surface, steps, lines).items()}
+        on_train = {k: quality(v, workload, "train", worlds[:2]) for k, v in candidates.items()}
+        best = max(on_train, key=lambda k: on_train[k], default=None)
+        base_dev = quality(base, workload, "dev", worlds)
+        oracle_dev = max(base_dev, quality(candidates[best], workload, "dev", worlds)) if best else base_dev
+        for seed in range(args.seeds):
+            outcome, pools, seconds = run_search(runs, f"lift-{args.surface}{sf}-s{seed}", seed, overrides)
+            walls.append(seconds)
+            configure_sim(None, time_scale=0.0, surface=args.surface, surface_seed=sf)
+            won = outcome.claim.verdict == "win" and not outcome.kept_incumbent
+            genome = outcome.champion.genome if won else Genome()
 
-    def compiled(genome: Genome) -> Any:
-        a, t, m = genome_to_config(genome, pools, agent=agent, tool=TOOL, models=models)
-        return compile_agent(a, tool=t, model=m)
+            def compiled(g: Genome, pools: Any = pools) -> Any:
+                a, t, m = genome_to_config(g, pools, agent=agent, tool=TOOL, models=models)
+                return compile_agent(a, tool=t, model=m)
 
-    oracle_agent = agent_with_verify()
-    for step in oracle_agent["workflow"]:
-        if step["name"] == "verify":
-            step["enabled"] = True
-    variants = {"base": compiled(Genome()), "found": compiled(found_g), "ablated": compiled(ablated_g),
-                "oracle": compile_agent(oracle_agent, tool=oracle_tool(workload, agent), model=model_config("sim_small"))}
-    quality: dict[str, list[float]] = {k: [] for k in variants}
-    from evoharness.compiler.sim import configure_sim
-
-    for seed in range(args.seeds):
-        # at temperature 0 no request field changes a greedy answer: a replicate is another draw of the
-        # simulated world (its `world` knob), which only a benchmark sets
-        configure_sim(None, world=seed)
-        for name, v in variants.items():  # interleaved per seed
-            quality[name].append(evaluate_variant(v, workload, "dev", samples=1, seed=seed).metrics["pass_rate"])
-    configure_sim(None, world=0)
-    mean = {k: statistics.fmean(v) for k, v in quality.items()}
-    lift = (mean["found"] - mean["base"]) / (mean["oracle"] - mean["base"]) if mean["oracle"] > mean["base"] else float("nan")
-    share = (mean["found"] - mean["ablated"]) / (mean["found"] - mean["base"]) if mean["found"] > mean["base"] else 0.0
-    for name, values in quality.items():
-        figure(f"dev_pass_rate_{name}", round(mean[name], 3), None, None, per_seed=[round(x, 3) for x in values])
-    figure("harness_lift_ratio", round(lift, 3), ">= 0.8", lift >= 0.8)
-    figure("mutator_share_of_lift", round(share, 3), ">= 0.5", share >= 0.5,
-           authors=list(authors(found_g, pools, [s["name"] for s in agent["workflow"]])), changes=summary["champion"].get("changes"))
-    figure("search_wall_s", round(seconds, 1), None, None)
-    print(f"sim_small dev pass rate: base {mean['base']:.3f}, found {mean['found']:.3f} (without its mutator edits "
-          f"{mean['ablated']:.3f}), oracle {mean['oracle']:.3f}; lift ratio {lift:.2f}, mutator share {share:.2f}")
+            shipped_dev = quality(compiled(genome), workload, "dev", worlds) if won else base_dev
+            lift = (shipped_dev - base_dev) / (oracle_dev - base_dev) if oracle_dev > base_dev else math.nan
+            n_dev = len(list(workload.tasks("dev")))
+            effects = {label: round(shipped_dev - quality(compiled(without), workload, "dev", worlds), 4)
+                       for label, without in (edits(genome, pools) if won else [])}
+            harmful = [label for label, effect in effects.items() if effect < -1.0 / n_dev]
+            harmful_total += len(harmful)
+            if not math.isnan(lift):
+                lifts.append(lift)
+            figure(f"lift_{surface.name}_seed{seed}", None if math.isnan(lift) else round(lift, 3), None, None,
+                   base=round(base_dev, 3), shipped=round(shipped_dev, 3), oracle=round(oracle_dev, 3), oracle_pick=best,
+                   verdict=outcome.claim.verdict, champion=outcome.champion.changes, edit_effects=effects, harmful=harmful,
+                   live={"review": surface.review_cues, "rules": surface.rule_cues}, search_s=round(seconds, 1))
+    configure_sim(None, surface="documented", surface_seed=0, world=0, shared_draws=False)
+    median = statistics.median(lifts) if lifts else math.nan
+    low = min(lifts) if lifts else math.nan
+    figure("harness_lift_median", round(median, 3), ">= 0.7", median >= 0.7, runs=len(lifts))
+    figure("harness_lift_min", round(low, 3), ">= 0.4", low >= 0.4)
+    figure("harmful_edits_shipped", harmful_total, 0, harmful_total == 0)
+    figure("search_wall_s_median", round(statistics.median(walls), 1) if walls else None, None, None)
     return 0
 
 
