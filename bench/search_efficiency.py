@@ -78,7 +78,8 @@ def hypervolume(points: Sequence[Point], ref_cost: float, ref_pass: float = 0.0)
 
 # -- the enumerated surface ----------------------------------------------------------------
 
-def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, dict[str, float]]], dict[str, Any], float]:
+def enumerate_surface(n_tasks: int, sim_surface: str = "documented", surface_seed: int = 0
+                      ) -> tuple[dict[Key, Point], list[tuple[Key, dict[str, float]]], dict[str, Any], float]:
     from evoharness.compiler.sim import configure_sim
     from evoharness.compiler.variant import compile_agent
     from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
@@ -87,7 +88,8 @@ def enumerate_surface(n_tasks: int) -> tuple[dict[Key, Point], list[tuple[Key, d
     from evoharness.search.genome_params import param_space, params_to_genome
 
     # shared draws: the enumerated surface is the low-variance true front the search is measured against
-    configure_sim(None, time_scale=0.0, shared_draws=True)  # cost and pass rate do not depend on the sleep
+    configure_sim(None, time_scale=0.0, shared_draws=True,  # cost and pass rate do not depend on the sleep
+                  surface=sim_surface, surface_seed=surface_seed)
     agent = agent_with_verify()
     pools = replace(
         initial_pools(agent, models=MODELS, temperatures=TEMPERATURES, base_model="sim_small", base_temperature=0.0),
@@ -204,10 +206,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 train tasks instead of 20")
     parser.add_argument("--tasks", type=int, default=None, help="train tasks per variant (default 20, --quick 10)")
+    parser.add_argument("--blind", type=int, default=0, metavar="N",
+                        help="instead: the paid-budget figures on blind surfaces 0..N-1 (docs/sim-model.md)")
     args = parser.parse_args(argv)
     n_tasks = args.tasks or (10 if args.quick else 20)
     optuna.logging.set_verbosity(logging.WARNING)
     wall = time.perf_counter()
+    if args.blind:
+        return blind_surfaces(args.blind, n_tasks)
 
     surface, rows, labels, enum_s = enumerate_surface(n_tasks)
     space = labels["space"]
@@ -282,8 +288,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def blind_surfaces(n: int, n_tasks: int) -> int:
+    """The paid-budget figures of each sampler on blind surfaces 0..n-1 (where the verify step's
+    wording may or may not be live), then each sampler's median over surfaces."""
+    import json
+
+    per: dict[str, list[float]] = {}
+    for seed in range(n):
+        surface, _, labels, _ = enumerate_surface(n_tasks, "blind", seed)
+        ref_cost = 1.1 * max(p.cost for p in surface.values())
+        true_front = front(list(surface.values()))
+        keys = {k for k, p in surface.items() if p in true_front}
+        baseline = {"model": 0, "temperature": 0, "tool_format": "json", "step.verify": False}
+        for name, value in paid_budgets(surface, labels["space"], baseline, keys, ref_cost, hypervolume(true_front, ref_cost),
+                                        label=f"blind{seed}_").items():
+            per.setdefault(name, []).append(value)
+    for name, values in sorted(per.items()):
+        sampler, pct = name.rsplit("_", 1)
+        random_values = per[f"random_{pct}"]
+        met = statistics.median(values) >= statistics.median(random_values) if sampler != "random" else None
+        print(json.dumps({"figure": f"hv_ratio_{name}_blind_median", "value": round(statistics.median(values), 4),
+                          "target": ">= random" if sampler != "random" else None, "met": met,
+                          "range": [round(min(values), 4), round(max(values), 4)], "surfaces": n}))
+    return 0
+
+
 def paid_budgets(surface: Mapping[Key, Point], space: Mapping[str, tuple[Any, ...]], baseline: Mapping[str, Any],
-                 true_front_keys: set[Key], ref_cost: float, true_hv: float) -> None:
+                 true_front_keys: set[Key], ref_cost: float, true_hv: float, label: str = "") -> dict[str, float]:
     """NSGA-II against random search and Optuna's TPE at equal paid budgets (distinct genomes, as
     optimise/run.py counts them) of 10 %, 25 % and 50 % of the space, 10 seeds: one JSON line per
     figure (median and range of found / true hypervolume)."""
@@ -302,20 +333,23 @@ def paid_budgets(surface: Mapping[Key, Point], space: Mapping[str, tuple[Any, ..
     stats = {name: score_runs([run_search(mk, s, surface, space, baseline, setup, max(budgets.values())) for s in seeds], surface,
                               true_front_keys, ref_cost, true_hv, True, budgets=tuple(budgets.values()))
              for name, mk in samplers.items()}
+    medians: dict[str, float] = {}
     for pct, b in budgets.items():
         med = {name: statistics.median(st[b].hv_ratio) for name, st in stats.items()}
+        medians.update({f"{name}_{round(pct * 100)}pct": m for name, m in med.items()})
         for name, st in stats.items():
             target, met = None, None
             if name == "nsga2":
                 target = ">= 0.95 and >= random" if pct == 0.25 else ">= random"
                 met = med["nsga2"] >= med["random"] and (pct != 0.25 or med["nsga2"] >= 0.95)
-            print(json.dumps({"figure": f"hv_ratio_{name}_{round(pct * 100)}pct", "value": round(med[name], 4), "target": target,
+            print(json.dumps({"figure": f"hv_ratio_{label}{name}_{round(pct * 100)}pct", "value": round(med[name], 4), "target": target,
                               "met": met, "range": [round(min(st[b].hv_ratio), 4), round(max(st[b].hv_ratio), 4)],
                               "paid_budget": b, "seeds": len(seeds)}))
     b25 = budgets[0.25]
     print(f"At {b25} paid evaluations (25% of {len(surface)}): NSGA-II {statistics.median(stats['nsga2'][b25].hv_ratio):.3f}, "
           f"random {statistics.median(stats['random'][b25].hv_ratio):.3f}, TPE {statistics.median(stats['tpe'][b25].hv_ratio):.3f} "
           "of the true hypervolume (median of 10 seeds)")
+    return medians
 
 
 if __name__ == "__main__":
