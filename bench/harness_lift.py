@@ -114,7 +114,7 @@ def oracle_agents(agent: Mapping[str, Any], surface: Any, steps: Sequence[Mappin
     return out
 
 
-def edits(genome: Any, pools: Any) -> list[tuple[str, Any]]:
+def edits(genome: Any, pools: Any, base_format: str) -> list[tuple[str, Any]]:
     """Each non-baseline gene of ``genome``, as (label, genome without it)."""
     from evoharness.search.genome import Genome
 
@@ -129,7 +129,7 @@ def edits(genome: Any, pools: Any) -> list[tuple[str, Any]]:
         out.append((f"toolset ({pools.toolsets[genome.toolset].author})", replace(genome, toolset=0)))
     if genome.temperature:
         out.append((f"temperature {pools.temperatures[genome.temperature].value}", replace(genome, temperature=0)))
-    if genome.tool_format is not None:
+    if genome.tool_format not in (None, base_format):
         out.append((f"format {genome.tool_format}", replace(genome, tool_format=None)))
     return out
 
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             lift = (shipped_dev - base_dev) / (oracle_dev - base_dev) if oracle_dev > base_dev else math.nan
             n_dev = len(list(workload.tasks("dev")))
             effects = {label: round(shipped_dev - quality(compiled(without), workload, "dev", worlds), 4)
-                       for label, without in (edits(genome, pools) if won else [])}
+                       for label, without in (edits(genome, pools, str(agent["tool_format"])) if won else [])}
             harmful = [label for label, effect in effects.items() if effect < -1.0 / n_dev]
             harmful_total += len(harmful)
             if not math.isnan(lift):
