@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evoharness.compiler.toolspec import ToolSpec
@@ -80,6 +80,10 @@ def ranked_step_kinds(ctx: MutationContext) -> list[str]:
     return sorted(episodes, key=lambda k: (-episodes[k], -records[k], KIND_ORDER.index(k)))
 
 
+def _addressed_by(kind: str, tools: Mapping[str, ToolSpec]) -> Callable[[MaskedFailure], bool]:
+    return lambda f: step_kind_of(f, tools) == kind
+
+
 def _fresh_name(rng: random.Random, names: tuple[str, ...], taken: set[str]) -> str:
     return choose(rng, names, taken) or next(f"{names[0]}_{i}" for i in range(2, len(taken) + 3) if f"{names[0]}_{i}" not in taken)
 
@@ -110,7 +114,7 @@ def workflow_step_append(*, kinds: int = 1) -> Mutator:
             trigger, instructions = free[rng.randrange(len(free))]
             name = _fresh_name(rng, kind.names, names)
             value = {"name": name, "instructions": instructions, "after": after, "optional": True, "trigger": trigger}
-            why = failure_note(ctx.evidence, ctx.tools, keep=lambda f, k=key: step_kind_of(f, ctx.tools) == k)
+            why = failure_note(ctx.evidence, ctx.tools, keep=_addressed_by(key, ctx.tools))
             out.append(proposal("step", name, value, "workflow_step_append", f"{kind.label} ({trigger}) for {why}"))
             names.add(name)
             if len(out) == kinds:
