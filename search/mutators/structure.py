@@ -41,9 +41,10 @@ def _step_names(ctx: MutationContext) -> list[str]:
 
 def step_kind_of(failure: MaskedFailure, tools: Mapping[str, ToolSpec]) -> str | None:
     """The step kind that addresses a failure. A missed call to a tool whose spec says it changes
-    nothing is a skipped look at the state: the step for it inspects before changing."""
+    nothing is a skipped look at the state: the step for it inspects before changing. Only a
+    catalog that marks some tool as changing state says anything by leaving a tool unmarked."""
     spec = tools.get(failure.tool)
-    if failure.kind == "missed_call" and spec is not None and not spec.mutates_state:
+    if failure.kind == "missed_call" and spec is not None and not spec.mutates_state and any(t.mutates_state for t in tools.values()):
         return "look_first"
     return STEP_FOR_FAILURE.get(failure.kind)
 

@@ -96,6 +96,10 @@ def test_a_missed_call_is_a_skipped_read_only_when_the_tool_only_reads() -> None
     writes = episodes(Failure("missed_call", "refund", None, None, None, 0))
     assert [step_kind(p) for p in propose("workflow_step_append", context(writes))] == ["completion"]
     assert [step_kind(p) for p in propose("workflow_step_append", context(SKIPPED_READ))] == ["look_first"]
+    # a catalog that marks no tool as changing state says nothing about which tools only read
+    ctx = context(SKIPPED_READ)
+    unmarked = {name: replace(spec, mutates_state=False) for name, spec in ctx.tools.items()}
+    assert [step_kind(p) for p in propose("workflow_step_append", replace(ctx, tools=unmarked))] == ["completion"]
 
 
 def test_the_kind_follows_the_most_failed_episodes_and_kinds_sets_how_many() -> None:
