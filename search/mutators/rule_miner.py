@@ -169,12 +169,6 @@ def rule_wordings(tool: str, arg: str | None, kind: str) -> tuple[str, ...]:
     return tuple(w.format(t=tool, a=arg) for w in RULES.get(kind, ()))
 
 
-def mined_rule(tool: str, arg: str | None, kind: str, rng: random.Random) -> str | None:
-    """One wording of the rule for a failure, drawn with ``rng``; None when there is no rule."""
-    wordings = rule_wordings(tool, arg, kind)
-    return rng.choice(wordings) if wordings else None
-
-
 @register_mutator("rule_miner")
 def rule_miner(*, top_k: int = 3, min_count: int = 1, section: str | None = None, targets: str = "both",
                max_tools: int | None = None) -> Mutator:
