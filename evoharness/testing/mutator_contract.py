@@ -2,8 +2,9 @@
 
 What every mutator owes the search: the same seed gives the same proposals, the context is left
 as it was, every entry names its author and a slot that exists, no task value leaks into an
-entry, a section entry keeps every sentence of the text it extends, and every entry the pools
-take compiles to a variant other than the one it was made from.
+entry, a section entry keeps every sentence of the text it extends, every entry the pools take
+compiles to a variant other than the one it was made from, and a mutator that reads the failure
+records proposes something other than what it proposes without them.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import copy
 import random
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
@@ -65,6 +67,8 @@ class MutatorContract:
         plugins: Modules to import first, as the ``plugins`` config key names them; installed
             ``evoharness.plugins`` entry points are loaded too.
         may_be_silent: The mutator may honestly propose nothing in the case (say why in a comment).
+        evidence_driven: The mutator draws its proposals from the failure records (``ctx.evidence``):
+            with the case's records it must propose entries other than those it proposes without any.
         seed: The ``rng`` seed ``propose`` is called with.
 
     Raises:
@@ -72,13 +76,14 @@ class MutatorContract:
 
     Override the ``mutation_case`` fixture to test in a context of your own (a ``MutationCase``;
     the default is ``order_desk_case()``), ``mutator_name`` to parametrise over several mutators,
-    and ``make`` or ``silent`` to build or judge one per name.
+    and ``make``, ``silent`` or ``reads_evidence`` to build or judge one per name.
     """
 
     mutator: ClassVar[str] = ""
     mutator_params: ClassVar[Mapping[str, Any]] = {}
     plugins: ClassVar[Sequence[str]] = ()
     may_be_silent: ClassVar[bool] = False
+    evidence_driven: ClassVar[bool] = False
     seed: ClassVar[int] = 11
 
     @classmethod
@@ -108,6 +113,10 @@ class MutatorContract:
     def silent(self, name: str, case: MutationCase) -> bool:
         """Whether mutator ``name`` may propose nothing in ``case``."""
         return self.may_be_silent
+
+    def reads_evidence(self, name: str) -> bool:
+        """Whether mutator ``name`` draws its proposals from the failure records."""
+        return self.evidence_driven
 
     def propose(self, name: str, case: MutationCase) -> list[Proposal | Control]:
         return list(self.make(name).propose(case.context, rng=random.Random(self.seed)))
@@ -151,3 +160,15 @@ class MutatorContract:
         for p in added:
             assert variant_hash(mutation_case, using(anchor, p, pools, ctx.agent), pools) != base_hash, (
                 f"{mutator_name}: {p.kind} {p.key} compiles to the anchor's variant")
+
+    def test_an_evidence_driven_mutator_answers_its_evidence(self, mutator_name: str, mutation_case: MutationCase) -> None:
+        if not self.reads_evidence(mutator_name):
+            pytest.skip(f"{mutator_name} is not declared evidence-driven")
+        blind = replace(mutation_case, context=replace(mutation_case.context, evidence=()))
+
+        def entries(case: MutationCase) -> list[tuple[str, str | None, str]]:  # notes left out: they always say what was read
+            return [(p.kind, p.key, repr(p.entry.value)) for p in self.propose(mutator_name, case) if isinstance(p, Proposal)]
+
+        seen = entries(mutation_case)
+        assert seen, f"{mutator_name} proposed nothing from the {mutation_case.name} case's failure records"
+        assert seen != entries(blind), f"{mutator_name} proposes the same entries with and without its failure records"

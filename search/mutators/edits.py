@@ -27,27 +27,23 @@ from evoharness.search.mutators.base import (
     tool_edit,
     toolset_names,
 )
-from evoharness.search.mutators.rule_miner import WRONG_CALL_KINDS, failure_counts, ranked_pairs
-
-GENERIC_SENTENCES = (
-    "Copy every argument value exactly from the user's request or an earlier tool result.",
-    "Make one tool call at a time and read its result before the next call.",
-    "If a tool call fails, read the error, fix the call and try again.",
-    "Finish every action the request asks for before you answer.",
-    "Never guess a value the user did not give; ask for it instead.",
-    "Keep the final answer brief.",
+from evoharness.search.mutators.rule_miner import failure_counts, failure_note, ranked_pairs
+from evoharness.search.mutators.wordings import (
+    CLARIFY_ARTICLE,
+    CLARIFY_BARE,
+    CLARIFY_TEXT,
+    CLARITY,
+    CLARITY_ANY,
+    GENERIC_SENTENCES,
+    SENTENCES,
+    TOOL_RULE_FOR_FAILURE,
+    TOOL_RULES,
+    Group,
+    present,
 )
-SENTENCES = {  # per section role; others get GENERIC_SENTENCES
-    "style": ("Keep the final answer brief.", "Do not repeat tool output verbatim; say what changed.",
-              "Answer in one short sentence once the calls are done."),
-}
-CLARITY = {  # per section role
-    "rules": ("Each rule in this section is mandatory; follow them in the order given.",
-               "When a rule here conflicts with a habit, follow the rule."),
-    "identity": ("Complete each request fully with the tools before you answer.",),
-    "style": ("Summarise what changed instead of restating tool results in full.",),
-}
-CLARITY_ANY = ("Apply every instruction in this section on every turn.",)
+
+GENERIC = "generic: reads no failure records"  # the note of an edit that is not drawn from evidence
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 _JINJA = re.compile(r"\{[{%#]")
 
@@ -77,13 +73,15 @@ def _nudge(name: str, where: str, section: str | None, default: str, text: str |
         if target is None:
             return []
         current = section_text(ctx, target)
-        pool = SENTENCES.get(section_role(ctx.agent, target) or "", GENERIC_SENTENCES)
-        options = [text] if text is not None else rng.sample(pool, len(pool))
-        sentence = next((s for s in options if s not in current), None)
-        if sentence is None:
+        role = section_role(ctx.agent, target) or ""
+        pool: tuple[Group, ...] = ((text,),) if text is not None else SENTENCES.get(role, GENERIC_SENTENCES)
+        # which sentence and which of its wordings are both the rng's; one the section says in any wording is passed over
+        group = next((g for g in rng.sample(pool, len(pool)) if not present(current, g)), None)
+        if group is None:
             return []
+        sentence = rng.choice(group)
         new = f"{sentence} {current.lstrip()}" if where == "prefix" else f"{current.rstrip()} {sentence}"
-        return [proposal("section", target, _grow(name, current, new), name, f"{where}: {sentence}")]
+        return [proposal("section", target, _grow(name, current, new), name, f"{where}: {sentence} ({GENERIC})")]
 
     return FunctionMutator(name, propose)
 
@@ -117,13 +115,14 @@ def section_rewriter(*, section: str | None = None) -> Mutator:
                 text, bulleted = current, False
         else:
             text, bulleted = current, any(line.lstrip().startswith("- ") for line in current.splitlines())
-        extra = next((s for s in CLARITY.get(section_role(ctx.agent, name) or "", ()) + CLARITY_ANY if s not in current), None)
+        group = next((g for g in CLARITY.get(section_role(ctx.agent, name) or "", ()) + CLARITY_ANY if not present(current, g)), None)
+        extra = rng.choice(group) if group is not None else None
         if extra is not None:
             text = text.rstrip() + (f"\n- {extra}" if bulleted else f" {extra}")
         if text == current:
             return []
         return [proposal("section", name, _grow("section_rewriter", current, text), "section_rewriter",
-                         "structure and explicit imperatives")]
+                         f"structure and explicit imperatives ({GENERIC})")]
 
     return FunctionMutator("section_rewriter", propose)
 
@@ -171,23 +170,28 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:] if text[1:2].islower() or len(text) == 1 else text
 
 
-def clarification(spec: ToolSpec, arg: str) -> str:
-    """A sentence about one argument, from the tool's own parameter schema."""
+def clarifications(spec: ToolSpec, arg: str) -> tuple[str, ...]:
+    """The wordings of a sentence about one argument, from the tool's own parameter schema."""
     prop = spec.properties().get(arg) or {}
     need = "required" if arg in spec.required() else "optional"
     desc = " ".join(str(prop.get("description") or "").split()).rstrip(". ")
     if not desc:
         kind = f"a {prop['type']}" if isinstance(prop.get("type"), str) else "a value"
-        return f"Argument `{arg}` is {need}; give it as {kind} taken from the user's request or an earlier tool result."
+        return tuple(w.format(a=arg, n=need, k=kind) for w in CLARIFY_BARE)
     if desc.lower().startswith(("the ", "a ", "an ")):
-        return f"Argument `{arg}` is {need}; it is {_lower_first(desc)}."
-    return f"Argument `{arg}` is {need}: {desc}."
+        return tuple(w.format(a=arg, n=need, d=_lower_first(desc)) for w in CLARIFY_ARTICLE)
+    return tuple(w.format(a=arg, n=need, d=desc) for w in CLARIFY_TEXT)
+
+
+def _about(ctx: MutationContext, tool: str) -> str:
+    return failure_note(ctx.evidence, ctx.tools, keep=lambda f: f.tool == tool)
 
 
 @register_mutator("tool_description_append")
 def tool_description_append(*, max_args: int = 2) -> Mutator:
     """Appends to the description of the tool most named in the evidence (else an offered tool)
-    a clarification of its failing (else required) arguments, from its parameter schema."""
+    a clarification of its failing (else required) arguments, from its parameter schema, in one of
+    several wordings drawn with the rng; an argument already clarified in any wording is passed over."""
     positive_int("tool_description_append", "max_args", max_args)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
@@ -196,10 +200,10 @@ def tool_description_append(*, max_args: int = 2) -> Mutator:
             edit = tool_edit(ctx, tool)
             have = f"{spec.description} {edit.get('description_append', '')}"
             args = [a for a in dict.fromkeys(failing + list(spec.required()) + list(spec.properties())) if a in spec.properties()]
-            new = [(a, s) for a in args if (s := clarification(spec, a)) not in have][:max_args]
+            new = [(a, rng.choice(group)) for a in args if not present(have, group := clarifications(spec, a))][:max_args]
             if new:
                 append = " ".join([str(edit.get("description_append", "")).strip(), *(s for _, s in new)]).strip()
-                note = f"clarify {tool}: {', '.join(a for a, _ in new)}"
+                note = f"clarify {tool}: {', '.join(a for a, _ in new)} ({_about(ctx, tool)})"
                 return [proposal("tool", tool, {**edit, "description_append": append}, "tool_description_append", note)]
         return []
 
@@ -208,28 +212,25 @@ def tool_description_append(*, max_args: int = 2) -> Mutator:
 
 @register_mutator("tool_rule_add")
 def tool_rule_add() -> Mutator:
-    """Adds one generic rule naming the tool most named in the evidence (else an offered tool):
-    which rule follows how it failed (an error, a call it should not have made, or anything else)."""
+    """Adds one rule naming the tool most named in the evidence (else an offered tool); which rule
+    follows how it failed: an error left as it was (retry), a call it should not have made
+    (restraint), a call it skipped (make it), anything else (required arguments), and the others
+    after it in that order when it is there already. Each rule has several wordings
+    (``wordings.TOOL_RULES``), one drawn with the rng; a rule present in any wording is passed over."""
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         for tool, _, kind in _targets(ctx, rng):
             spec, edit = ctx.tools[tool], tool_edit(ctx, tool)
             required = ", ".join(f"`{a}`" for a in spec.required())
-            rules = [
-                f"Before calling `{tool}`, make sure every required argument{f' ({required})' if required else ''} "
-                "has a value from the user's request or an earlier tool result.",
-                f"If `{tool}` returns an error, fix the arguments and call it again before answering.",
-                f"Call `{tool}` only when the request needs what it does.",
-            ]
-            if kind == "no_recovery":
-                rules.insert(0, rules.pop(1))
-            elif kind in WRONG_CALL_KINDS:
-                rules.insert(0, rules.pop(2))
-            have = set(edit.get("rules", [])) | set(spec.rules)
-            rule = next((r for r in rules if r not in have), None)
-            if rule is not None:
+            first = TOOL_RULE_FOR_FAILURE.get(kind, "arguments")
+            order = [first, *(k for k in TOOL_RULES if k != first)]
+            have = " ".join([*edit.get("rules", []), *spec.rules])
+            groups = [(k, tuple(w.format(t=tool, r=f" ({required})" if required else "") for w in TOOL_RULES[k])) for k in order]
+            found = next(((k, g) for k, g in groups if not present(have, g)), None)
+            if found is not None:
+                rule = rng.choice(found[1])
                 return [proposal("tool", tool, {**edit, "rules": [*edit.get("rules", []), rule]}, "tool_rule_add",
-                                 f"{kind or 'generic'} rule for {tool}")]
+                                 f"{found[0]} rule for {tool} ({_about(ctx, tool)})")]
         return []
 
     return FunctionMutator("tool_rule_add", propose)

@@ -13,7 +13,7 @@ import ast
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from evoharness.compiler.errors import ConfigError
@@ -33,6 +33,7 @@ from evoharness.search.mutators.base import (
     tool_edit,
     toolset_names,
 )
+from evoharness.search.mutators.wordings import RULES
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # Failure kinds, most specific first (a pair's rule follows its most frequent kind, ties by this order).
@@ -135,30 +136,37 @@ def summarise(evidence: Sequence[FailedEpisode], *, limit: int, tools: Mapping[s
     return [f"- {text}" + (f" (x{n})" if n > 1 else "") for text, n in ordered]
 
 
+def failure_note(evidence: Iterable[FailedEpisode], tools: Mapping[str, ToolSpec] | None = None, *,
+                 keep: Callable[[MaskedFailure], bool] = lambda f: True, limit: int = 3) -> str:
+    """Which failures a proposal addresses, identifiers only: ``N failed episode(s): kind n (tool.arg,
+    ...), ...`` over the failures ``keep`` accepts, kinds by episodes (then KINDS order), or ``no
+    failure records`` when there are none."""
+    episodes = 0
+    per_kind: Counter[str] = Counter()
+    pairs: dict[str, Counter[str]] = {}
+    for e in evidence:
+        found = [f for f in parse_failures(e, tools) if keep(f)]
+        episodes += bool(found)
+        per_kind.update({f.kind for f in found})
+        for f in found:
+            pairs.setdefault(f.kind, Counter())[f.tool + (f".{f.arg}" if f.arg else "")] += 1
+    if not episodes:
+        return "no failure records"
+    parts = []
+    for kind in sorted(per_kind, key=lambda k: (-per_kind[k], KINDS.index(k))):
+        named = [p for p, _ in sorted(pairs[kind].items(), key=lambda kv: (-kv[1], kv[0]))]
+        parts.append(f"{kind} {per_kind[kind]} ({', '.join(named[:limit])}{', …' if len(named) > limit else ''})")
+    return f"{episodes} failed episode(s): {', '.join(parts)}"
+
+
 # -- rule_miner ----------------------------------------------------------------------------
 
-RULES = {
-    "propagation": "When calling `{t}`, copy `{a}` character for character from the tool result it comes from; "
-                   "never shorten or retype it.",
-    "wrong_value": "When calling `{t}`, take `{a}` exactly from the user's request or the latest tool result; "
-                   "do not round, reformat or guess it.",
-    "missing_argument": "When calling `{t}`, always pass `{a}`; take its value from the user's request or the latest tool result.",
-    "extra_argument": "When calling `{t}`, pass `{a}` only when the user's request gives a value for it.",
-    "no_recovery": "If `{t}` returns an error, read it, fix the arguments and call `{t}` again before answering.",
-    "wrong_tool": "Use `{t}` for what it does; do not substitute another tool for it.",
-    "premature_stop": "Do not give the final answer while the request still needs `{t}`; call it first.",
-    "missed_call": "Call `{t}` whenever the request needs what it does; do not skip it or answer before it has run.",
-    "unneeded_call": "Call `{t}` only when the request asks for what it does; never call it by default.",
-    "forbidden_tool": "Call only the tools offered; `{t}` is not one of them.",
-}
-
-
-def mined_rule(tool: str, arg: str | None, kind: str) -> str | None:
-    """The rule for a failure, built from identifiers only (so it cannot carry a task's values)."""
+def rule_wordings(tool: str, arg: str | None, kind: str) -> tuple[str, ...]:
+    """Every wording of the rule for a failure, built from identifiers only (so none can carry a
+    task's values); empty when the kind has no rule, or names an argument and none is known."""
     if kind in ("propagation", "wrong_value", "missing_argument", "extra_argument") and not arg:
-        return None
-    template = RULES.get(kind)
-    return template.format(t=tool, a=arg) if template else None
+        return ()
+    return tuple(w.format(t=tool, a=arg) for w in RULES.get(kind, ()))
 
 
 @register_mutator("rule_miner")
@@ -166,7 +174,9 @@ def rule_miner(*, top_k: int = 3, min_count: int = 1, section: str | None = None
                max_tools: int | None = None) -> Mutator:
     """Rules naming the tool and argument behind the ``top_k`` most frequent failures: all of them
     appended as lines to a prompt section (default policy), and/or a rule added to the edit of each
-    of the first ``max_tools`` such tools (default: every one)."""
+    of the first ``max_tools`` such tools (default: every one). Each failure kind has several
+    wordings (``wordings.RULES``), one drawn with the rng; a failure any wording of whose rule is
+    already there gets none."""
     positive_int("rule_miner", "top_k", top_k)
     positive_int("rule_miner", "min_count", min_count)
     if max_tools is not None:
@@ -175,28 +185,28 @@ def rule_miner(*, top_k: int = 3, min_count: int = 1, section: str | None = None
         raise ConfigError("params.targets", f"rule_miner targets tool, section or both, got {targets!r}", "use one of those")
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
-        rows = [r for r in ranked_pairs(failure_counts(ctx.evidence, ctx.tools), min_count=min_count) if mined_rule(r[0], r[1], r[2])]
+        rows = [r for r in ranked_pairs(failure_counts(ctx.evidence, ctx.tools), min_count=min_count) if rule_wordings(r[0], r[1], r[2])]
         rows = rows[:top_k]
+        # one wording per failure, drawn once, so a tool's rule and the section's line say the same
+        rules = {(t, a, k): (rule_wordings(t, a, k), rng.choice(rule_wordings(t, a, k))) for t, a, k, _ in rows}
         out: list[Proposal] = []
         if targets in ("tool", "both"):
             # Only tools the anchor offers: an edit of a detached tool changes nothing the search tries
             # it on, and an override of a tool outside the catalog would not compile.
             offered = set(toolset_names(ctx)) & set(ctx.tools)
             for tool in list(dict.fromkeys(r[0] for r in rows if r[0] in offered))[:max_tools]:
-                if tool not in offered:
-                    continue
                 edit = tool_edit(ctx, tool)
                 have = set(edit.get("rules", [])) | set(ctx.tools[tool].rules)
-                new = [rule for t, a, k, _ in rows if t == tool and (rule := mined_rule(t, a, k)) and rule not in have]
+                new = [rule for t, a, k, _ in rows if t == tool for group, rule in [rules[t, a, k]] if not have & set(group)]
                 if new:
-                    note = "; ".join(f"{t}{'.' + a if a else ''} failed in {n} episode(s) ({k})" for t, a, k, n in rows if t == tool)
+                    note = "; ".join(f"{t}{'.' + a if a else ''} {k} in {n} failed episode(s)" for t, a, k, n in rows if t == tool)
                     out.append(proposal("tool", tool, {**edit, "rules": list(edit.get("rules", [])) + new}, "rule_miner", note))
         name = pick_section(ctx, "rule_miner", section, "rules")
         if targets in ("section", "both") and name is not None:
             text = section_text(ctx, name)
-            lines = [f"- {rule}" for t, a, k, _ in rows if (rule := mined_rule(t, a, k)) and rule not in text]
+            lines = [f"- {rule}" for t, a, k, _ in rows for group, rule in [rules[t, a, k]] if not any(w in text for w in group)]
             if lines:
-                note = "rules for " + ", ".join(f"{t}{'.' + a if a else ''} ({n})" for t, a, _, n in rows)
+                note = "rules for " + ", ".join(f"{t}{'.' + a if a else ''} {k} ({n})" for t, a, k, n in rows)
                 out.append(proposal("section", name, text.rstrip() + "\n" + "\n".join(lines), "rule_miner", note))
         return out
 

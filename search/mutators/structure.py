@@ -4,30 +4,34 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from evoharness.compiler.toolspec import ToolSpec
 from evoharness.search.mutators.base import (
     FunctionMutator,
     MutationContext,
     Mutator,
     Proposal,
+    anchor,
     positive_int,
     proposal,
     register_mutator,
     toolset_names,
 )
-from evoharness.search.mutators.rule_miner import WRONG_CALL_KINDS, failure_counts, ranked_pairs
-
-STEP_LIBRARY = (
-    ("verify_results", "before_final", "Before your final answer, verify each tool result of this request against what was asked; "
-     "if a call failed or used a wrong value, call it again correctly."),
-    ("plan_calls", "prompt", "Before the first call, list the tool calls the request needs, in order, "
-     "and where each argument value comes from."),
-    ("check_arguments", "prompt", "Before each call, check that every required argument has a value taken from the request "
-     "or an earlier tool result."),
-    ("confirm_done", "before_final", "Before your final answer, make sure every action the user asked for has been done; "
-     "if one is missing, do it now."),
+from evoharness.search.mutators.rule_miner import (
+    WRONG_CALL_KINDS,
+    MaskedFailure,
+    failure_counts,
+    failure_note,
+    parse_failures,
+    ranked_pairs,
 )
+from evoharness.search.mutators.wordings import STEP_FOR_FAILURE, STEP_KINDS, choose
+
+# The order step kinds are tried in when their evidence ties: the kinds whose failures lose a call's
+# reward outright (wrong values, skipped actions) before the ones that cost a call (plans, retries).
+KIND_ORDER = ("arguments", "completion", "look_first", "plan", "recovery")
 
 
 def _step_names(ctx: MutationContext) -> list[str]:
@@ -35,25 +39,88 @@ def _step_names(ctx: MutationContext) -> list[str]:
             + [n for n in ctx.pools.steps if n not in {s["name"] for s in ctx.agent.get("workflow", [])}])
 
 
+def step_kind_of(failure: MaskedFailure, tools: Mapping[str, ToolSpec]) -> str | None:
+    """The step kind that addresses a failure. A missed call to a tool whose spec says it changes
+    nothing is a skipped look at the state: the step for it inspects before changing. Only a
+    catalog that marks some tool as changing state says anything by leaving a tool unmarked."""
+    spec = tools.get(failure.tool)
+    if failure.kind == "missed_call" and spec is not None and not spec.mutates_state and any(t.mutates_state for t in tools.values()):
+        return "look_first"
+    return STEP_FOR_FAILURE.get(failure.kind)
+
+
+def _kind_of_step(step: Mapping[str, Any]) -> str | None:
+    # Only steps written from this library have a known kind: a user's own step is left unclassified
+    # rather than guessed from its words.
+    for key, kind in STEP_KINDS.items():
+        if step.get("instructions") in {w for _, w in kind.wordings}:
+            return key
+    return None
+
+
+def _anchor_steps(ctx: MutationContext) -> list[Mapping[str, Any]]:
+    """The steps the anchor genome has on: the workflow's (as switched) and the pooled ones it turns on."""
+    genome, pooled = anchor(ctx), dict(ctx.pools.steps)
+    steps = []
+    for s in ctx.agent.get("workflow", []):
+        value = pooled.pop(str(s["name"])).value if str(s["name"]) in pooled else s
+        if genome.steps.get(str(s["name"]), bool(s.get("enabled", True))):
+            steps.append(value)
+    return steps + [e.value for n, e in pooled.items() if genome.steps.get(n, False)]
+
+
+def ranked_step_kinds(ctx: MutationContext) -> list[str]:
+    """Every step kind the evidence calls for, the one addressing most failed episodes first, then
+    most failure records, then KIND_ORDER."""
+    episodes: Counter[str] = Counter()
+    records: Counter[str] = Counter()
+    for e in ctx.evidence:
+        kinds = [k for f in parse_failures(e, ctx.tools) if (k := step_kind_of(f, ctx.tools))]
+        episodes.update(set(kinds))
+        records.update(kinds)
+    return sorted(episodes, key=lambda k: (-episodes[k], -records[k], KIND_ORDER.index(k)))
+
+
+def _addressed_by(kind: str, tools: Mapping[str, ToolSpec]) -> Callable[[MaskedFailure], bool]:
+    return lambda f: step_kind_of(f, tools) == kind
+
+
+def _fresh_name(rng: random.Random, names: tuple[str, ...], taken: set[str]) -> str:
+    return choose(rng, names, taken) or next(f"{names[0]}_{i}" for i in range(2, len(taken) + 3) if f"{names[0]}_{i}" not in taken)
+
+
 @register_mutator("workflow_step_append")
-def workflow_step_append() -> Mutator:
-    """A new optional step from a small library (verify, plan, check arguments, confirm done),
-    after the last step; never an existing name, and no second verify step."""
+def workflow_step_append(*, kinds: int = 1) -> Mutator:
+    """A new optional step, after the last step, of the kind the failure records call for: an
+    argument check for wrong, mis-copied, missing or extra arguments; a completion check for early
+    stops and missed calls; a look at the state before writing for a missed call to a read-only
+    tool; a plan for wrong, unneeded or unoffered tools; error recovery for failed calls left as
+    they were. Kinds go by how many failed episodes they address; ``kinds`` is how many of the top
+    ones get a step (one each). Each kind has several wordings and names (``wordings.STEP_KINDS``);
+    the rng draws one not used yet. A kind the anchor already has a step of is passed over; without
+    failure records there is nothing to address, and nothing is proposed."""
+    positive_int("workflow_step_append", "kinds", kinds)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
-        names = _step_names(ctx)
-        steps = list(ctx.agent.get("workflow", [])) + [e.value for e in ctx.pools.steps.values()]
-        has_verify = any("verify" in f"{s.get('name', '')} {s.get('instructions', '')}".lower() for s in steps)
-        for name, trigger, instructions in STEP_LIBRARY:
-            if name in names or (has_verify and "verify" in f"{name} {instructions}".lower()):
+        names = set(_step_names(ctx))
+        written = {str(s.get("instructions")) for s in [*ctx.agent.get("workflow", []), *(e.value for e in ctx.pools.steps.values())]}
+        held = {_kind_of_step(s) for s in _anchor_steps(ctx)}
+        after = [str(ctx.agent["workflow"][-1]["name"])] if ctx.agent.get("workflow") else []
+        out: list[Proposal] = []
+        for key in ranked_step_kinds(ctx):
+            kind = STEP_KINDS[key]
+            free = [w for w in kind.wordings if w[1] not in written]
+            if key in held or not free:
                 continue
-            after = [str(ctx.agent["workflow"][-1]["name"])] if ctx.agent.get("workflow") else []
+            trigger, instructions = free[rng.randrange(len(free))]
+            name = _fresh_name(rng, kind.names, names)
             value = {"name": name, "instructions": instructions, "after": after, "optional": True, "trigger": trigger}
-            kinds = Counter(f.kind for e in ctx.evidence for f in e.failures)
-            why = (f"for {len(ctx.evidence)} failed train episodes ({', '.join(f'{k} {n}' for k, n in kinds.most_common(3))})"
-                   if kinds else "no failure records to address")
-            return [proposal("step", name, value, "workflow_step_append", f"new optional {trigger} step {why}")]
-        return []
+            why = failure_note(ctx.evidence, ctx.tools, keep=_addressed_by(key, ctx.tools))
+            out.append(proposal("step", name, value, "workflow_step_append", f"{kind.label} ({trigger}) for {why}"))
+            names.add(name)
+            if len(out) == kinds:
+                break
+        return out
 
     return FunctionMutator("workflow_step_append", propose)
 
@@ -95,7 +162,8 @@ def tool_detach(*, count: int = 1, min_count: int = 1) -> Mutator:
         kept = [t for t in offered if t not in drop]
         if not drop or not kept:
             return []
-        return [proposal("toolset", None, kept, "tool_detach", f"detach {', '.join(drop)} (called wrongly)")]
+        why = failure_note(ctx.evidence, ctx.tools, keep=lambda f: f.tool in drop and f.kind in WRONG_CALL_KINDS)
+        return [proposal("toolset", None, kept, "tool_detach", f"detach {', '.join(drop)} (called wrongly: {why})")]
 
     return FunctionMutator("tool_detach", propose)
 
@@ -115,7 +183,8 @@ def tool_attach(*, count: int = 1) -> Mutator:
         wanted = [t for t, _, k, _ in ranked_pairs(failure_counts(ctx.evidence, ctx.tools)) if k not in WRONG_CALL_KINDS and t in absent]
         rest = [t for t in absent if t not in wanted]
         add = list(dict.fromkeys(wanted + rng.sample(rest, len(rest))))[:count]
-        return [proposal("toolset", None, offered + add, "tool_attach", f"attach {', '.join(add)}")]
+        why = failure_note(ctx.evidence, ctx.tools, keep=lambda f: f.tool in add and f.kind not in WRONG_CALL_KINDS)
+        return [proposal("toolset", None, offered + add, "tool_attach", f"attach {', '.join(add)} ({why})")]
 
     return FunctionMutator("tool_attach", propose)
 

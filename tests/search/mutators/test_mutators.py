@@ -23,6 +23,7 @@ from evoharness.search.genome import Genome, PoolEntry, initial_pools
 from evoharness.search.mutators.base import Control, FailedEpisode, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
 from evoharness.search.mutators.llm import check_section, check_step, redact_call
 from evoharness.search.mutators.rule_miner import MaskedFailure, mask_values, parse_failures
+from evoharness.search.mutators.wordings import STEP_KINDS
 from omegaconf import OmegaConf
 
 from evoharness.testing import MutationCase, MutatorContract, order_desk_case
@@ -142,6 +143,9 @@ SILENT = {  # mutators with nothing honest to propose in a context (each documen
     "bfcl": {"tool_format", "tool_attach"},  # bfcl offers every tool ("*"): nothing to attach
     "order_desk": {"tool_format", "teacher_gap_rewriter"},  # the order desk has no teacher
 }
+# The built-ins that draw their proposals from the failure records. tool_attach is not among them
+# here: where the anchor lacks only one tool, it attaches that tool whatever the records say.
+EVIDENCE_DRIVEN = {"rule_miner", "workflow_step_append", "tool_rule_add", "tool_description_append", "tool_detach"}
 
 
 def make(name: str, **params: Any) -> Any:
@@ -186,6 +190,9 @@ class TestMutatorContract(MutatorContract):
 
     def silent(self, name: str, case: MutationCase) -> bool:
         return name in SILENT[case.name]
+
+    def reads_evidence(self, name: str) -> bool:
+        return name in EVIDENCE_DRIVEN
 
 
 def test_every_builtin_is_registered() -> None:
@@ -249,7 +256,7 @@ def test_rule_miner_top_k_and_min_count() -> None:
     ctx = replace(ctx, evidence=tuple(ev(f"t/{i}", Record("wrong_value", "mv", a, 1, 2, 0)) for i, a in enumerate(args)))
     [tool, section] = proposals("rule_miner", ctx, top_k=2)
     added = tool.entry.value["rules"][1:]
-    assert [re.findall(r"`(\w+)`", r)[1] for r in added] == ["mode", "destination"]
+    assert [next(a for a in ("mode", "destination", "source") if f"`{a}`" in r) for r in added] == ["mode", "destination"]
     assert section.entry.value.count("\n- ") == 2
     [tool] = proposals("rule_miner", ctx, min_count=3, targets="tool")
     assert len(tool.entry.value["rules"]) == 2 and "`mode`" in tool.entry.value["rules"][1]
@@ -308,7 +315,10 @@ def test_tool_attach_adds_back_the_missing_tool() -> None:
 def test_workflow_steps_are_new_names_or_made_switchable() -> None:
     ctx, _ = fixture_ctx()
     [append] = run("workflow_step_append", ctx)
-    assert isinstance(append, Proposal) and append.key == "plan_calls"  # the agent has a verify step already
+    assert isinstance(append, Proposal) and append.key not in [s["name"] for s in ctx.agent["workflow"]]
+    # two of the four failed episodes are wrong values: the step checks arguments, and says for which failures
+    assert append.entry.value["instructions"] in {w for _, w in STEP_KINDS["arguments"].wordings}
+    assert append.entry.note.startswith("argument check") and "2 failed episode(s): wrong_value 2 (mv.destination)" in append.entry.note
     assert append.entry.value["after"] == ["report"] and append.entry.value["optional"] is True
     [remove] = run("workflow_step_remove", ctx)
     assert isinstance(remove, Proposal) and remove.key == "report" and remove.entry.value["optional"] is True
@@ -325,7 +335,9 @@ def test_tool_description_append_uses_the_parameter_schema() -> None:
     ctx, _ = fixture_ctx()
     [p] = run("tool_description_append", ctx)
     assert isinstance(p, Proposal) and p.key == "mv"
-    assert p.entry.value["description_append"].startswith("Argument `destination` is required: Target directory.")
+    first = p.entry.value["description_append"].split(".")[0]
+    assert "`destination`" in first and "required" in first and "Target directory" in first  # the failing argument first
+    assert "wrong_value 2 (mv.destination)" in p.entry.note
 
 
 # -- LLM mutators through litellm -----------------------------------------------------------

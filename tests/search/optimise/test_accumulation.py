@@ -13,7 +13,8 @@ from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
 from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools, live_len, retire_one
 from evoharness.search.genome_params import param_space
-from evoharness.search.mutators.base import FailedEpisode, make_mutator
+from evoharness.search.mutators.base import FailedEpisode, FunctionMutator, make_mutator, proposal
+from evoharness.search.mutators.wordings import STEP_KINDS
 from evoharness.search.optimise.mutation import mutate
 from evoharness.search.optimise.seeding import NewEntry, round_queue
 from evoharness.search.optimise.settings import RunSettings
@@ -216,8 +217,8 @@ def test_with_no_cheap_member_qualifying_yet_the_cheap_anchor_is_the_closest_che
 
 def test_anchors_share_the_room_and_a_shared_proposal_is_tried_on_each(settings: RunSettings) -> None:
     """Anchors take turns for the pools' room (the best-quality anchor first), however many more
-    failures the dear anchor's proposals address; and a step both anchors ask for is one entry,
-    tried on both."""
+    failures the dear anchor's proposals address; each anchor gets a step of the kind its evidence
+    calls for; and a step both anchors ask for is one entry, tried on both."""
     first = initial_pools(settings.agent, models=["sim_medium"], temperatures=[0.0], base_model="base", base_temperature=0.0)
     text = first.sections["policy"][0].value
     base = replace(first, sections={**first.sections, "policy": (*first.sections["policy"], PoolEntry(text + "\n- mine", "x"))})
@@ -230,7 +231,16 @@ def test_anchors_share_the_room_and_a_shared_proposal_is_tried_on_each(settings:
     policy = [e for e in rp.added if e.kind == "section"]
     assert [e.anchor for e in policy] == [big.genome]  # pool_size 3: room for one new entry; the dear anchor's came first
     steps = [e for e in rp.added if e.kind == "step"]
-    assert [e.key for e in steps] == ["verify_results", "verify_results"] and {e.model for e in (s.anchor for s in steps) if e} == {0, 1}
+    arguments = {w for _, w in STEP_KINDS["arguments"].wordings}  # wrong values call for an argument check
+    assert [rp.pools.steps[e.key or ""].value["instructions"] in arguments for e in steps] == [True, True]
+    assert {e.model for e in (s.anchor for s in steps) if e} == {0, 1}  # one per anchor, its wording the anchor's rng's
+    # the same step asked for by both anchors: one pool entry, tried on each
+    step = {"name": "look_again", "instructions": "Look again.", "optional": True}
+    same = FunctionMutator("same_step", lambda ctx, rng: [proposal("step", "look_again", step, "same_step", "test")])
+    rp = mutate(replace(settings, pool_size=3), 1, base, [big, medium], evidence, mutators=[(same, 1.0)], run_teacher=None,
+                echo=lambda _: None, reference=(0.75, 1.0))
+    steps = [e for e in rp.added if e.kind == "step"]
+    assert [e.key for e in steps] == ["look_again", "look_again"] and {e.model for e in (s.anchor for s in steps) if e} == {0, 1}
 
 
 def test_a_genome_on_a_retired_entry_is_never_queued() -> None:
