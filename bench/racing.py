@@ -4,7 +4,7 @@ racing on against the same search with it off.
 Part 1 (Monte-Carlo, ~1 min): the rule of search/optimise/race.py (``plan`` and ``judge``, called
 as the search calls them) on simulated paired data at the smallest first block the product
 accepts (race.MIN_FIRST_BLOCK, the default), over the default train split (40 tasks, 2 samples)
-and over a split of 20 (two blocks: only "clearly worse" can stop a proposal early). A task's
+and over a split of 20 (two blocks: the futility rule already applies after the first). A task's
 anchor pass probability is logistic(mu + cluster effect + task effect); the edit moves each
 task's logit by delta + a cluster and a task interaction (it helps some tasks and hurts others),
 with delta set so the edit's true mean effect on pass rate is +0.10, +0.05, 0 or
@@ -77,8 +77,8 @@ def race_once(rng: np.random.Generator, shift: float, size: int, rho: float, rac
     b = (v < pb[:, None]).mean(axis=1)
     names = [f"c{i // size}" for i in range(n_tasks)]
     sizes = plan(n_tasks, first_block=race.first_block, growth=race.growth)
-    for j, n in enumerate(sizes):
-        step = judge(a[:n], b[:n], clusters=names[:n], block=j, final=n == n_tasks, confidence=0.95)
+    for n in sizes:
+        step = judge(a[:n], b[:n], clusters=names[:n], ran=n, of=n_tasks, confidence=0.95)
         if step.decision != "continue":
             return step.decision, n
     raise AssertionError("the last block always decides")

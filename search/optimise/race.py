@@ -8,9 +8,9 @@ each block ``judge`` reads the paired difference (proposal minus anchor, each ta
 averaged, the workload's clusters as the unit: stats.quality_test, the claim's own interval):
 
 - ``rejected`` (stop, before the whole split): the interval's upper end is below 0 (clearly worse),
-  or, from the second block on, the mean difference is 0 or below (futile: an edit that has not
-  moved quality up on half the split rarely turns out to be the edit worth combining, and the
-  tasks it would still cost buy another proposal);
+  or, once at least half the split has run (the second block of the default 10, 20, 40), the mean
+  difference is 0 or below (futile: an edit that has not moved quality up on half the split rarely
+  turns out to be the edit worth combining, and the tasks it would still cost buy another proposal);
 - ``continue``: neither, before the whole split;
 - at the whole split: ``accepted`` when the interval's lower end is above 0, else ``undecided``.
 
@@ -80,14 +80,14 @@ class RaceStep:
 
 
 def judge(anchor: Sequence[float] | np.ndarray, proposal: Sequence[float] | np.ndarray, *, clusters: Sequence[str] | None,
-          block: int, final: bool, confidence: float, cheaper: bool = False) -> RaceStep:
-    """The decision after block ``block`` (0-based) from the per-task quality of each side on the
-    tasks run so far (paired, in one order). ``final``: these are the whole split."""
+          ran: int, of: int, confidence: float, cheaper: bool = False) -> RaceStep:
+    """The decision once ``ran`` of the split's ``of`` tasks have run, from the per-task quality of
+    each side on the paired ones (in one order; a task skipped on the infrastructure drops out)."""
     test = quality_test(anchor, proposal, null=0.0, clusters=clusters, confidence=confidence)
     decision: RaceDecision
-    if final:
+    if ran >= of:
         decision = "accepted" if test.low > 0 else "undecided"
-    elif not cheaper and (test.high < 0 or (block >= 1 and test.mean_diff <= 0)):
+    elif not cheaper and (test.high < 0 or (2 * ran >= of and test.mean_diff <= 0)):
         decision = "rejected"
     else:
         decision = "continue"

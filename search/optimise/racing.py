@@ -166,9 +166,8 @@ class Racer:
         if lane.anchor is None:
             lane.outcome = Outcome(res, dict(lane.episodes))
             return None
-        final = j == len(lane.sizes) - 1
         so_far = merged(lane.chunks, lane.spec.label) if len(lane.chunks) > 1 else replace(res, label=lane.spec.label)
-        step = self._judge(lane.anchor, so_far.report, block=j, final=final)
+        step = self._judge(lane.anchor, so_far.report, ran=lane.sizes[j], of=lane.sizes[-1])
         lane.steps.append(step)
         if step.decision == "continue":
             return lane.block(j + 1)
@@ -185,17 +184,16 @@ class Racer:
         lane.outcome = Outcome(so_far, dict(lane.episodes), record)
         return None
 
-    def _judge(self, anchor: EvalReport, proposal: EvalReport, *, block: int, final: bool) -> RaceStep:
+    def _judge(self, anchor: EvalReport, proposal: EvalReport, *, ran: int, of: int) -> RaceStep:
         tasks, a, b = paired_scores(anchor, proposal, metric=self.quality)
         if not tasks:  # every episode skipped on the infrastructure: no evidence either way
-            return RaceStep(decision="undecided" if final else "continue", tasks=0, clusters=0, mean_diff=0.0, low=-1.0, high=1.0,
+            return RaceStep(decision="undecided" if ran >= of else "continue", tasks=0, clusters=0, mean_diff=0.0, low=-1.0, high=1.0,
                             cheaper=False)
         cheaper = False
         if self.cost:
             _, ca, cb = paired_scores(anchor, proposal, metric="cost_per_task")
             cheaper = is_cheaper(_mean(ca), _mean(cb))
-        return judge(a, b, clusters=paired_clusters(anchor, proposal), block=block, final=final, confidence=self.confidence,
-                     cheaper=cheaper)
+        return judge(a, b, clusters=paired_clusters(anchor, proposal), ran=ran, of=of, confidence=self.confidence, cheaper=cheaper)
 
 
 def _mean(values: np.ndarray) -> float | None:

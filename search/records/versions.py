@@ -2,7 +2,8 @@
 
 A record written before versioning has no ``schema_version``: it is version 1, the layout it has.
 eval 2: ``priced`` added, and an unpriced route's costs are null (version 1 wrote them as 0);
-spend 2: ``cost_usd``/``billed_usd`` null for an unpriced route; sweep_summary 2: a job's ``priced``.
+spend 2: ``cost_usd``/``billed_usd`` null for an unpriced route; sweep_summary 2: a job's ``priced``;
+summary 2: a trial row's ``race`` (a proposal's paired evidence against its anchor) and ``state`` ``PRUNED``.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from evoharness.compiler.errors import ConfigError
 
 # record kind -> the version this code writes and reads
-VERSIONS = {"summary": 1, "claim": 1, "freeze": 1, "eval": 2, "trial_result": 1, "spend": 2, "holdout_look": 1,
+VERSIONS = {"summary": 2, "claim": 1, "freeze": 1, "eval": 2, "trial_result": 1, "spend": 2, "holdout_look": 1,
             "sweep_summary": 2, "doctor": 1}
 
 
