@@ -4,7 +4,8 @@ racing on against the same search with it off.
 Part 1 (Monte-Carlo, ~1 min): the rule of search/optimise/race.py (``plan`` and ``judge``, called
 as the search calls them) on simulated paired data at the smallest first block the product
 accepts (race.MIN_FIRST_BLOCK, the default), over the default train split (40 tasks, 2 samples)
-and over a split of 20 (two blocks: the futility rule already applies after the first). A task's
+and over a split of 20 (two blocks: only "clearly worse" stops a proposal early there, since the
+futility rule waits for 20 tasks: its survive rates are reported, not targets). A task's
 anchor pass probability is logistic(mu + cluster effect + task effect); the edit moves each
 task's logit by delta + a cluster and a task interaction (it helps some tasks and hurts others),
 with delta set so the edit's true mean effect on pass rate is +0.10, +0.05, 0 or
@@ -99,7 +100,9 @@ def monte_carlo(reps: int) -> None:
                 accepted = sum(d == "accepted" for d, _ in out) / reps
                 tasks = sum(n for _, n in out) / reps
                 value = rejected if kind == "false_reject" else 1.0 - rejected
-                figure(f"{kind} rate, true effect {effect:+.2f} ({layout})", round(value, 3), f"<= {target}", value <= target,
+                aimed = kind == "false_reject" or n_tasks >= 2 * race.first_block * 2
+                figure(f"{kind} rate, true effect {effect:+.2f} ({layout})", round(value, 3), f"<= {target}" if aimed else "reported",
+                       value <= target if aimed else None,
                        accepted=round(accepted, 3), mean_tasks=round(tasks, 1), of_tasks=n_tasks, reps=reps)
                 if effect <= 0:  # the interval's one-sided level, up to the Monte-Carlo error (two standard errors)
                     figure(f"accepted rate, true effect {effect:+.2f} ({layout})", round(accepted, 3), "<= 0.025",
