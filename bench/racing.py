@@ -126,12 +126,14 @@ def run_search(tmp: Path, study: str, race: bool) -> dict[str, object]:
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
     storage = f"sqlite:///{tmp / study / 'study.db'}"
+    from evoharness.search.optimise.study import episode_keys, eval_keys, paid_episodes
+
     episodes, proposals, pruned = 0, 0, 0
+    earlier: set[str] = set()  # what an earlier round paid for is a free re-read, as the search counts it
     for k in range(3):
         s = optuna.load_study(study_name=f"{study}/r{k}", storage=storage)
-        from evoharness.search.optimise.study import paid_episodes
-
-        episodes += paid_episodes(s, set())
+        episodes += paid_episodes(s, earlier)
+        earlier |= eval_keys(s) | set(episode_keys(s))
         for t in s.get_trials(deepcopy=False):
             if str(t.user_attrs.get("origin", "")).startswith("new:") and t.state.is_finished():
                 proposals += 1
@@ -139,6 +141,7 @@ def run_search(tmp: Path, study: str, race: bool) -> dict[str, object]:
     summary = json.loads((tmp / study / "summary.json").read_text())
     champion = summary["champion"]
     return {"episodes": episodes, "proposals": proposals, "pruned": pruned, "wall_s": round(time.time() - started),
+            "spent_usd": summary.get("spend", {}).get("spent_usd"),
             "train": champion.get("train", {}).get("pass_rate"), "dev": champion.get("dev", {}).get("pass_rate")}
 
 
@@ -147,6 +150,7 @@ def compare(tmp: Path) -> None:
     figure("proposals evaluated per round budget, race on / off", f"{on['proposals']} / {off['proposals']}", "on > off",
            on["proposals"] > off["proposals"], pruned=on["pruned"])
     figure("paid train episodes, race on / off", f"{on['episodes']} / {off['episodes']}", "reported", None)
+    figure("spend incl. dev and holdout (USD), race on / off", f"{on['spent_usd']} / {off['spent_usd']}", "reported", None)
     figure("champion train pass_rate, race on / off", f"{on['train']} / {off['train']}", "reported", None)
     figure("champion dev pass_rate, race on / off", f"{on['dev']} / {off['dev']}", "on >= off - 0.05",
            None if on["dev"] is None or off["dev"] is None else float(on["dev"]) >= float(off["dev"]) - 0.05)  # type: ignore[arg-type]
