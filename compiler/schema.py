@@ -141,11 +141,18 @@ class MutatorsConfig:
 
 
 @dataclass
+class RaceConfig:
+    enabled: bool = True  # race each proposal against its anchor on paired blocks of train tasks; false = evaluate every one in full
+    first_block: int = 10  # train tasks in a proposal's first block (at least 10)
+    growth: float = 2.0  # each block's cumulative tasks over the one before, up to the whole train split
+
+
+@dataclass
 class SearchConfig:
     study: str = "evoharness"  # study name; re-running it resumes (runs/<study>/)
     storage: str | None = None  # Optuna storage URL; None = sqlite:///runs/<study>/study.db
     rounds: int = 2  # mutation rounds; pools grow between rounds
-    trials_per_round: int = 12  # candidates evaluated per round (resumed trials count)
+    trials_per_round: int = 12  # a round's budget: this many full train evaluations' worth of episodes (resumed trials count)
     population_size: int = 6  # NSGA-II population = one launcher batch
     sampler: str = "nsga2"  # nsga2 | tpe (multi-objective TPE) | random (a control)
     crossover: str = "uniform"  # NSGA-II crossover: uniform | blxalpha | sbx | vsbx | undx | spx
@@ -165,6 +172,7 @@ class SearchConfig:
     allow_underpowered: bool = False  # run a search whose splits cannot show non-inferiority within the margin (the claim says so)
     budget_usd: float | None = None  # cap on the search's model spend (episodes, LLM mutators, teacher); None = no cap
     live_ok: bool = False  # let live tools run live in the search (no replayed snapshot): outputs may drift; every record says so
+    race: RaceConfig = field(default_factory=RaceConfig)  # proposals judged on paired, growing blocks of train tasks
 
 
 @dataclass

@@ -3,6 +3,7 @@ the trials a round enqueues and asks the sampler for in batches, what each trial
 checks between batches (the spend cap, a stop request, the failure rate)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import Any
@@ -16,6 +17,7 @@ from evoharness.search.optimise.budget import SpendWatch
 from evoharness.search.optimise.evaluations import Evaluations, SearchInterrupted
 from evoharness.search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
 from evoharness.search.optimise.progress import Progress, progress_line, study_progress
+from evoharness.search.optimise.racing import Outcome, Racer, race_text
 from evoharness.search.optimise.seeding import NewEntry, round_queue
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.study import (
@@ -28,6 +30,7 @@ from evoharness.search.optimise.study import (
     finished,
     free_rereads,
     make_sampler,
+    paid_episodes,
     paid_evaluations,
     records,
     round_study,
@@ -43,23 +46,31 @@ class SearchAborted(RuntimeError):
 
 
 def unevaluated(study: optuna.Study, rp: RoundPools) -> tuple[NewEntry, ...]:
-    """The round's proposals no completed trial carried."""
-    genomes = [Genome.from_dict(t.user_attrs["genome"]) for t in finished(study)
-               if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("genome")]
+    """The round's proposals no completed or raced-out trial carried."""
+    judged = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    genomes = [Genome.from_dict(t.user_attrs["genome"]) for t in finished(study) if t.state in judged and t.user_attrs.get("genome")]
     return tuple(entry for entry in rp.added if not any(entry.chosen_by(g) for g in genomes))
 
 
 def round_line(k: int, study: optuna.Study, rp: RoundPools, front: Sequence[TrialRecord], earlier: Collection[str],
-               missed: Sequence[NewEntry]) -> str:
-    """The per-round account: what the budget bought, what was free, and what became of the
-    mutators' proposals (made = entries to try this round, carried ones included; evaluated =
-    those a completed trial carried; ``missed``, the rest, go to the next round)."""
+               missed: Sequence[NewEntry], *, budget: int | None = None) -> str:
+    """The per-round account: what the budget bought (evaluations, and episodes against the round's
+    ``budget`` of them), what was free, what became of the mutators' proposals (made = entries to
+    try this round, carried ones included; evaluated = those a completed or raced-out trial
+    carried; ``missed``, the rest, go to the next round), then a line per proposal raced against
+    its anchor: its decision, the tasks it ran and its paired difference."""
     done = finished(study)
     tried = len(rp.added) - len(missed)
-    return (f"round {k}: {paid_evaluations(study, earlier)} paid evaluations, {free_rereads(study, earlier)} free re-reads, "
-            f"{distinct_evaluations(study)} distinct, in {len(done)} trials; proposals: {len(rp.added)} made, "
-            f"{tried} evaluated, {len(rp.added) - tried} not reached (tried first next round); "
-            f"front of {len({t.variant_hash for t in front})} variants")
+    raced = [t for t in done if isinstance(t.user_attrs.get("race"), dict)]
+    decisions = [t.user_attrs["race"]["decision"] for t in raced]
+    of = f" of {budget}" if budget is not None else ""
+    head = (f"round {k}: {paid_evaluations(study, earlier)} paid evaluations, {free_rereads(study, earlier)} free re-reads, "
+            f"{distinct_evaluations(study)} distinct, in {len(done)} trials; {paid_episodes(study, earlier)}{of} paid episodes; "
+            f"proposals: {len(rp.added)} made, {tried} evaluated, {len(rp.added) - tried} not reached (tried first next round); "
+            f"raced: {decisions.count('accepted')} accepted, {decisions.count('undecided')} undecided, "
+            f"{decisions.count('rejected')} rejected early; front of {len({t.variant_hash for t in front})} variants")
+    lines = [f"  trial {t.number} ({t.user_attrs.get('origin')}): {race_text(t.user_attrs['race'])}" for t in raced]
+    return "\n".join([head, *lines])
 
 
 class Rounds:
@@ -74,6 +85,19 @@ class Rounds:
         self.quality = quality_objective(self.objectives)
         self.mutators = [(m.build(i), m.weight) for i, m in enumerate(settings.mutators)]
         self.capped: int | None = None
+        self.racer = Racer(evaluations, race=self.s.race, quality=self.quality, confidence=self.s.confidence,
+                           cost=any(o.metric == "cost_per_task" for o in self.objectives))
+
+    @property
+    def full_episodes(self) -> int:
+        """The episodes of one full train evaluation."""
+        return len(self.evaluations.task_ids["train"]) * self.s.samples
+
+    @property
+    def budget_episodes(self) -> int:
+        """A round's budget: search.trials_per_round full train evaluations' worth of episodes, so a
+        proposal raced out early leaves the rest of its evaluation to another one."""
+        return self.s.trials_per_round * self.full_episodes
 
     def pools_for(self, k: int, front: Sequence[TrialRecord], carried: Sequence[NewEntry] = (),
                   reference: tuple[float, float] | None = None, combined: Sequence[Genome] = ()) -> RoundPools:
@@ -118,8 +142,11 @@ class Rounds:
         sampler = make_sampler(population_size=self.s.population_size, seed=self.s.seed + k, crossover=self.s.crossover,
                                kind=self.s.sampler)
         study = round_study(self.paths.storage, self.s.study, k, self.objectives, sampler)
+        share = self.racer.first_share(len(self.evaluations.task_ids["train"]))
         if not study.get_trials(deepcopy=False):
+            # a raced proposal may cost only its first block: the queue holds as many as that would buy
             for q in round_queue(k, rp.pools, front, rp.added, rp.controls, quality=self.quality, budget=self.s.trials_per_round,
+                                 proposal_cost=share,
                                  base_format=self.settings.base_format, base_steps=self.settings.base_steps,
                                  margin=self.settings.rule.bar,
                                  reference=reference[0] if reference else None,
@@ -128,16 +155,18 @@ class Rounds:
         for p, attrs in fail_stale(study):
             study.enqueue_trial(p, user_attrs={**attrs, "rerun": True})
         dists = distributions(param_space(rp.pools))
-        budget = self.s.trials_per_round
-        asks_left = 3 * budget  # repeats are free but not endless: a tiny space can run out of new genomes
+        budget = self.budget_episodes
+        # repeats are free but not endless: a tiny space can run out of new genomes
+        asks_left = math.ceil(3 * self.s.trials_per_round / share)
         with progress_line(f"round {k}", budget) as bar:
             self._batches(k, study, dists, earlier, budget, asks_left, bar)
         return study
 
     def _batches(self, k: int, study: optuna.Study, dists: Any, earlier: Collection[str], budget: int, asks_left: int,
                  bar: Progress) -> None:
-        while (remaining := budget - paid_evaluations(study, earlier)) > 0 and asks_left > 0:
-            size = self.watch.first_batch(min(self.s.population_size, remaining, asks_left))
+        while (remaining := budget - paid_episodes(study, earlier)) > 0 and asks_left > 0:
+            # new evaluations the rest of the budget buys at full price (a raced proposal costs less)
+            size = self.watch.first_batch(min(self.s.population_size, math.ceil(remaining / self.full_episodes), asks_left))
             if not self.watch.may_start(size):
                 self.capped = k
                 self.echo(f"search.budget_usd={self.s.budget_usd:g} reached in round {k}: ${self.watch.spent():.4f} spent, "
@@ -145,10 +174,12 @@ class Rounds:
                 break
             trials, specs = self._ask_batch(k, study, dists, paid=size, asks=asks_left, known={*earlier, *eval_keys(study)})
             asks_left -= len(trials)
-            for t, spec, res in zip(trials, specs, self.evaluations.run_jobs(specs)):
-                self.tell(study, t, spec, res)
+            anchors = [Genome.from_dict(t.user_attrs["anchor"]) if str(t.user_attrs.get("origin", "")).startswith("new:")
+                       and isinstance(t.user_attrs.get("anchor"), dict) else None for t in trials]
+            for t, spec, out in zip(trials, specs, self.racer.run(specs, anchors)):
+                self.tell(study, t, spec, out)
             self.watch.note(best_records(study, k), records(study, k), self.quality)
-            bar.show(paid_evaluations(study, earlier), lambda: study_progress(study, self.quality, self.watch.spent(), self.watch.bar()))
+            bar.show(paid_episodes(study, earlier), lambda: study_progress(study, self.quality, self.watch.spent(), self.watch.bar()))
             if self.should_stop():  # after the batch's results are told: nothing paid is lost
                 raise SearchInterrupted("stopped by request")
             done = finished(study)
@@ -182,9 +213,19 @@ class Rounds:
             specs.append(spec)
         return trials, specs
 
-    def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, res: TrialResult | BaseException) -> None:
+    def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, out: Outcome | TrialResult | BaseException) -> None:
+        if not isinstance(out, Outcome):  # a result evaluated outside a race (a caller's own)
+            held = {} if isinstance(out, BaseException) else {spec.eval_key(out.variant_hash): len(spec.task_ids) * spec.samples}
+            out = Outcome(out, held)
+        res = out.result
         trial.set_user_attr("genome", spec.genome.to_dict())
         trial.set_user_attr("authors", list(authors(spec.genome, spec.pools, self.settings.step_names)))
+        trial.set_user_attr("episodes", dict(out.episodes))
+        if out.race is not None:
+            trial.set_user_attr("race", out.race.to_dict())
+        if res is None:  # raced out: NSGA-II leaves pruned trials out, so the front never holds partial evidence
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            return
         if isinstance(res, BaseException):
             trial.set_user_attr("error", f"{type(res).__name__}: {res}"[:500])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)

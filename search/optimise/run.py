@@ -27,7 +27,7 @@ from evoharness.search.optimise.freeze import Splits, base_tools, freeze, warn_u
 from evoharness.search.optimise.rounds import CONTROL_SEED_STRIDE, Rounds, SearchAborted, round_line, unevaluated
 from evoharness.search.optimise.seeding import NewEntry, accumulated
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
-from evoharness.search.optimise.study import TrialRecord, best_records, eval_keys, front_over, mirror_round, records
+from evoharness.search.optimise.study import TrialRecord, best_records, episode_keys, eval_keys, front_over, mirror_round, records
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
 from evoharness.search.records.looks import holdout_hash
 
@@ -113,8 +113,8 @@ class SearchRun:
             combined = accumulated(done, self.quality, canon=canon)
             reference = next(((r.quality(self.quality), float(r.train.get("cost_per_task", 0.0))) for r in done
                               if r.origin == "baseline" and r.state == "COMPLETE"), None)
-            self.echo(round_line(k, studies[-1], rp, front, earlier, carried))
-            earlier |= eval_keys(studies[-1])
+            self.echo(round_line(k, studies[-1], rp, front, earlier, carried, budget=self.rounds.budget_episodes))
+            earlier |= eval_keys(studies[-1]) | set(episode_keys(studies[-1]))
             if self.capped is not None:
                 break
         assert self.pools is not None

@@ -125,10 +125,13 @@ def round_queue(
     reference: float | None = None,
     reference_cost: float | None = None,
     accumulated: Sequence[Genome] = (),
+    proposal_cost: float = 1.0,
 ) -> list[Queued]:
     """The trials to enqueue, first come first served, without repeats (a control is never merged
-    with the same genome's ordinary evaluation: it draws fresh samples); at most ``budget`` of them
-    need a paid evaluation, and re-reads of earlier rounds' genomes come on top."""
+    with the same genome's ordinary evaluation: it draws fresh samples); at most ``budget`` paid
+    evaluations' worth of them, a proposal on its anchor counted at ``proposal_cost`` (the share of
+    an evaluation its first block costs when proposals race), and re-reads of earlier rounds'
+    genomes come on top. Proposals the round's budget then does not reach wait in the study."""
 
     def params(g: Genome) -> dict[str, Any]:
         return genome_to_params(g, pools, base_format=base_format, base_steps=base_steps)
@@ -159,22 +162,28 @@ def round_queue(
         unique.setdefault(json.dumps(q.params, sort_keys=True) + str(q.attrs.get("control")), q)
     # the budget buys paid evaluations: what an earlier round evaluated on the same seed (its front,
     # and the baseline after round 0) is a free re-read and never crowds out a new genome
-    chosen, paid = [], 0
+    chosen, paid = [], 0.0
     for q in unique.values():
         free = q.attrs["origin"] == "front" or (q.attrs["origin"] == "baseline" and round_index > 0)
-        if free or paid < budget:
+        if free or paid < budget - 1e-9:
             chosen.append(q)
-            paid += 0 if free else 1
+            paid += 0.0 if free else proposal_cost if q.attrs["origin"].startswith("new:") else 1.0
     return chosen
 
 
 def accumulated(records: Sequence[TrialRecord], quality: str, *,
                 canon: Callable[[Genome], Genome] = lambda g: g) -> list[Genome]:
-    """Per anchor of the round, the anchor with every new entry that improved it on train (one per
-    slot: the bigger gain first), when two or more did: so rules and edits found one by one are
-    combined, and a later round's variant carries the edits of several. Genomes are compared and
-    merged in ``canon``'s form (the search passes ``genome.canonical``: genes at their baseline left
-    out, so a genome recorded under smaller pools equals itself under larger ones). Pure."""
+    """Per anchor of the round, the anchor with every new entry whose paired evidence says it
+    improved it (one per slot: the bigger paired gain first), when two or more did: so rules and
+    edits found one by one are combined, and a later round's variant carries the edits of several.
+    The evidence is each proposal's race record (proposal minus anchor on the same tasks and
+    seeds): the accepted ones (interval above 0 on the whole split) when any is, else those with a
+    positive paired mean (undecided: a +0.05 edit rarely clears the interval on 40 tasks, and
+    combining two likely gains is cheaper than proving each). A proposal without a record (its
+    anchor had no stored evaluation to pair with) counts by its train quality against the anchor's
+    trial of this round. Raced-out proposals are not complete and never combined. Genomes are
+    compared and merged in ``canon``'s form (the search passes ``genome.canonical``: genes at their
+    baseline left out, so a genome recorded under smaller pools equals itself under larger ones). Pure."""
     done = [r for r in records if r.state == "COMPLETE" and r.genome is not None]
 
     def key(g: Genome) -> str:
@@ -188,10 +197,12 @@ def accumulated(records: Sequence[TrialRecord], quality: str, *,
     out: list[Genome] = []
     for anchor_key, tries in groups.items():
         base = by_genome.get(anchor_key)
-        if base is None or base.genome is None:  # the anchor itself was not measured this round
-            continue
-        better = sorted((r for r in tries if r.quality(quality) > base.quality(quality)), key=lambda r: -r.quality(quality))
-        start = canon(base.genome).to_dict()
+        gains = {r.number: _gain(r, base, quality) for r in tries}
+        accepted = [r for r in tries if r.race is not None and r.race.get("decision") == "accepted"]
+        better = sorted(accepted or [r for r in tries if (gains[r.number] or 0.0) > 0], key=lambda r: -(gains[r.number] or 0.0))
+        anchor = tries[0].anchor
+        assert anchor is not None
+        start = canon(anchor).to_dict()
         merged, taken = dict(start), set[tuple[str, str | None]]()
         for r in better:
             assert r.genome is not None
@@ -204,6 +215,13 @@ def accumulated(records: Sequence[TrialRecord], quality: str, *,
         if len(taken) >= 2:
             out.append(Genome.from_dict(merged))
     return out
+
+
+def _gain(r: TrialRecord, base: TrialRecord | None, quality: str) -> float | None:
+    """A proposal's gain over its anchor: its paired difference, else the train qualities' (None: no anchor trial)."""
+    if r.race is not None:
+        return float(r.race["mean_diff"])
+    return None if base is None else r.quality(quality) - base.quality(quality)
 
 
 def _changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[tuple[str, str | None]]:

@@ -23,6 +23,7 @@ from evoharness.search.evaluation.criteria import objectives as objectives_of
 from evoharness.search.evaluation.decision import DEFAULT, DecisionRule, decision_rule
 from evoharness.search.mutators.base import MUTATORS, Mutator
 from evoharness.search.optimise.models_conf import load_model_config
+from evoharness.search.optimise.race import MIN_FIRST_BLOCK, RaceSettings
 from evoharness.search.optimise.study import CROSSOVERS, SAMPLERS
 from evoharness.search.optimise.trial import WorkloadSettings
 from omegaconf import DictConfig, OmegaConf
@@ -62,6 +63,7 @@ class SearchSettings:
     allow_underpowered: bool = False
     budget_usd: float | None = None
     live_ok: bool = False
+    race: RaceSettings = RaceSettings()
 
     @classmethod
     def from_config(cls, node: DictConfig) -> SearchSettings:
@@ -69,6 +71,8 @@ class SearchSettings:
         assert isinstance(typed, SearchConfig)
         values: dict[str, Any] = {f.name: getattr(typed, f.name) for f in dataclasses.fields(cls)}
         frozen: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        frozen["race"] = RaceSettings(enabled=bool(typed.race.enabled), first_block=int(typed.race.first_block),
+                                      growth=float(typed.race.growth))
         return cls(**frozen).checked()
 
     def checked(self) -> SearchSettings:
@@ -117,6 +121,11 @@ class SearchSettings:
             checked_name(f"search.models[{i}]", name, example="sim_small")  # a model config file under conf/model/
         if self.teacher is not None:
             checked_name("search.teacher", self.teacher, example="sim_large")
+        if self.race.first_block < MIN_FIRST_BLOCK:
+            raise ConfigError("search.race.first_block", f"must be at least {MIN_FIRST_BLOCK} tasks, got {self.race.first_block}",
+                              f"set search.race.first_block={MIN_FIRST_BLOCK} or more, or search.race.enabled=false")
+        if not (self.race.growth > 1 and math.isfinite(self.race.growth)):
+            raise ConfigError("search.race.growth", f"must be above 1, got {self.race.growth}", "use e.g. 2 (each block doubles the tasks)")
         if self.budget_usd is not None and not (self.budget_usd > 0 and math.isfinite(self.budget_usd)):
             raise ConfigError("search.budget_usd", f"must be a positive number of US dollars, got {self.budget_usd}",
                               "set e.g. search.budget_usd=5, or search.budget_usd=null for no cap")

@@ -53,6 +53,7 @@ class TrialRecord:
     error: str | None = None
     eval_key: str | None = None
     anchor: Genome | None = None  # for a new entry's trial: the front member it was tried on
+    race: Mapping[str, Any] | None = None  # for a new entry's trial: its paired evidence against the anchor (racing.RaceRecord)
 
     @classmethod
     def of(cls, t: FrozenTrial, round_index: int) -> TrialRecord:
@@ -64,6 +65,7 @@ class TrialRecord:
             feasible=bool(a.get("feasible", False)), origin=str(a.get("origin", "sampler")), control=a.get("control"),
             authors=tuple(a.get("authors", ())), error=a.get("error"), eval_key=a.get("eval_key"),
             anchor=Genome.from_dict(a["anchor"]) if isinstance(a.get("anchor"), dict) else None,
+            race=a.get("race") if isinstance(a.get("race"), dict) else None,
         )
 
     def quality(self, metric: str) -> float:
@@ -133,9 +135,10 @@ def mirror_round(storage: str, study: str, round_study_: optuna.Study, round_ind
     held = {(t.user_attrs.get("round"), t.user_attrs.get("round_trial")) for t in view.get_trials(deepcopy=False)}
     added = []
     for t in round_study_.get_trials(deepcopy=False):
-        if t.state not in (TrialState.COMPLETE, TrialState.FAIL) or (round_index, t.number) in held:
+        if t.state not in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED) or (round_index, t.number) in held:
             continue
-        attrs = {k: v for k, v in t.user_attrs.items() if k in ("genome", "authors", "origin", "variant_hash", "feasible", "error")}
+        attrs = {k: v for k, v in t.user_attrs.items()
+                 if k in ("genome", "authors", "origin", "variant_hash", "feasible", "error", "race")}
         added.append(optuna.trial.create_trial(state=t.state, values=t.values if t.state == TrialState.COMPLETE else None,
                                                user_attrs={**attrs, "round": round_index, "round_trial": t.number}))
     view.add_trials(added)
@@ -143,11 +146,33 @@ def mirror_round(storage: str, study: str, round_study_: optuna.Study, round_ind
 
 
 def finished(study: optuna.Study) -> list[FrozenTrial]:
-    """Trials that count toward the budget: evaluated or failed, not cut short by an interruption."""
+    """Trials that count toward the budget: evaluated, raced out (pruned) or failed, not cut short by an interruption."""
     return [
         t for t in study.get_trials(deepcopy=False)
-        if t.state in (TrialState.COMPLETE, TrialState.FAIL) and not t.user_attrs.get("interrupted")
+        if t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED) and not t.user_attrs.get("interrupted")
     ]
+
+
+def episode_keys(study: optuna.Study) -> dict[str, int]:
+    """The evaluations the round's finished trials paid for or read, each with its episodes (tasks x
+    samples): a full evaluation's key, a raced proposal's blocks. A raced proposal's merged full
+    evaluation is listed at 0 (its blocks paid for it), and a key several trials hold counts at the
+    least any of them says, so reading that merged evaluation again is free. A failed trial counts
+    the episodes it was asked to run, under its own key."""
+    out: dict[str, int] = {}
+    for t in finished(study):
+        held = t.user_attrs.get("episodes")
+        if not isinstance(held, dict):
+            continue
+        for key, n in held.items():
+            out[key] = min(int(n), out.get(key, int(n)))
+    return out
+
+
+def paid_episodes(study: optuna.Study, earlier: Collection[str] = ()) -> int:
+    """What the round's budget counts: episodes of evaluations new to the search (an evaluation an
+    earlier round paid for is read from the study's store for free)."""
+    return sum(n for key, n in episode_keys(study).items() if key not in earlier)
 
 
 def eval_keys(study: optuna.Study) -> set[str]:
@@ -186,7 +211,7 @@ def fail_stale(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]
         trial = optuna.Trial(study, t._trial_id)
         trial.set_user_attr("interrupted", True)
         study.tell(trial, state=TrialState.FAIL)
-    return [(dict(t.params), {k: v for k, v in t.user_attrs.items() if k in ("origin", "control")}) for t in stale]
+    return [(dict(t.params), {k: v for k, v in t.user_attrs.items() if k in ("origin", "control", "anchor")}) for t in stale]
 
 
 def front_over(rounds: Sequence[optuna.Study], objectives: Sequence[Objective]) -> list[TrialRecord]:

@@ -30,7 +30,8 @@ from evoharness.search.records.report import write_report
 def trial_row(r: TrialRecord) -> dict[str, Any]:
     return {"trial": r.number, "round": r.round, "variant_hash": r.variant_hash, "genome": r.genome.to_dict() if r.genome else None,
             "authors": list(r.authors), "values": list(r.values) if r.values else None, "feasible": r.feasible, "state": r.state,
-            "origin": r.origin, "control": r.control, "train": dict(r.train) or None, "error": r.error}
+            "origin": r.origin, "control": r.control, "train": dict(r.train) or None, "error": r.error,
+            "race": dict(r.race) if r.race else None}
 
 
 def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTrials, pools: Pools, chosen: DevSelection,

@@ -19,7 +19,7 @@ from evoharness.search.genome import Genome
 from evoharness.search.records.field_check import FIX as _FIX
 from evoharness.search.records.field_check import check as _check
 from evoharness.search.records.field_check import is_record as _is_record
-from evoharness.search.records.versions import VERSIONS
+from evoharness.search.records.versions import ALSO_READ, VERSIONS
 
 
 class _Absent:
@@ -59,7 +59,7 @@ def as_dict(record: Any) -> dict[str, Any]:
 
 def _version(kind: str, d: Mapping[str, Any]) -> int:
     found = d.get("schema_version", 1)  # a record from before versioning is version 1
-    if type(found) is not int or found != VERSIONS[kind]:
+    if type(found) is not int or (found != VERSIONS[kind] and found not in ALSO_READ.get(kind, ())):
         raise ConfigError(f"{kind}.schema_version", f"{kind} record version {found!r} is not the version {VERSIONS[kind]} "
                           "this evoharness reads", "use the evoharness version that wrote it, or re-run to rewrite the record")
     return found

@@ -42,7 +42,11 @@ def _value(item: Mapping[str, Any], metric: str, objectives: Sequence[str], spli
 def _tip(item: Mapping[str, Any], label: str, metrics: Sequence[str], objectives: Sequence[str]) -> str:
     authors = ", ".join(str(a) for a in item.get("authors") or []) or "–"
     values = " · ".join(f"{m} {fmt_metric(_value(item, m, objectives), m)}" for m in metrics)
-    return f"{label}\nauthors: {authors}\n{values}"
+    race = item.get("race")
+    raced = "" if not isinstance(race, Mapping) else (
+        f"\nagainst its anchor: {race.get('decision')} after {race.get('tasks')} of {race.get('of')} tasks, paired difference "
+        f"{float(race['mean_diff']):+.3f} [{float(race['low']):+.3f}, {float(race['high']):+.3f}]")
+    return f"{label}\nauthors: {authors}\n{values}{raced}"
 
 
 def _row(item: Member | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -145,8 +149,13 @@ def _meta(o: SearchOutcome) -> list[str]:
         parts.append("objectives: " + ", ".join(f"{x.get('metric')} {'↑' if x.get('direction') == 'maximize' else '↓'}"
                                                 for x in objectives))
     rounds = len({t.get("round") for t in trials})
+    raced = [t["race"] for t in trials if isinstance(t.get("race"), Mapping)]
     parts += [f"{len(trials)} trial{'s' * (len(trials) != 1)} ({feasible} feasible) over {rounds} round{'s' * (rounds != 1)}",
               f"{len(o.front or [])} on the Pareto front"]
+    if raced:
+        decided = {d: sum(1 for r in raced if r.get("decision") == d) for d in ("accepted", "undecided", "rejected")}
+        parts.append(f"{len(raced)} proposals paired with their anchors: {decided['accepted']} accepted, "
+                     f"{decided['undecided']} undecided, {decided['rejected']} raced out early")
     return [p for p in parts if p]
 
 

@@ -2,7 +2,9 @@
 
 A record written before versioning has no ``schema_version``: it is version 1, the layout it has.
 eval 2: ``priced`` added, and an unpriced route's costs are null (version 1 wrote them as 0);
-spend 2: ``cost_usd``/``billed_usd`` null for an unpriced route; sweep_summary 2: a job's ``priced``.
+spend 2: ``cost_usd``/``billed_usd`` null for an unpriced route; sweep_summary 2: a job's ``priced``;
+summary 2: a trial row's ``race`` (a proposal's paired evidence against its anchor) and ``state`` ``PRUNED``;
+a summary 1 is a summary 2 without race records, so it is still read (``ALSO_READ``).
 """
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ from typing import Any
 from evoharness.compiler.errors import ConfigError
 
 # record kind -> the version this code writes and reads
-VERSIONS = {"summary": 1, "claim": 1, "freeze": 1, "eval": 2, "trial_result": 1, "spend": 2, "holdout_look": 1,
+VERSIONS = {"summary": 2, "claim": 1, "freeze": 1, "eval": 2, "trial_result": 1, "spend": 2, "holdout_look": 1,
             "sweep_summary": 2, "doctor": 1}
+
+# record kind -> older versions this code still reads as they are (a later version only added to them)
+ALSO_READ: dict[str, tuple[int, ...]] = {"summary": (1,)}
 
 
 def versioned(kind: str, record: Mapping[str, Any]) -> dict[str, Any]:
@@ -28,7 +33,8 @@ def checked(kind: str, record: Any, source: str | Path) -> dict[str, Any]:
         raise ConfigError(str(source), f"is not a {kind} record (a JSON object expected, got {type(record).__name__})",
                           "point at the file the search wrote, or re-run it")
     found = record.get("schema_version", 1)
-    if type(found) is not int or found != VERSIONS[kind]:  # True == 1 and 1.0 == 1: neither is a version
+    # True == 1 and 1.0 == 1: neither is a version
+    if type(found) is not int or (found != VERSIONS[kind] and found not in ALSO_READ.get(kind, ())):
         raise ConfigError(f"{source}: schema_version",
                           f"{kind} record version {found!r} is not the version {VERSIONS[kind]} this evoharness reads",
                           "use the evoharness version that wrote it, or re-run to rewrite the record")

@@ -25,7 +25,7 @@ def test_report_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert report_main([]) == 2
 
 
-@pytest.mark.parametrize("version", [2, "1", None])
+@pytest.mark.parametrize("version", [3, "1", None])
 def test_report_refuses_a_summary_of_an_unknown_schema_version(tmp_path: Path, capsys: pytest.CaptureFixture[str], version: Any) -> None:
     (tmp_path / "demo").mkdir()
     (tmp_path / "demo" / "summary.json").write_text(json.dumps({**make_summary("win"), "schema_version": version}), encoding="utf-8")

@@ -111,7 +111,7 @@ def test_rounds_dev_and_holdout_on_a_known_surface(settings: RunSettings, monkey
     # of a quality-first ranking is the large model with that edit
     champion = summary["champion"]
     assert champion["genome"]["model"] == 1 and any(champion["genome"]["sections"].values())
-    assert summary["claim"]["verdict"] in ("win", "inconclusive", "no_win", "equivalent") and summary["schema_version"] == 1
+    assert summary["claim"]["verdict"] in ("win", "inconclusive", "no_win", "equivalent") and summary["schema_version"] == 2
     assert json.loads((settings.runs_dir / "bfcl_sim" / "claim.json").read_text())["schema_version"] == 1
     splits = [j.split for j in launcher.jobs]
     assert splits.count("holdout") == 2 and [s for s in splits if s != "dev"][-2:] == ["holdout", "holdout"]

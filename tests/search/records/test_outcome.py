@@ -13,6 +13,7 @@ import pytest
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.genome import Genome
 from evoharness.search.records.outcome import ABSENT, Claim, Member, SearchOutcome
+from evoharness.search.records.versions import VERSIONS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SUMMARIES = sorted(FIXTURES.glob("summary_*.json"))
@@ -47,7 +48,7 @@ def test_a_member_without_a_dev_run_keeps_its_keys_apart_from_a_null_one() -> No
 def test_an_unknown_schema_version_is_one_line(kind: str, read: Any) -> None:
     path = SUMMARIES[0] if kind == "summary" else CLAIMS[0]
     record = {**json.loads(path.read_text(encoding="utf-8")), "schema_version": 99}
-    with pytest.raises(ConfigError, match=f"{kind} record version 99 is not the version 1") as err:
+    with pytest.raises(ConfigError, match=f"{kind} record version 99 is not the version {VERSIONS[kind]}") as err:
         read(record)
     assert "\n" not in str(err.value)
 

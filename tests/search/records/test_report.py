@@ -35,6 +35,8 @@ def make_summary(verdict: str | None = "win") -> dict[str, Any]:
                        "feasible": i % 5 != 4, "state": "COMPLETE"})
     trials.append({"trial": 18, "round": 2, "variant_hash": "h18", "genome": {}, "authors": [], "values": None,
                    "feasible": False, "state": "FAIL"})
+    trials[7]["race"] = {"decision": "undecided", "tasks": 40, "of": 40, "mean_diff": 0.05, "low": -0.02, "high": 0.12, "clusters": 40,
+                         "steps": [], "anchor_key": "k"}
     front = []
     for k, i in enumerate((8, 15, 6, 1)):
         t = trials[i]
@@ -48,7 +50,7 @@ def make_summary(verdict: str | None = "win") -> dict[str, Any]:
         "n": 120, "confidence": 0.95, "metric": "score", "cost_delta": 0.0001, "latency_delta": -0.2,
         "hashes": {"config": "c" * 12, "workload": "w" * 12, "splits": "s" * 12, "scorer": "k" * 12}}
     return {
-        "study": "demo<study>", "created_at": "2024-05-01T12:30:00+00:00", "storage": "sqlite:///runs/demo/study.db",
+        "schema_version": 2, "study": "demo<study>", "created_at": "2024-05-01T12:30:00+00:00", "storage": "sqlite:///runs/demo/study.db",
         "objectives": OBJECTIVES,
         "baseline": {"variant_hash": "base", "genome": {}, "authors": [], "train": _metrics(0.45, 0.001, 1.5),
                      "dev": _metrics(0.44, 0.001, 1.5), "holdout": _metrics(0.46, 0.0008, 1.6)},

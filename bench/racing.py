@@ -1,0 +1,175 @@
+"""Racing proposals against their anchors: the decision rule's error rates, then a search with
+racing on against the same search with it off.
+
+Part 1 (Monte-Carlo, ~1 min): the rule of search/optimise/race.py (``plan`` and ``judge``, called
+as the search calls them) on simulated paired data at the smallest first block the product
+accepts (race.MIN_FIRST_BLOCK, the default), over the default train split (40 tasks, 2 samples)
+and over a split of 20 (two blocks: only "clearly worse" stops a proposal early there, since the
+futility rule waits for 20 tasks: its survive rates are reported, not targets). A task's
+anchor pass probability is logistic(mu + cluster effect + task effect); the edit moves each
+task's logit by delta + a cluster and a task interaction (it helps some tasks and hurts others),
+with delta set so the edit's true mean effect on pass rate is +0.10, +0.05, 0 or
+-0.05. The same seed makes the two sides' samples agree unless the edit changed the episode
+(common random numbers with probability ``rho``, independent draws otherwise). Two layouts: every
+task its own cluster (the BFCL train prefix: 40 scenarios in its first 40 tasks), and clusters of
+four consecutive tasks (the worst case: a first block of a few clusters). Figures: how often a
+good edit is raced out (false reject), how often a worse one survives to the whole split, how
+often a worse or null one is accepted, and the tasks a proposal costs.
+
+Part 2 (``--search``, ~10 min on 2 cores): the same small search on the simulated model with
+``search.race.enabled=true`` and ``=false``: paid train episodes, proposals evaluated, and the
+champion's train and dev quality.
+
+    python bench/racing.py [--search] [--reps N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from _common import ROOT, figure
+from evoharness.search.optimise.race import MIN_FIRST_BLOCK, RaceSettings, judge, plan
+
+SAMPLES = 2
+MU, CLUSTER_SD, TASK_SD, EDIT_SD = 0.6, 1.3, 1.3, 0.6
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.asarray(1.0 / (1.0 + np.exp(-x)))
+
+
+def _logits(rng: np.random.Generator, n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Anchor logits and the edit's per-task interaction for ``n`` tasks in clusters of ``size``."""
+    clusters = np.repeat(np.arange(math.ceil(n / size)), size)[:n]
+    k = int(clusters.max()) + 1
+    anchor = MU + rng.normal(0, CLUSTER_SD, k)[clusters] + rng.normal(0, TASK_SD, n)
+    interaction = rng.normal(0, EDIT_SD, k)[clusters] + rng.normal(0, EDIT_SD, n)
+    return anchor, interaction
+
+
+def calibrate(effect: float, size: int) -> float:
+    """The logit shift whose mean effect on pass rate over the task population is ``effect``."""
+    rng = np.random.default_rng(12345)
+    anchor, interaction = _logits(rng, 400_000, size)
+    base = float(_sigmoid(anchor).mean())
+    lo, hi = -4.0, 4.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if float(_sigmoid(anchor + interaction + mid).mean()) - base < effect:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def race_once(rng: np.random.Generator, shift: float, size: int, rho: float, race: RaceSettings, n_tasks: int) -> tuple[str, int]:
+    anchor_logit, interaction = _logits(rng, n_tasks, size)
+    pa, pb = _sigmoid(anchor_logit), _sigmoid(anchor_logit + interaction + shift)
+    u = rng.random((n_tasks, SAMPLES))
+    same = rng.random((n_tasks, SAMPLES)) < rho  # the edit left this episode's draws as they were
+    v = np.where(same, u, rng.random((n_tasks, SAMPLES)))
+    a = (u < pa[:, None]).mean(axis=1)
+    b = (v < pb[:, None]).mean(axis=1)
+    names = [f"c{i // size}" for i in range(n_tasks)]
+    sizes = plan(n_tasks, first_block=race.first_block, growth=race.growth)
+    for n in sizes:
+        step = judge(a[:n], b[:n], clusters=names[:n], ran=n, of=n_tasks, confidence=0.95)
+        if step.decision != "continue":
+            return step.decision, n
+    raise AssertionError("the last block always decides")
+
+
+def monte_carlo(reps: int) -> None:
+    # design targets: a +0.10 edit is rarely lost, a +0.05 one usually kept, a -0.05 one usually stopped early
+    targets = {0.10: ("false_reject", 0.15), 0.05: ("false_reject", 0.35), 0.0: ("survive", 0.50), -0.05: ("survive", 0.25)}
+    race = RaceSettings(first_block=MIN_FIRST_BLOCK)
+    for n_tasks in (40, 20):
+        for size, rho in ((1, 0.8), (4, 0.8), (1, 0.3)):
+            layout = f"{n_tasks} tasks, first_block={race.first_block}, clusters of {size}, rho={rho}"
+            for effect, (kind, target) in targets.items():
+                shift = calibrate(effect, size)
+                rng = np.random.default_rng(int(1000 * (effect + 1)) + 17 * size + n_tasks)
+                out = [race_once(rng, shift, size, rho, race, n_tasks) for _ in range(reps)]
+                rejected = sum(d == "rejected" for d, _ in out) / reps
+                accepted = sum(d == "accepted" for d, _ in out) / reps
+                tasks = sum(n for _, n in out) / reps
+                value = rejected if kind == "false_reject" else 1.0 - rejected
+                aimed = kind == "false_reject" or n_tasks >= 2 * race.first_block * 2
+                figure(f"{kind} rate, true effect {effect:+.2f} ({layout})", round(value, 3), f"<= {target}" if aimed else "reported",
+                       value <= target if aimed else None,
+                       accepted=round(accepted, 3), mean_tasks=round(tasks, 1), of_tasks=n_tasks, reps=reps)
+                if effect <= 0:  # the interval's one-sided level, up to the Monte-Carlo error (two standard errors)
+                    figure(f"accepted rate, true effect {effect:+.2f} ({layout})", round(accepted, 3), "<= 0.025",
+                           accepted <= 0.025 + 2 * math.sqrt(0.025 * 0.975 / reps))
+
+
+def run_search(tmp: Path, study: str, race: bool) -> dict[str, object]:
+    import os
+    import subprocess
+
+    import optuna
+
+    args = [sys.executable, "-m", "evoharness", "search", f"runs_dir={tmp}", f"search.study={study}",
+            "search.rounds=3", "search.trials_per_round=6", "search.population_size=3", "search.train_limit=40",
+            "search.samples=1", "search.max_front_dev=2", "search.resamples=2000", "search.teacher=null",
+            "mutators.enabled=[{name: rule_miner}, {name: prompt_suffix}, {name: workflow_step_append}]",
+            f"search.race.enabled={str(race).lower()}", "hydra/launcher=basic"]
+    started = time.time()
+    proc = subprocess.run(args, cwd=ROOT, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, capture_output=True,
+                          text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    storage = f"sqlite:///{tmp / study / 'study.db'}"
+    from evoharness.search.optimise.study import episode_keys, eval_keys, paid_episodes
+
+    episodes, proposals, pruned = 0, 0, 0
+    earlier: set[str] = set()  # what an earlier round paid for is a free re-read, as the search counts it
+    for k in range(3):
+        s = optuna.load_study(study_name=f"{study}/r{k}", storage=storage)
+        episodes += paid_episodes(s, earlier)
+        earlier |= eval_keys(s) | set(episode_keys(s))
+        for t in s.get_trials(deepcopy=False):
+            if str(t.user_attrs.get("origin", "")).startswith("new:") and t.state.is_finished():
+                proposals += 1
+                pruned += t.state == optuna.trial.TrialState.PRUNED
+    summary = json.loads((tmp / study / "summary.json").read_text())
+    champion = summary["champion"]
+    return {"episodes": episodes, "proposals": proposals, "pruned": pruned, "wall_s": round(time.time() - started),
+            "spent_usd": summary.get("spend", {}).get("spent_usd"),
+            "train": champion.get("train", {}).get("pass_rate"), "dev": champion.get("dev", {}).get("pass_rate")}
+
+
+def compare(tmp: Path) -> None:
+    on, off = run_search(tmp, "race_on", True), run_search(tmp, "race_off", False)
+    figure("proposals evaluated per round budget, race on / off", f"{on['proposals']} / {off['proposals']}", "on > off",
+           on["proposals"] > off["proposals"], pruned=on["pruned"])
+    figure("paid train episodes, race on / off", f"{on['episodes']} / {off['episodes']}", "reported", None)
+    figure("spend incl. dev and holdout (USD), race on / off", f"{on['spent_usd']} / {off['spent_usd']}", "reported", None)
+    figure("champion train pass_rate, race on / off", f"{on['train']} / {off['train']}", "reported", None)
+    figure("champion dev pass_rate, race on / off", f"{on['dev']} / {off['dev']}", "on >= off - 0.05",
+           None if on["dev"] is None or off["dev"] is None else float(on["dev"]) >= float(off["dev"]) - 0.05)  # type: ignore[arg-type]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=2000)
+    parser.add_argument("--search", action="store_true", help="also run the search with racing on and off (~10 min)")
+    args = parser.parse_args(argv)
+    started = time.time()
+    monte_carlo(args.reps)
+    if args.search:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            compare(Path(tmp))
+    print(f"racing: done in {time.time() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
