@@ -143,10 +143,11 @@ def run_search(runs: Path, study: str, seed: int, overrides: Sequence[str]) -> t
 
     start = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the figure lines only
-        outcome = api.search([f"runs_dir={runs}", "model=sim_small", "search.models=[]", "criteria=quality_first",
+        # a runs dir per search: each surface is its own world, with its own sealed holdout's looks
+        outcome = api.search([f"runs_dir={runs / study}", "model=sim_small", "search.models=[]", "criteria=quality_first",
                               f"search.study={study}", f"search.seed={seed}", "hydra/launcher=basic", *overrides])
     seconds = time.perf_counter() - start
-    last = max((runs / study).glob("pools/r*.json"), key=lambda p: int(p.stem[1:]))
+    last = max((runs / study / study).glob("pools/r*.json"), key=lambda p: int(p.stem[1:]))
     return outcome, Pools.from_dict(json.loads(last.read_text(encoding="utf-8"))["pools"]), seconds
 
 
