@@ -155,6 +155,9 @@ class SearchConfig:
     trials_per_round: int = 12  # a round's budget: this many full train evaluations' worth of episodes (resumed trials count)
     population_size: int = 6  # NSGA-II population = one launcher batch
     sampler: str = "nsga2"  # nsga2 | tpe (multi-objective TPE) | random (a control)
+    # share of each later round's budget left to the sampler, after the mutators' proposals, the
+    # controls and the accumulated genomes: its recombinations of pooled entries across slots
+    sampler_share: float = 0.25
     crossover: str = "uniform"  # NSGA-II crossover: uniform | blxalpha | sbx | vsbx | undx | spx
     seed: int = 0  # sampler and mutator seed
     models: list[str] = field(default_factory=list)  # model config names the search may swap to

@@ -18,7 +18,7 @@ from evoharness.search.optimise.evaluations import Evaluations, SearchInterrupte
 from evoharness.search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
 from evoharness.search.optimise.progress import Progress, progress_line, study_progress
 from evoharness.search.optimise.racing import Outcome, Racer, race_text
-from evoharness.search.optimise.seeding import NewEntry, round_queue
+from evoharness.search.optimise.seeding import NewEntry, Queued, round_queue
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.study import (
     TrialRecord,
@@ -143,27 +143,45 @@ class Rounds:
                                kind=self.s.sampler)
         study = round_study(self.paths.storage, self.s.study, k, self.objectives, sampler)
         share = self.racer.first_share(len(self.evaluations.task_ids["train"]))
-        if not study.get_trials(deepcopy=False):
-            # a raced proposal may cost only its first block: the queue holds as many as that would buy
-            for q in round_queue(k, rp.pools, front, rp.added, rp.controls, quality=self.quality, budget=self.s.trials_per_round,
-                                 proposal_cost=share,
-                                 base_format=self.settings.base_format, base_steps=self.settings.base_steps,
-                                 margin=self.settings.rule.bar,
-                                 reference=reference[0] if reference else None,
-                                 reference_cost=reference[1] if reference else None, accumulated=combined):
-                study.enqueue_trial(q.params, user_attrs=q.attrs)
+        # a raced proposal may cost only its first block: the queue holds as many as that would buy
+        queue = round_queue(k, rp.pools, front, rp.added, rp.controls, quality=self.quality, budget=self.s.trials_per_round,
+                            proposal_cost=share,
+                            base_format=self.settings.base_format, base_steps=self.settings.base_steps,
+                            margin=self.settings.rule.bar,
+                            reference=reference[0] if reference else None,
+                            reference_cost=reference[1] if reference else None, accumulated=combined)
         for p, attrs in fail_stale(study):
             study.enqueue_trial(p, user_attrs={**attrs, "rerun": True})
         dists = distributions(param_space(rp.pools))
         budget = self.budget_episodes
+        # after round 0 (whose one-change trials leave the sampler room already) the last share of the
+        # budget is the sampler's: its recombinations of the pooled entries across slots and anchors
+        queued_until = budget * (1.0 - self.s.sampler_share) if k else budget
         # repeats are free but not endless: a tiny space can run out of new genomes
         asks_left = math.ceil(3 * self.s.trials_per_round / share)
         with progress_line(f"round {k}", budget) as bar:
-            self._batches(k, study, dists, earlier, budget, asks_left, bar)
+            self._batches(k, study, dists, earlier, budget, asks_left, bar, queue=queue, queued_until=queued_until)
         return study
 
+    def _top_up(self, study: optuna.Study, queue: Sequence[Queued], earlier: Collection[str], queued_until: float) -> None:
+        """Enqueue the round's next queued trials, a batch at a time, while the paid episodes are
+        below ``queued_until``; past it, asks go to the sampler (Optuna serves waiting trials first,
+        so the queue is fed lazily rather than all at once). The count enqueued is a study attribute:
+        a resumed round goes on where it stopped."""
+        waiting = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+        if waiting or paid_episodes(study, earlier) >= queued_until:
+            return
+        # a study with trials but no count was queued whole when it was made (an earlier version)
+        done = int(study.user_attrs.get("queued", len(queue) if study.get_trials(deepcopy=False) else 0))
+        start = done
+        while done < len(queue) and waiting < self.s.population_size:
+            study.enqueue_trial(queue[done].params, user_attrs=queue[done].attrs)
+            done, waiting = done + 1, waiting + 1
+        if done != start:
+            study.set_user_attr("queued", done)
+
     def _batches(self, k: int, study: optuna.Study, dists: Any, earlier: Collection[str], budget: int, asks_left: int,
-                 bar: Progress) -> None:
+                 bar: Progress, *, queue: Sequence[Queued] = (), queued_until: float = 0.0) -> None:
         while (remaining := budget - paid_episodes(study, earlier)) > 0 and asks_left > 0:
             # new evaluations the rest of the budget buys at full price (a raced proposal costs less)
             size = self.watch.first_batch(min(self.s.population_size, math.ceil(remaining / self.full_episodes), asks_left))
@@ -172,7 +190,8 @@ class Rounds:
                 self.echo(f"search.budget_usd={self.s.budget_usd:g} reached in round {k}: ${self.watch.spent():.4f} spent, "
                           "no new trial starts; the search finishes with what it measured (the finish was reserved)")
                 break
-            trials, specs = self._ask_batch(k, study, dists, paid=size, asks=asks_left, known={*earlier, *eval_keys(study)})
+            trials, specs = self._ask_batch(k, study, dists, paid=size, asks=asks_left, known={*earlier, *eval_keys(study)},
+                                            feed=lambda: self._top_up(study, queue, earlier, queued_until))
             asks_left -= len(trials)
             anchors = [Genome.from_dict(t.user_attrs["anchor"]) if str(t.user_attrs.get("origin", "")).startswith("new:")
                        and isinstance(t.user_attrs.get("anchor"), dict) else None for t in trials]
@@ -191,8 +210,8 @@ class Rounds:
                                     f"(search.max_failure_rate={self.s.max_failure_rate}); "
                                     f"first error: {first}")
 
-    def _ask_batch(self, k: int, study: optuna.Study, dists: Any, *, paid: int, asks: int, known: Collection[str]
-                   ) -> tuple[list[optuna.Trial], list[TrialSpec]]:
+    def _ask_batch(self, k: int, study: optuna.Study, dists: Any, *, paid: int, asks: int, known: Collection[str],
+                   feed: Callable[[], None] = lambda: None) -> tuple[list[optuna.Trial], list[TrialSpec]]:
         """Trials asked until ``paid`` of them are new evaluations (or ``asks`` run out), all before
         any is told. A repeat of a known genome is answered from the store, so counting it against
         the batch would leave workers idle: a batch of six asks is often two evaluations."""
@@ -200,6 +219,7 @@ class Rounds:
         specs: list[TrialSpec] = []
         new: set[str] = set()
         while len(new) < paid and len(trials) < asks:
+            feed()  # the queue first, while its share of the budget lasts
             t = study.ask(dists)
             # enqueued trials have every param fixed, and Optuna then never consults the sampler,
             # so NSGA-II would not count them in a generation (nor use them as parents)

@@ -118,7 +118,7 @@ def round_queue(
     controls: Sequence[ControlRequest],
     *,
     quality: str,
-    budget: int,
+    budget: float,
     base_format: str,
     base_steps: Mapping[str, bool],
     margin: float | None = None,

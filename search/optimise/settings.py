@@ -32,7 +32,8 @@ from omegaconf import DictConfig, OmegaConf
 # and the Hydra run dirs of the other commands
 RESERVED_STUDY_NAMES = frozenset({"registry", "compiled", "cache", "compile", "evaluate", "snapshot", "search", "search-multirun"})
 # search settings that change what a resumed study means (budget keys may change on resume)
-FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "sampler", "crossover", "population_size",
+FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "sampler", "sampler_share", "crossover",
+                      "population_size",
                       "teacher", "confidence", "min_effect", "resamples", "max_front_dev")
 
 
@@ -64,6 +65,7 @@ class SearchSettings:
     budget_usd: float | None = None
     live_ok: bool = False
     race: RaceSettings = RaceSettings()
+    sampler_share: float = 0.25
 
     @classmethod
     def from_config(cls, node: DictConfig) -> SearchSettings:
@@ -92,6 +94,9 @@ class SearchSettings:
                                   f"set search.{key} to a positive integer")
         if self.sampler not in SAMPLERS:
             raise ConfigError("search.sampler", f"unknown sampler {self.sampler!r}", f"use one of {list(SAMPLERS)}")
+        if not 0.0 <= self.sampler_share < 1.0:  # NaN too: a round must leave its proposals some room
+            raise ConfigError("search.sampler_share", f"must be in [0, 1), got {self.sampler_share}",
+                              "use e.g. 0.25 (a quarter of each later round for the sampler), or 0 for none")
         if self.crossover not in CROSSOVERS:
             raise ConfigError("search.crossover", f"unknown crossover {self.crossover!r}", f"use one of {sorted(CROSSOVERS)}")
         bad = [f for f in self.formats if f not in TOOL_FORMATS]
