@@ -4,8 +4,8 @@ Runs ``evoharness search`` (every default: BFCL with three categories, the sim_l
 the cheapest_noninferior decision) in a fresh runs dir and prints its wall time, the decision
 rule, the verdict, the shipped (or proposed) variant and its holdout cost relative to the
 incumbent, and the share of the champion's dev gain over its own model with the base harness that
-the mutators' edits earned (the search's own sequential ablation). Target: at most 6 minutes on
-2 cores.
+the mutators' edits earned (the search's own sequential ablation), and what the search spent.
+Target: at most 6 minutes on 2 cores. ``search.seed=N`` repeats it with another seed.
 
     python bench/main_job.py [overrides...]     # ~6 min; overrides go to the search command
 """
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     share = gains.get("mutator edits", 0.0) / harness if harness > 0 else 0.0
     figure("main_job_mutator_share", round(share, 3), "> 0 (mutator-authored edits in what ships)", share > 0,
            layers=summary.get("ablation", []), authors=champion.get("authors"))
+    figure("main_job_spend_usd", (summary.get("spend") or {}).get("spent_usd"), None, None)
     print(summary["headline"])
     return 0
 
