@@ -29,7 +29,8 @@ import numpy as np
 from evoharness.search.evaluation.stats import quality_test
 
 RaceDecision = Literal["rejected", "continue", "accepted", "undecided"]
-MIN_FIRST_BLOCK = 10  # below it the futility rule loses a +0.10 edit more than 15% of the time (bench/racing.py)
+MIN_FIRST_BLOCK = 10  # fewer tasks than this make the first look's interval too wide to stop anything
+MIN_GROWTH = 2.0  # the error rates bench/racing.py measured are at growth 2: slower growth means more looks, more false rejects
 FUTILE_AFTER = 2 * MIN_FIRST_BLOCK  # on 10 tasks the futility rule loses a +0.10 edit 22% of the time (bench/racing.py)
 CHEAPER = 0.10  # a proposal at least this share cheaper per task than its anchor is a trade-off, not raced out
 
@@ -88,7 +89,9 @@ def judge(anchor: Sequence[float] | np.ndarray, proposal: Sequence[float] | np.n
     decision: RaceDecision
     if ran >= of:
         decision = "accepted" if test.low > 0 else "undecided"
-    elif not cheaper and (test.high < 0 or (2 * ran >= of and ran >= FUTILE_AFTER and test.mean_diff <= 0)):
+    # futility counts paired tasks, not planned ones: a task skipped on the infrastructure is no evidence;
+    # a tie on half the split is futility on purpose: an edit that changed nothing there is not worth the rest
+    elif not cheaper and (test.high < 0 or (2 * test.n >= of and test.n >= FUTILE_AFTER and test.mean_diff <= 0)):
         decision = "rejected"
     else:
         decision = "continue"

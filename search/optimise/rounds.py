@@ -166,19 +166,16 @@ class Rounds:
     def _top_up(self, study: optuna.Study, queue: Sequence[Queued], earlier: Collection[str], queued_until: float) -> None:
         """Enqueue the round's next queued trials, a batch at a time, while the paid episodes are
         below ``queued_until``; past it, asks go to the sampler (Optuna serves waiting trials first,
-        so the queue is fed lazily rather than all at once). The count enqueued is a study attribute:
-        a resumed round goes on where it stopped."""
-        waiting = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
-        if waiting or paid_episodes(study, earlier) >= queued_until:
+        so the queue is fed lazily rather than all at once). Each enqueued trial carries its place in
+        the queue, so a resumed round goes on after the last one enqueued, whenever it was killed."""
+        trials = study.get_trials(deepcopy=False)
+        if any(t.state == optuna.trial.TrialState.WAITING for t in trials) or paid_episodes(study, earlier) >= queued_until:
             return
-        # a study with trials but no count was queued whole when it was made (an earlier version)
-        done = int(study.user_attrs.get("queued", len(queue) if study.get_trials(deepcopy=False) else 0))
-        start = done
-        while done < len(queue) and waiting < self.s.population_size:
-            study.enqueue_trial(queue[done].params, user_attrs=queue[done].attrs)
-            done, waiting = done + 1, waiting + 1
-        if done != start:
-            study.set_user_attr("queued", done)
+        placed = [int(t.user_attrs["queue_index"]) for t in trials if "queue_index" in t.user_attrs]
+        # a round with trials but no places was queued whole when it was made (an earlier version)
+        done = max(placed) + 1 if placed else len(queue) if any(t.user_attrs.get("origin") for t in trials) else 0
+        for i in range(done, min(len(queue), done + self.s.population_size)):
+            study.enqueue_trial(queue[i].params, user_attrs={**queue[i].attrs, "queue_index": i})
 
     def _batches(self, k: int, study: optuna.Study, dists: Any, earlier: Collection[str], budget: int, asks_left: int,
                  bar: Progress, *, queue: Sequence[Queued] = (), queued_until: float = 0.0) -> None:

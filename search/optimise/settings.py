@@ -23,7 +23,7 @@ from evoharness.search.evaluation.criteria import objectives as objectives_of
 from evoharness.search.evaluation.decision import DEFAULT, DecisionRule, decision_rule
 from evoharness.search.mutators.base import MUTATORS, Mutator
 from evoharness.search.optimise.models_conf import load_model_config
-from evoharness.search.optimise.race import MIN_FIRST_BLOCK, RaceSettings
+from evoharness.search.optimise.race import MIN_FIRST_BLOCK, MIN_GROWTH, RaceSettings
 from evoharness.search.optimise.study import CROSSOVERS, SAMPLERS
 from evoharness.search.optimise.trial import WorkloadSettings
 from omegaconf import DictConfig, OmegaConf
@@ -32,8 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 # and the Hydra run dirs of the other commands
 RESERVED_STUDY_NAMES = frozenset({"registry", "compiled", "cache", "compile", "evaluate", "snapshot", "search", "search-multirun"})
 # search settings that change what a resumed study means (budget keys may change on resume)
-FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "sampler", "sampler_share", "crossover",
-                      "population_size",
+FROZEN_SEARCH_KEYS = ("seed", "models", "temperatures", "formats", "samples", "train_limit", "sampler", "crossover", "population_size",
                       "teacher", "confidence", "min_effect", "resamples", "max_front_dev")
 
 
@@ -129,8 +128,9 @@ class SearchSettings:
         if self.race.first_block < MIN_FIRST_BLOCK:
             raise ConfigError("search.race.first_block", f"must be at least {MIN_FIRST_BLOCK} tasks, got {self.race.first_block}",
                               f"set search.race.first_block={MIN_FIRST_BLOCK} or more, or search.race.enabled=false")
-        if not (self.race.growth > 1 and math.isfinite(self.race.growth)):
-            raise ConfigError("search.race.growth", f"must be above 1, got {self.race.growth}", "use e.g. 2 (each block doubles the tasks)")
+        if not (self.race.growth >= MIN_GROWTH and math.isfinite(self.race.growth)):
+            raise ConfigError("search.race.growth", f"must be at least {MIN_GROWTH:g}, got {self.race.growth}",
+                              "use 2 (each block doubles the tasks) or more: slower growth adds looks, and each look can lose a good edit")
         if self.budget_usd is not None and not (self.budget_usd > 0 and math.isfinite(self.budget_usd)):
             raise ConfigError("search.budget_usd", f"must be a positive number of US dollars, got {self.budget_usd}",
                               "set e.g. search.budget_usd=5, or search.budget_usd=null for no cap")
