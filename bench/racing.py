@@ -128,7 +128,7 @@ def run_search(tmp: Path, study: str, race: bool) -> dict[str, object]:
     storage = f"sqlite:///{tmp / study / 'study.db'}"
     from evoharness.search.optimise.study import episode_keys, eval_keys, paid_episodes
 
-    episodes, proposals, pruned = 0, 0, 0
+    episodes, proposals, pruned, ran, planned = 0, 0, 0, 0, 0
     earlier: set[str] = set()  # what an earlier round paid for is a free re-read, as the search counts it
     for k in range(3):
         s = optuna.load_study(study_name=f"{study}/r{k}", storage=storage)
@@ -138,9 +138,12 @@ def run_search(tmp: Path, study: str, race: bool) -> dict[str, object]:
             if str(t.user_attrs.get("origin", "")).startswith("new:") and t.state.is_finished():
                 proposals += 1
                 pruned += t.state == optuna.trial.TrialState.PRUNED
+                race = t.user_attrs.get("race") or {}
+                ran, planned = ran + int(race.get("tasks", 0)), planned + int(race.get("of", 0))
     summary = json.loads((tmp / study / "summary.json").read_text())
     champion = summary["champion"]
     return {"episodes": episodes, "proposals": proposals, "pruned": pruned, "wall_s": round(time.time() - started),
+            "saved": round(1 - ran / planned, 3) if planned else None,
             "spent_usd": summary.get("spend", {}).get("spent_usd"),
             "train": champion.get("train", {}).get("pass_rate"), "dev": champion.get("dev", {}).get("pass_rate")}
 
@@ -150,6 +153,10 @@ def compare(tmp: Path) -> None:
     figure("proposals evaluated per round budget, race on / off", f"{on['proposals']} / {off['proposals']}", "on > off",
            on["proposals"] > off["proposals"], pruned=on["pruned"])
     figure("paid train episodes, race on / off", f"{on['episodes']} / {off['episodes']}", "reported", None)
+    # the race-on search's proposals against evaluating each of them on the whole split
+    saved = on["saved"]
+    figure("proposal tasks saved by racing (1 - tasks run / whole split, race on)", saved, ">= 0.333",
+           None if saved is None else float(saved) >= 1 / 3)  # type: ignore[arg-type]
     figure("spend incl. dev and holdout (USD), race on / off", f"{on['spent_usd']} / {off['spent_usd']}", "reported", None)
     figure("champion train pass_rate, race on / off", f"{on['train']} / {off['train']}", "reported", None)
     figure("champion dev pass_rate, race on / off", f"{on['dev']} / {off['dev']}", "on >= off - 0.05",
