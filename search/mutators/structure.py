@@ -113,7 +113,9 @@ def workflow_step_append(*, kinds: int = 1) -> Mutator:
             if key in held or not free:
                 continue
             trigger, instructions = free[rng.randrange(len(free))]
-            name = _fresh_name(rng, kind.names, names)
+            # a wording keeps one name, so two anchors drawing it propose one pool entry, tried on both
+            own = kind.names[kind.wordings.index((trigger, instructions)) % len(kind.names)]
+            name = own if own not in names else _fresh_name(rng, kind.names, names)
             value = {"name": name, "instructions": instructions, "after": after, "optional": True, "trigger": trigger}
             why = failure_note(ctx.evidence, ctx.tools, keep=_addressed_by(key, ctx.tools))
             out.append(proposal("step", name, value, "workflow_step_append", f"{kind.label} ({trigger}) for {why}"))
