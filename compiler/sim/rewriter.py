@@ -98,14 +98,12 @@ def _rewrite_section(text: str, blind: bool = False) -> str:
     current = _block(text, "current") or ""
     evidence = _block(text, "evidence") or ""
     pairs, tools = _mentions(evidence)
-    if blind:
-        sentences = [str(_pick(PAIR_PHRASES, text, t, a)).format(t=t, a=a) for t, a in pairs]
-        sentences += [str(_pick(WRONG_PHRASES if _called_wrongly(evidence, t) else TOOL_PHRASES, text, t)).format(t=t) for t in tools]
-        return f"<section>\n{_extend(current, sentences)}\n</section>"
-    sentences = [f"When calling `{t}`, double-check `{a}` against the user's request and the latest tool result." for t, a in pairs]
-    for t in tools:
-        sentences.append(f"Call `{t}` only when the request asks for what it does." if _called_wrongly(evidence, t)
-                         else f"Call `{t}` whenever the request needs it, with every required argument.")
+    # the documented surface always says it the first way; a blind one picks from the pool
+    def say(pool: Sequence[str], *key: object) -> str:
+        return str(_pick(pool, text, *key)) if blind else pool[0]
+
+    sentences = [say(PAIR_PHRASES, t, a).format(t=t, a=a) for t, a in pairs]
+    sentences += [say(WRONG_PHRASES if _called_wrongly(evidence, t) else TOOL_PHRASES, t).format(t=t) for t in tools]
     return f"<section>\n{_extend(current, sentences)}\n</section>"
 
 
