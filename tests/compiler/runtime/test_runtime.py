@@ -107,7 +107,12 @@ def run(v: Any, *, client: ModelClient | None = None, env: FileEnv | None = None
     env = env or FileEnv()
     client = client or ModelClient(v.model, RouteSettings(retries=2, backoff_s=0.001, send_episode_id=True, input_cost_per_token=1e-6,
                                                           output_cost_per_token=2e-6))
-    return asyncio.run(run_episode(v, TASK, env, sample=0, seed=0, client=client)), env
+
+    async def episode() -> Any:
+        async with client:  # as an evaluation ends: every reply it cached is stored before the next run reads
+            return await run_episode(v, TASK, env, sample=0, seed=0, client=client)
+
+    return asyncio.run(episode()), env
 
 
 @pytest.mark.parametrize("fmt", ["json", "bash", "both"])
