@@ -90,16 +90,20 @@ def _fresh_name(rng: random.Random, names: tuple[str, ...], taken: set[str]) -> 
 
 
 @register_mutator("workflow_step_append")
-def workflow_step_append(*, kinds: int = 1) -> Mutator:
+def workflow_step_append(*, kinds: int = 1, wordings: int = 2) -> Mutator:
     """A new optional step, after the last step, of the kind the failure records call for: an
     argument check for wrong, mis-copied, missing or extra arguments; a completion check for early
     stops and missed calls; a look at the state before writing for a missed call to a read-only
     tool; a plan for wrong, unneeded or unoffered tools; error recovery for failed calls left as
     they were. Kinds go by how many failed episodes they address; ``kinds`` is how many of the top
-    ones get a step (one each). Each kind has several wordings and names (``wordings.STEP_KINDS``);
-    the rng draws one not used yet. A kind the anchor already has a step of is passed over; without
-    failure records there is nothing to address, and nothing is proposed."""
+    ones get steps. Each kind has several wordings and names (``wordings.STEP_KINDS``); the rng
+    draws ``wordings`` of them not used yet, each a proposal of its own: which wording a model
+    heeds cannot be known in advance, and a round that offers two finds the one that works in half
+    the rounds (a wording that does not work is raced out on a fraction of the train split). A kind
+    the anchor already has a step of is passed over; without failure records there is nothing to
+    address, and nothing is proposed."""
     positive_int("workflow_step_append", "kinds", kinds)
+    positive_int("workflow_step_append", "wordings", wordings)
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         names = set(_step_names(ctx))
@@ -107,20 +111,22 @@ def workflow_step_append(*, kinds: int = 1) -> Mutator:
         held = {_kind_of_step(s) for s in _anchor_steps(ctx)}
         after = [str(ctx.agent["workflow"][-1]["name"])] if ctx.agent.get("workflow") else []
         out: list[Proposal] = []
+        kinds_done = 0
         for key in ranked_step_kinds(ctx):
             kind = STEP_KINDS[key]
             free = [w for w in kind.wordings if w[1] not in written]
             if key in held or not free:
                 continue
-            trigger, instructions = free[rng.randrange(len(free))]
-            # a wording keeps one name, so two anchors drawing it propose one pool entry, tried on both
-            own = kind.names[kind.wordings.index((trigger, instructions)) % len(kind.names)]
-            name = own if own not in names else _fresh_name(rng, kind.names, names)
-            value = {"name": name, "instructions": instructions, "after": after, "optional": True, "trigger": trigger}
             why = failure_note(ctx.evidence, ctx.tools, keep=_addressed_by(key, ctx.tools))
-            out.append(proposal("step", name, value, "workflow_step_append", f"{kind.label} ({trigger}) for {why}"))
-            names.add(name)
-            if len(out) == kinds:
+            for trigger, instructions in rng.sample(free, min(wordings, len(free))):
+                # a wording keeps one name, so two anchors drawing it propose one pool entry, tried on both
+                own = kind.names[kind.wordings.index((trigger, instructions)) % len(kind.names)]
+                name = own if own not in names else _fresh_name(rng, kind.names, names)
+                value = {"name": name, "instructions": instructions, "after": after, "optional": True, "trigger": trigger}
+                out.append(proposal("step", name, value, "workflow_step_append", f"{kind.label} ({trigger}) for {why}"))
+                names.add(name)
+            kinds_done += 1
+            if kinds_done == kinds:
                 break
         return out
 

@@ -78,7 +78,7 @@ def test_different_evidence_gives_different_proposals(name: str, a: tuple[Failed
         pa, pb = propose(name, context(a, toolset=toolset), seed), propose(name, context(b, toolset=toolset), seed)
         assert pa and pb and [target(p) for p in pa] != [target(p) for p in pb]
         if name == "workflow_step_append":
-            assert [step_kind(p) for p in pa] == [what_a] and [step_kind(p) for p in pb] == [what_b]
+            assert {step_kind(p) for p in pa} == {what_a} and {step_kind(p) for p in pb} == {what_b}
         else:
             ta, tb = repr([target(p) for p in pa]), repr([target(p) for p in pb])
             assert what_a in ta and what_b in tb and what_b not in ta and what_a not in tb
@@ -87,39 +87,48 @@ def test_different_evidence_gives_different_proposals(name: str, a: tuple[Failed
 @pytest.mark.parametrize("evidence, kind", [(PROPAGATION, "arguments"), (STOPPED, "completion"), (SKIPPED_READ, "look_first"),
                                             (WRONG_CALLS, "plan"), (UNRECOVERED, "recovery")])
 def test_each_failure_class_gets_its_step_kind(evidence: tuple[FailedEpisode, ...], kind: str) -> None:
-    [p] = propose("workflow_step_append", context(evidence))
-    assert step_kind(p) == kind and p.entry.note.startswith(STEP_KINDS[kind].label)
-    assert p.entry.value["trigger"] in ("prompt", "before_final") and p.entry.value["optional"] is True
+    made = propose("workflow_step_append", context(evidence))
+    assert len(made) == 2 and len({p.entry.value["instructions"] for p in made}) == 2 and len({p.key for p in made}) == 2
+    for p in made:  # two wordings of the one kind, each a step of its own
+        assert step_kind(p) == kind and p.entry.note.startswith(STEP_KINDS[kind].label)
+        assert p.entry.value["trigger"] in ("prompt", "before_final") and p.entry.value["optional"] is True
+
+
+@pytest.mark.parametrize("wordings", [1, 3, 9])
+def test_wordings_sets_how_many_of_a_kind_and_never_more_than_it_has(wordings: int) -> None:
+    made = propose("workflow_step_append", context(PROPAGATION), wordings=wordings)
+    assert len(made) == min(wordings, len(STEP_KINDS["arguments"].wordings))
+    assert len({p.entry.value["instructions"] for p in made}) == len(made) and {step_kind(p) for p in made} == {"arguments"}
 
 
 def test_a_missed_call_is_a_skipped_read_only_when_the_tool_only_reads() -> None:
     writes = episodes(Failure("missed_call", "refund", None, None, None, 0))
-    assert [step_kind(p) for p in propose("workflow_step_append", context(writes))] == ["completion"]
-    assert [step_kind(p) for p in propose("workflow_step_append", context(SKIPPED_READ))] == ["look_first"]
+    assert [step_kind(p) for p in propose("workflow_step_append", context(writes), wordings=1)] == ["completion"]
+    assert [step_kind(p) for p in propose("workflow_step_append", context(SKIPPED_READ), wordings=1)] == ["look_first"]
     # a catalog that marks no tool as changing state says nothing about which tools only read
     ctx = context(SKIPPED_READ)
     unmarked = {name: replace(spec, mutates_state=False) for name, spec in ctx.tools.items()}
-    assert [step_kind(p) for p in propose("workflow_step_append", replace(ctx, tools=unmarked))] == ["completion"]
+    assert [step_kind(p) for p in propose("workflow_step_append", replace(ctx, tools=unmarked), wordings=1)] == ["completion"]
 
 
 def test_the_kind_follows_the_most_failed_episodes_and_kinds_sets_how_many() -> None:
     ctx = context(episodes(*PROPAGATION[0].failures, n=2) + UNRECOVERED + episodes(*STOPPED[0].failures, n=1))
-    assert [step_kind(p) for p in propose("workflow_step_append", ctx)] == ["recovery"]  # 3 episodes against 2 and 1
-    both = propose("workflow_step_append", ctx, kinds=2)
+    assert [step_kind(p) for p in propose("workflow_step_append", ctx, wordings=1)] == ["recovery"]  # 3 episodes against 2 and 1
+    both = propose("workflow_step_append", ctx, kinds=2, wordings=1)
     assert [step_kind(p) for p in both] == ["recovery", "arguments"] and len({p.key for p in both}) == 2
 
 
 def test_a_kind_the_anchor_has_is_passed_over_and_names_are_never_reused() -> None:
     ctx = context(PROPAGATION + episodes(*STOPPED[0].failures, n=1))
-    [first] = propose("workflow_step_append", ctx)
+    [first] = propose("workflow_step_append", ctx, wordings=1)
     assert step_kind(first) == "arguments"
     pools = grow(ctx.pools, first)
     # pooled but not on the anchor: another wording of the same kind, under another name
-    [again] = propose("workflow_step_append", replace(ctx, pools=pools))
+    [again] = propose("workflow_step_append", replace(ctx, pools=pools), wordings=1)
     assert step_kind(again) == "arguments" and again.key != first.key
     assert again.entry.value["instructions"] != first.entry.value["instructions"]
     # on the anchor: the next kind the evidence calls for
-    [q] = propose("workflow_step_append", replace(ctx, pools=pools, front=(Genome(steps={str(first.key): True}),)))
+    [q] = propose("workflow_step_append", replace(ctx, pools=pools, front=(Genome(steps={str(first.key): True}),)), wordings=1)
     assert step_kind(q) == "completion" and q.key not in {first.key, *(s["name"] for s in ctx.agent["workflow"])}
 
 
@@ -137,7 +146,7 @@ def test_notes_name_the_failures_they_address(name: str) -> None:
     for p in propose(name, ctx):
         assert "refund.order_id" in p.entry.note and "propagation" in p.entry.note, p.entry.note
         assert not [v for v in VALUES if v in p.entry.note + repr(p.entry.value)]
-    [step] = propose("workflow_step_append", ctx)
+    [step] = propose("workflow_step_append", ctx, wordings=1)
     assert "4 failed episode(s): propagation 3 (refund.order_id), wrong_value 1 (refund.amount)" in step.entry.note
 
 
@@ -184,7 +193,7 @@ def test_steps_are_not_a_fixed_function_of_the_simulators_cue_word() -> None:
     seeds = range(20)
     for evidence in (STOPPED, SKIPPED_READ, WRONG_CALLS, UNRECOVERED):
         steps = [p for seed in seeds for p in propose("workflow_step_append", context(evidence), seed)]
-        assert len(steps) == len(seeds) and sum(map(verify_type, steps)) <= len(steps) // 3, [p.key for p in steps]
+        assert len(steps) == 2 * len(seeds) and sum(map(verify_type, steps)) <= len(steps) // 3, [p.key for p in steps]
     # with wrong arguments too the cue is one draw among several, and the step is an argument check either way
     steps = [p for seed in seeds for p in propose("workflow_step_append", context(PROPAGATION), seed)]
     assert 0 < sum(map(verify_type, steps)) < len(steps) and {step_kind(p) for p in steps} == {"arguments"}

@@ -314,7 +314,8 @@ def test_tool_attach_adds_back_the_missing_tool() -> None:
 
 def test_workflow_steps_are_new_names_or_made_switchable() -> None:
     ctx, _ = fixture_ctx()
-    [append] = run("workflow_step_append", ctx)
+    append, other = run("workflow_step_append", ctx)  # two wordings of the step the evidence calls for
+    assert isinstance(other, Proposal) and other.key != append.key and other.entry.value != append.entry.value
     assert isinstance(append, Proposal) and append.key not in [s["name"] for s in ctx.agent["workflow"]]
     # two of the four failed episodes are wrong values: the step checks arguments, and says for which failures
     assert append.entry.value["instructions"] in {w for _, w in STEP_KINDS["arguments"].wordings}
@@ -322,7 +323,7 @@ def test_workflow_steps_are_new_names_or_made_switchable() -> None:
     assert append.entry.value["after"] == ["report"] and append.entry.value["optional"] is True
     [remove] = run("workflow_step_remove", ctx)
     assert isinstance(remove, Proposal) and remove.key == "report" and remove.entry.value["optional"] is True
-    assert run("workflow_step_append", replace(ctx, pools=grow_pools(ctx.pools, [append])[0])) != [append]
+    assert append not in run("workflow_step_append", replace(ctx, pools=grow_pools(ctx.pools, [append])[0]))
 
 
 def test_model_swap_proposes_only_unpooled_models() -> None:
