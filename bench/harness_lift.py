@@ -21,7 +21,7 @@ over runs, the median and the minimum; the same for the champion the search foun
 harmful edits shipped = shipped edits whose leave-one-out
 effect on dev (shipped − shipped without that edit) is below −1 task in the split; the search's wall.
 
-    python bench/harness_lift.py [--surfaces 5] [--seeds 2] [--worlds 3] [--surface documented] [overrides...]
+    python bench/harness_lift.py [--surfaces 5 | --surface-seeds 0,1,8] [--seeds 2] [--worlds 3] [--surface documented] [overrides...]
 """
 from __future__ import annotations
 
@@ -156,6 +156,7 @@ def run_search(runs: Path, study: str, seed: int, overrides: Sequence[str]) -> t
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--surfaces", type=int, default=5, help="blind surfaces 0..N-1")
+    parser.add_argument("--surface-seeds", default=None, help="blind surfaces by seed, comma-separated (instead of --surfaces)")
     parser.add_argument("--seeds", type=int, default=2, help="search seeds per surface")
     parser.add_argument("--worlds", type=int, default=3, help="simulated worlds the dev yardstick averages")
     parser.add_argument("--surface", choices=("blind", "documented"), default="blind")
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     lifts: list[float] = []
     found_lifts: list[float] = []
     harmful_total, walls = 0, []
-    for sf in range(args.surfaces if args.surface == "blind" else 1):
+    seeds = [int(x) for x in args.surface_seeds.split(",")] if args.surface_seeds else list(range(args.surfaces))
+    for sf in seeds if args.surface == "blind" else [0]:
         configure_sim(None, time_scale=0.0, surface=args.surface, surface_seed=sf, shared_draws=False, world=0)
         surface = surface_for(args.surface, sf)
         base = compile_agent(dict(agent), tool=TOOL, model=models["base"])
