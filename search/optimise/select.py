@@ -31,7 +31,7 @@ def dev_picks(count: int, cap: int) -> list[int]:
     return sorted({round(i * (count - 1) / (cap - 1)) for i in range(cap)})
 
 
-def dev_members(costs: Sequence[float], cap: int, *, qualifies: Sequence[bool] | None = None) -> list[int]:
+def dev_members(costs: Sequence[float], cap: int, *, qualifies: Sequence[bool] | None = None, best_quality: bool = False) -> list[int]:
     """Indices of the front members (ordered best train quality first, with their train costs)
     re-evaluated on dev: all when they fit, else ``cap`` spread evenly along the cost axis, the
     cheapest always among them (what a non-inferiority rule needs) and the best quality (index 0)
@@ -41,10 +41,14 @@ def dev_members(costs: Sequence[float], cap: int, *, qualifies: Sequence[bool] |
     ``qualifies`` (a non-inferiority rule: cheaper or faster than the reference and within the
     margin of its train quality) sends the dev runs to the members that can win first: the best quality, then
     the cheapest qualifying ones; the spread fills what is left. A member far below the bar on
-    train is the last that needs a dev run."""
+    train is the last that needs a dev run.
+
+    ``best_quality`` (a rule that crowns the best dev quality): the ``cap`` best on train. The
+    cheap end of the front is there for its cost, which such a rule does not weigh, and a dev run
+    spent on it is one the dearer, better edits do not get."""
     count = len(costs)
-    if count <= max(1, cap):
-        return list(range(count))
+    if count <= max(1, cap) or best_quality:
+        return list(range(min(count, max(1, cap))))
     if qualifies is not None and any(qualifies[1:]):
         ok = sorted((i for i in range(1, count) if qualifies[i]), key=lambda i: (costs[i], i))[: max(1, cap) - 1]
         rest = sorted((i for i in dev_members(costs, cap) if i not in ok and i != 0), key=lambda i: (costs[i], i))

@@ -96,7 +96,8 @@ def select_on_dev(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials
     qualifies = rule.train_qualifies([m.train for m in front], base_train, q)
     # spread along the axis the rule saves on (cost unless it saves latency), its lowest member always among them
     axis = (rule.resource() or ("cost_per_task", "cost"))[0]
-    picked = dev_members_of([float(m.train.get(axis, 0.0)) for m in front], settings.search.max_front_dev, qualifies=qualifies)
+    picked = dev_members_of([float(m.train.get(axis, 0.0)) for m in front], settings.search.max_front_dev, qualifies=qualifies,
+                            best_quality=rule.resource() is None)
 
     ref_genome = reference_genome(settings, pools)
     # the incumbent's holdout run (and a named reference's) is the claim's whatever the champion, and

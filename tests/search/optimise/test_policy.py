@@ -204,6 +204,15 @@ def test_dev_members_always_include_the_cheapest_and_the_best(costs: list[float]
     assert picks == expected and len(picks) <= max(1, cap)
 
 
+def test_a_best_quality_rule_spends_the_dev_runs_on_the_best_on_train() -> None:
+    from evoharness.search.optimise.select import dev_members
+
+    costs = [0.07, 0.09, 0.08, 0.01, 0.05]  # best quality first; the cheap end (3) cannot win on quality
+    assert dev_members(costs, 3) == [0, 1, 3]  # a cost rule: spread along cost, the cheapest among them
+    assert dev_members(costs, 3, best_quality=True) == [0, 1, 2]
+    assert dev_members(costs[:2], 3, best_quality=True) == [0, 1] and dev_members(costs, 0, best_quality=True) == [0]
+
+
 def test_every_new_entry_of_one_slot_is_tried_under_its_own_author() -> None:
     """Three mutators add entries to the ls tool in one round: each is queued on the anchor with its
     own pool index and labelled with its own author (the old rule tried only the newest entry)."""
