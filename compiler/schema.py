@@ -145,6 +145,9 @@ class RaceConfig:
     enabled: bool = True  # race each proposal against its anchor on paired blocks of train tasks; false = evaluate every one in full
     first_block: int = 10  # train tasks in a proposal's first block (at least 10)
     growth: float = 2.0  # each block's cumulative tasks over the one before, up to the whole train split
+    # train tasks in all a proposal ahead of its anchor on the search's train tasks may run (the next
+    # ones of the train split, its anchor on them too); null = the whole train split; <= train_limit = none
+    max_tasks: int | None = 120
 
 
 @dataclass

@@ -30,17 +30,23 @@ class Splits:
 
     workload: Workload
     task_ids: Mapping[str, tuple[str, ...]]
+    reserve: tuple[str, ...] = ()  # train tasks beyond search.train_limit a promising proposal's race may run
 
     @classmethod
     def of(cls, settings: RunSettings, workload: Workload | None = None) -> Splits:
         """``workload``: the one the caller built from these settings already (a dataset is parsed once)."""
         workload = workload or workload_factory(settings.workload.name)(**dict(settings.workload.options))
-        train = list(workload.tasks("train"))[: settings.search.train_limit or None]
+        every = list(workload.tasks("train"))
+        train = every[: settings.search.train_limit or None]
+        race = settings.search.race
+        more = every[len(train):] if race.enabled else []
+        if race.max_tasks is not None:
+            more = more[: max(0, race.max_tasks - len(train))]
         return cls(workload, {
             "train": tuple(t.task_id for t in train),
             "dev": tuple(t.task_id for t in workload.tasks("dev")),
             "holdout": tuple(t.task_id for t in workload.tasks("holdout")),
-        })
+        }, tuple(t.task_id for t in more))
 
     def sizes(self) -> dict[str, int]:
         return {k: len(v) for k, v in self.task_ids.items()}

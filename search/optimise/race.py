@@ -14,6 +14,10 @@ averaged, the workload's clusters as the unit: stats.quality_test, the claim's o
 - ``continue``: neither, before the whole split;
 - at the whole split: ``accepted`` when the interval's lower end is above 0, else ``undecided``.
 
+A proposal ahead of its anchor but undecided on the whole split (``promising``) runs on, on the
+train tasks beyond the search's (``extension``), with its anchor on the same ones, judged by the
+same rule; it is then ranked by ``estimate``.
+
 A proposal that is clearly cheaper per task than its anchor (``CHEAPER``) is never rejected on
 quality: it may be a trade-off the front wants, and only the whole split can place it.
 bench/racing.py measures the rule's error rates by Monte-Carlo.
@@ -37,11 +41,46 @@ CHEAPER = 0.10  # a proposal at least this share cheaper per task than its ancho
 
 @dataclass(frozen=True)
 class RaceSettings:
-    """``search.race``: whether proposals race, the first block's tasks and how blocks grow."""
+    """``search.race``: whether proposals race, the first block's tasks and how blocks grow, and
+    how many train tasks a promising proposal may run in all (``max_tasks``: None for the whole
+    train split; at most the search's train tasks for no extension)."""
 
     enabled: bool = True
     first_block: int = 10
     growth: float = 2.0
+    max_tasks: int | None = 120
+
+
+def extension(n_train: int, n_reserve: int, *, growth: float, max_tasks: int | None, enabled: bool = True) -> tuple[int, ...]:
+    """The cumulative reserve tasks after each extension block: the train tasks beyond the search's
+    ``n_train`` a promising proposal runs next, paired with its anchor on the same ones, growing as
+    the blocks before did, up to ``max_tasks`` in all (e.g. (40, 80) for 40 train tasks, 200 in
+    reserve and 120 at most). Empty when racing is off or nothing is in reserve."""
+    total = n_train + n_reserve if max_tasks is None else min(max_tasks, n_train + n_reserve)
+    if not enabled or total <= n_train:
+        return ()
+    cumulative = [n_train]
+    while cumulative[-1] < total:
+        cumulative.append(min(total, max(cumulative[-1] + 1, math.ceil(cumulative[-1] * growth))))
+    if len(cumulative) > 2 and cumulative[-1] - cumulative[-2] < (cumulative[-2] - cumulative[-3]) / 2:
+        cumulative.pop(-2)  # a last block of a few tasks settles nothing: it joins the one before
+    return tuple(c - n_train for c in cumulative[1:])
+
+
+def promising(step: RaceStep) -> bool:
+    """Whether a proposal that ran the whole train split undecided earns an extension: it is ahead
+    of its anchor there. A tie or a loss on the whole split is no reason to pay for more tasks."""
+    return step.decision == "undecided" and step.mean_diff > 0
+
+
+def estimate(anchor_quality: float, anchor: Sequence[float] | np.ndarray, proposal: Sequence[float] | np.ndarray) -> float:
+    """A raced proposal's train quality, as its anchor's on the search's train tasks plus the mean
+    paired difference over every task the race ran (each task's samples averaged). With no
+    extension this is the proposal's own train quality; with one, its gain is read from two or
+    three times the tasks, so a variant that was lucky on the train tasks does not outrank one
+    that is better."""
+    a, b = np.asarray(anchor, dtype=float), np.asarray(proposal, dtype=float)
+    return float(anchor_quality + (b - a).mean()) if a.size else float(anchor_quality)
 
 
 def plan(n_tasks: int, *, first_block: int, growth: float, enabled: bool = True) -> tuple[int, ...]:

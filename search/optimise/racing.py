@@ -12,6 +12,7 @@ for the round's budget (study.episode_keys).
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,7 +23,7 @@ from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.evaluation.metrics import EvalReport, aggregate, paired_clusters, paired_scores
 from evoharness.search.genome import Genome
 from evoharness.search.optimise.evaluations import Evaluations
-from evoharness.search.optimise.race import RaceSettings, RaceStep, is_cheaper, judge, plan
+from evoharness.search.optimise.race import RaceSettings, RaceStep, estimate, extension, is_cheaper, judge, plan, promising
 from evoharness.search.optimise.trial import TrialResult, TrialSpec, stored_result
 
 
@@ -39,22 +40,20 @@ class RaceRecord:
     clusters: int
     steps: tuple[RaceStep, ...]
     anchor_key: str  # the anchor's stored evaluation
+    extended: int = 0  # train tasks beyond the search's that the race ran (a promising proposal's extension)
+    estimate: float | None = None  # the quality the search ranks the proposal by, when extended (race.estimate)
 
     def to_dict(self) -> dict[str, Any]:
         return {"decision": self.decision, "tasks": self.tasks, "of": self.of, "mean_diff": self.mean_diff, "low": self.low,
-                "high": self.high, "clusters": self.clusters, "steps": [s.to_dict() for s in self.steps], "anchor_key": self.anchor_key}
+                "high": self.high, "clusters": self.clusters, "steps": [s.to_dict() for s in self.steps], "anchor_key": self.anchor_key,
+                "extended": self.extended, "estimate": self.estimate}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RaceRecord:
         return cls(decision=str(d["decision"]), tasks=int(d["tasks"]), of=int(d["of"]), mean_diff=float(d["mean_diff"]),
                    low=float(d["low"]), high=float(d["high"]), clusters=int(d["clusters"]),
-                   steps=tuple(RaceStep.from_dict(s) for s in d.get("steps", ())), anchor_key=str(d["anchor_key"]))
-
-
-def race_text(race: Mapping[str, Any]) -> str:
-    """One record as the round line and the report print it."""
-    return (f"{race['decision']} after {race['tasks']} of {race['of']} tasks, paired difference {float(race['mean_diff']):+.3f} "
-            f"[{float(race['low']):+.3f}, {float(race['high']):+.3f}]")
+                   steps=tuple(RaceStep.from_dict(s) for s in d.get("steps", ())), anchor_key=str(d["anchor_key"]),
+                   extended=int(d.get("extended", 0)), estimate=None if d.get("estimate") is None else float(d["estimate"]))
 
 
 @dataclass(frozen=True)
@@ -66,6 +65,7 @@ class Outcome:
     result: TrialResult | BaseException | None
     episodes: Mapping[str, int]
     race: RaceRecord | None = None
+    estimate: float | None = None  # the quality objective's value, when a race measured it on more tasks than the result's
 
 
 def merged(chunks: Sequence[TrialResult], label: str) -> TrialResult:
@@ -104,6 +104,12 @@ class _Lane:
     steps: list[RaceStep] = field(default_factory=list)
     episodes: dict[str, int] = field(default_factory=dict)
     outcome: Outcome | None = None
+    anchor_genome: Genome | None = None
+    reserve: tuple[str, ...] = ()  # train tasks beyond the search's, in order
+    more: tuple[int, ...] = ()  # cumulative reserve tasks after each extension block
+    whole: TrialResult | None = None  # the proposal on the search's train tasks, once it ran them all
+    extra: list[TrialResult] = field(default_factory=list)  # the proposal's extension blocks
+    anchor_extra: list[TrialResult] = field(default_factory=list)  # the anchor's, on the same tasks
 
     def block(self, j: int) -> TrialSpec:
         if len(self.sizes) == 1:
@@ -111,13 +117,23 @@ class _Lane:
         lo = self.sizes[j - 1] if j else 0
         return replace(self.spec, task_ids=self.spec.task_ids[lo:self.sizes[j]], label=f"{self.spec.label}-b{j}")
 
+    def extension_jobs(self, e: int) -> list[TrialSpec]:
+        """The proposal and its anchor on the ``e``-th extension block's reserve tasks: the anchor's
+        is the same job for every proposal on that anchor (evaluated once, stored, read after)."""
+        assert self.anchor_genome is not None
+        ids = self.reserve[(self.more[e - 1] if e else 0):self.more[e]]
+        return [replace(self.spec, task_ids=ids, label=f"{self.spec.label}-x{e}"),
+                replace(self.spec, genome=self.anchor_genome, task_ids=ids, label=f"anchor-x{e}")]
+
 
 class Racer:
     """Runs a batch's trials: full evaluations in one launch, proposals block by block, every
     lane's next job in the same launch."""
 
-    def __init__(self, evaluations: Evaluations, *, race: RaceSettings, quality: str, cost: bool, confidence: float) -> None:
+    def __init__(self, evaluations: Evaluations, *, race: RaceSettings, quality: str, cost: bool, confidence: float,
+                 reserve: Sequence[str] = ()) -> None:
         self.evaluations, self.race, self.quality, self.cost, self.confidence = evaluations, race, quality, cost, confidence
+        self.reserve = tuple(reserve)
 
     def first_share(self, n_tasks: int) -> float:
         """The least share of a full evaluation a proposal can cost (its first block)."""
@@ -126,14 +142,16 @@ class Racer:
 
     def run(self, specs: Sequence[TrialSpec], anchors: Sequence[Genome | None]) -> list[Outcome]:
         lanes = [self._lane(spec, anchor) for spec, anchor in zip(specs, anchors)]
-        pending = {i: lane.block(0) for i, lane in enumerate(lanes)}
+        pending: dict[int, list[TrialSpec]] = {i: [lane.block(0)] for i, lane in enumerate(lanes)}
         while pending:
             order = list(pending)
-            results = self.evaluations.run_jobs([pending[i] for i in order])
+            jobs = [job for i in order for job in pending[i]]
+            results = iter(self.evaluations.run_jobs(jobs))
+            taken = {i: [next(results) for _ in pending[i]] for i in order}
             pending = {}
-            for i, res in zip(order, results):
-                nxt = self._take(lanes[i], res)
-                if nxt is not None:
+            for i in order:
+                nxt = self._take(lanes[i], taken[i])
+                if nxt:
                     pending[i] = nxt
         return [lane.outcome for lane in lanes if lane.outcome is not None]
 
@@ -151,38 +169,108 @@ class Racer:
         own = ev.paths.evals / f"{spec.eval_key(ev.variant_of(spec.genome).content_hash)}.json"
         sizes = (n,) if own.exists() else plan(n, first_block=self.race.first_block, growth=self.race.growth,
                                                  enabled=self.race.enabled)
-        return _Lane(spec, sizes, anchor=stored.report, anchor_key=anchor_key)
+        more = extension(n, len(self.reserve), growth=self.race.growth, max_tasks=self.race.max_tasks, enabled=self.race.enabled)
+        return _Lane(spec, sizes, anchor=stored.report, anchor_key=anchor_key, anchor_genome=anchor, reserve=self.reserve, more=more)
 
-    def _take(self, lane: _Lane, res: TrialResult | BaseException) -> TrialSpec | None:
+    def _estimate_path(self, full_key: str) -> Any:
+        return self.evaluations.paths.evals / f"{full_key}.estimate.json"
+
+    def _take(self, lane: _Lane, results: list[TrialResult | BaseException]) -> list[TrialSpec]:
+        if lane.whole is not None:
+            return self._take_extension(lane, results)
+        [res] = results
         j = len(lane.chunks)
         block = lane.block(j)
         episodes = len(block.task_ids) * block.samples
         if not isinstance(res, TrialResult):
             lane.episodes[f"failed:{block.label}"] = episodes
             lane.outcome = Outcome(res, dict(lane.episodes))
-            return None
+            return []
         lane.episodes[block.eval_key(res.variant_hash)] = episodes
         lane.chunks.append(res)
         if lane.anchor is None:
-            lane.outcome = Outcome(res, dict(lane.episodes))
-            return None
+            lane.outcome = Outcome(res, dict(lane.episodes), estimate=self._stored_estimate(block.eval_key(res.variant_hash)))
+            return []
         so_far = merged(lane.chunks, lane.spec.label) if len(lane.chunks) > 1 else replace(res, label=lane.spec.label)
         step = self._judge(lane.anchor, so_far.report, ran=lane.sizes[j], of=lane.sizes[-1])
         lane.steps.append(step)
         if step.decision == "continue":
-            return lane.block(j + 1)
-        record = RaceRecord(decision=step.decision, tasks=step.tasks, of=len(lane.spec.task_ids), mean_diff=step.mean_diff,
-                            low=step.low, high=step.high, clusters=step.clusters, steps=tuple(lane.steps), anchor_key=lane.anchor_key)
+            return [lane.block(j + 1)]
+        record = self._record(lane, step)
         if step.decision == "rejected":
             lane.outcome = Outcome(None, dict(lane.episodes), record)
-            return None
+            return []
         if len(lane.chunks) > 1:
             full_key = lane.spec.eval_key(res.variant_hash)
             if not so_far.report.metrics.get("skipped"):  # as run_jobs: an evaluation with skipped episodes is not final
                 write_json_atomic(self.evaluations.paths.evals / f"{full_key}.json", so_far.to_dict())
             lane.episodes[full_key] = 0  # its blocks paid for it: reading it again in this round is free
+        if lane.more and promising(step):  # ahead of its anchor, undecided: more paired tasks, beyond the search's
+            lane.whole = so_far
+            return lane.extension_jobs(0)
         lane.outcome = Outcome(so_far, dict(lane.episodes), record)
-        return None
+        return []
+
+    def _take_extension(self, lane: _Lane, results: list[TrialResult | BaseException]) -> list[TrialSpec]:
+        """One extension block's two results (the proposal's, the anchor's): judged with everything
+        before on the search's train tasks and the reserve ones; the proposal's result stays its
+        evaluation on the search's train tasks (what every trial's objectives are measured on),
+        and its quality objective becomes the estimate from all the paired tasks."""
+        assert lane.whole is not None and lane.anchor is not None
+        e = len(lane.extra)
+        jobs = lane.extension_jobs(e)
+        for job, res in zip(jobs, results):
+            n = len(job.task_ids) * job.samples
+            if not isinstance(res, TrialResult):
+                lane.episodes[f"failed:{job.label}"] = n
+            else:
+                lane.episodes[job.eval_key(res.variant_hash)] = n
+        mine, theirs = results
+        if not isinstance(mine, TrialResult) or not isinstance(theirs, TrialResult):
+            # the extension could not be measured: the proposal keeps what its whole train split said
+            lane.outcome = Outcome(lane.whole, dict(lane.episodes), self._record(lane, lane.steps[-1]))
+            return []
+        lane.extra.append(mine)
+        lane.anchor_extra.append(theirs)
+        n_train = len(lane.spec.task_ids)
+        anchor_all = merged([self._anchor_result(lane), *lane.anchor_extra], "anchor").report
+        mine_all = merged([lane.whole, *lane.extra], lane.spec.label).report
+        step = self._judge(anchor_all, mine_all, ran=n_train + lane.more[e], of=n_train + lane.more[-1])
+        lane.steps.append(step)
+        if step.decision == "continue":
+            return lane.extension_jobs(e + 1)
+        _, a, b = paired_scores(anchor_all, mine_all, metric=self.quality)
+        value = estimate(float(lane.anchor.metrics.get(self.quality, 0.0)), a, b)
+        record = self._record(lane, step, extended=lane.more[e], planned=lane.more[-1], estimate=value)
+        full_key = lane.spec.eval_key(lane.whole.variant_hash)
+        # kept beside the evaluation: a later trial that reads the same evaluation (a front re-read,
+        # a repeat) is ranked by the same estimate, not by the luck of the search's train tasks
+        write_json_atomic(self._estimate_path(full_key), {"metric": self.quality, "estimate": value, "tasks": step.tasks})
+        lane.outcome = Outcome(lane.whole, dict(lane.episodes), record, estimate=value)
+        return []
+
+    def _anchor_result(self, lane: _Lane) -> TrialResult:
+        assert lane.anchor_genome is not None
+        ev = self.evaluations
+        stored = stored_result(ev.paths.evals / f"{lane.anchor_key}.json", ev.variant_of(lane.anchor_genome))
+        assert stored is not None, "the anchor's evaluation was read when the lane began"
+        return stored
+
+    def _stored_estimate(self, full_key: str) -> float | None:
+        path = self._estimate_path(full_key)
+        if not path.exists():
+            return None
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            return float(d["estimate"]) if d.get("metric") == self.quality else None
+        except (OSError, ValueError, KeyError, TypeError):  # a damaged estimate is ignored: the evaluation itself stands
+            return None
+
+    @staticmethod
+    def _record(lane: _Lane, step: RaceStep, *, extended: int = 0, planned: int = 0, estimate: float | None = None) -> RaceRecord:
+        return RaceRecord(decision=step.decision, tasks=step.tasks, of=len(lane.spec.task_ids) + planned, mean_diff=step.mean_diff,
+                          low=step.low, high=step.high, clusters=step.clusters, steps=tuple(lane.steps), anchor_key=lane.anchor_key,
+                          extended=extended, estimate=estimate)
 
     def _judge(self, anchor: EvalReport, proposal: EvalReport, *, ran: int, of: int) -> RaceStep:
         tasks, a, b = paired_scores(anchor, proposal, metric=self.quality)

@@ -17,7 +17,7 @@ from evoharness.search.optimise.budget import SpendWatch
 from evoharness.search.optimise.evaluations import Evaluations, SearchInterrupted
 from evoharness.search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
 from evoharness.search.optimise.progress import Progress, progress_line, study_progress
-from evoharness.search.optimise.racing import Outcome, Racer, race_text
+from evoharness.search.optimise.racing import Outcome, Racer
 from evoharness.search.optimise.seeding import NewEntry, Queued, round_queue
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.study import (
@@ -36,6 +36,7 @@ from evoharness.search.optimise.study import (
     round_study,
 )
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
+from evoharness.search.records.format import race_text
 from evoharness.search.records.spend import append_spend, mutator_spend_row
 
 CONTROL_SEED_STRIDE = 7919  # identity controls draw fresh samples: a different seed per round
@@ -68,7 +69,9 @@ def round_line(k: int, study: optuna.Study, rp: RoundPools, front: Sequence[Tria
             f"{distinct_evaluations(study)} distinct, in {len(done)} trials; {paid_episodes(study, earlier)}{of} paid episodes; "
             f"proposals: {len(rp.added)} made, {tried} evaluated, {len(rp.added) - tried} not reached (tried first next round); "
             f"raced: {decisions.count('accepted')} accepted, {decisions.count('undecided')} undecided, "
-            f"{decisions.count('rejected')} rejected early; front of {len({t.variant_hash for t in front})} variants")
+            f"{decisions.count('rejected')} rejected ({sum(1 for t in raced if t.state == optuna.trial.TrialState.PRUNED)} early), "
+            f"{sum(1 for t in raced if t.user_attrs['race'].get('extended'))} measured beyond the train tasks; "
+            f"front of {len({t.variant_hash for t in front})} variants")
     lines = [f"  trial {t.number} ({t.user_attrs.get('origin')}): {race_text(t.user_attrs['race'])}" for t in raced]
     return "\n".join([head, *lines])
 
@@ -78,7 +81,7 @@ class Rounds:
     paid work (None while it has not)."""
 
     def __init__(self, settings: RunSettings, paths: StudyPaths, workload: Workload, evaluations: Evaluations, watch: SpendWatch, *,
-                 echo: Callable[[str], None], should_stop: Callable[[], bool]) -> None:
+                 echo: Callable[[str], None], should_stop: Callable[[], bool], reserve: Sequence[str] = ()) -> None:
         self.settings, self.s, self.paths, self.workload = settings, settings.search, paths, workload
         self.evaluations, self.watch, self.echo, self.should_stop = evaluations, watch, echo, should_stop
         self.objectives = settings.objectives
@@ -86,7 +89,7 @@ class Rounds:
         self.mutators = [(m.build(i), m.weight) for i, m in enumerate(settings.mutators)]
         self.capped: int | None = None
         self.racer = Racer(evaluations, race=self.s.race, quality=self.quality, confidence=self.s.confidence,
-                           cost=any(o.metric == "cost_per_task" for o in self.objectives))
+                           cost=any(o.metric == "cost_per_task" for o in self.objectives), reserve=reserve)
 
     @property
     def full_episodes(self) -> int:
@@ -261,6 +264,9 @@ class Rounds:
             trial.set_user_attr("error", why)
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return
+        if out.estimate is not None:  # a race measured the quality on more paired tasks: the objective is that estimate
+            values = [out.estimate if o.metric == self.quality else v for o, v in zip(objectives, values)]
+            trial.set_user_attr("estimate", {"metric": self.quality, "value": out.estimate})
         verdict = evaluate_criteria(res.report, criteria, self.settings.aggregation)
         # Hard criteria are Optuna constraints (<= 0 feasible): NSGA-II ranks and best_trials filter by them.
         for c, value in zip([c for c in criteria if c.hard], constraint_values(verdict)):

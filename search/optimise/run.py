@@ -49,7 +49,7 @@ class SearchRun:
         self.watch = SpendWatch(settings, self.paths.spend, tasks=self.splits.sizes(), echo=echo)
         self.evaluations = Evaluations(settings, self.paths, self.splits.task_ids, launch=launch, should_stop=should_stop)
         self.rounds = Rounds(settings, self.paths, self.splits.workload, self.evaluations, self.watch,
-                             echo=echo, should_stop=should_stop)
+                             echo=echo, should_stop=should_stop, reserve=self.splits.reserve)
 
     @property
     def pools(self) -> Pools | None:

@@ -73,7 +73,7 @@ class SearchSettings:
         values: dict[str, Any] = {f.name: getattr(typed, f.name) for f in dataclasses.fields(cls)}
         frozen: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
         frozen["race"] = RaceSettings(enabled=bool(typed.race.enabled), first_block=int(typed.race.first_block),
-                                      growth=float(typed.race.growth))
+                                      growth=float(typed.race.growth), max_tasks=typed.race.max_tasks)
         return cls(**frozen).checked()
 
     def checked(self) -> SearchSettings:
@@ -131,6 +131,10 @@ class SearchSettings:
         if not (self.race.growth >= MIN_GROWTH and math.isfinite(self.race.growth)):
             raise ConfigError("search.race.growth", f"must be at least {MIN_GROWTH:g}, got {self.race.growth}",
                               "use 2 (each block doubles the tasks) or more: slower growth adds looks, and each look can lose a good edit")
+        if self.race.max_tasks is not None and self.race.max_tasks < 1:
+            raise ConfigError("search.race.max_tasks", f"must be at least 1 or null, got {self.race.max_tasks}",
+                              "set e.g. search.race.max_tasks=120, at most search.train_limit for no extension, or null for the whole "
+                              "train split")
         if self.budget_usd is not None and not (self.budget_usd > 0 and math.isfinite(self.budget_usd)):
             raise ConfigError("search.budget_usd", f"must be a positive number of US dollars, got {self.budget_usd}",
                               "set e.g. search.budget_usd=5, or search.budget_usd=null for no cap")

@@ -54,6 +54,7 @@ class TrialRecord:
     eval_key: str | None = None
     anchor: Genome | None = None  # for a new entry's trial: the front member it was tried on
     race: Mapping[str, Any] | None = None  # for a new entry's trial: its paired evidence against the anchor (racing.RaceRecord)
+    estimate: Mapping[str, Any] | None = None  # {metric, value}: the quality objective a race measured on more paired tasks
 
     @classmethod
     def of(cls, t: FrozenTrial, round_index: int) -> TrialRecord:
@@ -66,9 +67,14 @@ class TrialRecord:
             authors=tuple(a.get("authors", ())), error=a.get("error"), eval_key=a.get("eval_key"),
             anchor=Genome.from_dict(a["anchor"]) if isinstance(a.get("anchor"), dict) else None,
             race=a.get("race") if isinstance(a.get("race"), dict) else None,
+            estimate=a.get("estimate") if isinstance(a.get("estimate"), dict) else None,
         )
 
     def quality(self, metric: str) -> float:
+        """The train quality the search ranks by: a race's estimate from more paired tasks when it
+        made one (racing.Racer), else the train evaluation's."""
+        if self.estimate is not None and self.estimate.get("metric") == metric:
+            return float(self.estimate["value"])
         return float(self.train.get(metric, 0.0))
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 UNPRICED = "unpriced"  # shown for a cost on a route with no price: unknown, not $0
@@ -35,3 +36,17 @@ def fmt_metric(value: Any, metric: str, *, signed: bool = False, missing: str = 
     if metric in COUNTS:
         return f"{sign}{a:,.0f}"
     return f"{sign}{a:.3f}"
+
+
+def race_text(race: Mapping[str, Any]) -> str:
+    """A proposal's race record (search/optimise/racing.py) in one line, as the round line and the
+    report print it: its decision, the tasks it ran (those beyond the search's train tasks named)
+    and its paired difference, and the quality it is ranked by when the race measured more."""
+    def signed(key: str) -> str:
+        value = number(race.get(key))
+        return "?" if value is None else f"{value:+.3f}"
+
+    more, ranked = number(race.get("extended")), number(race.get("estimate"))
+    where = f"{race.get('tasks')} of {race.get('of')} tasks" + (f" ({more:g} beyond the search's train tasks)" if more else "")
+    text = f"{race.get('decision')} after {where}, paired difference {signed('mean_diff')} [{signed('low')}, {signed('high')}]"
+    return text + (f"; ranked at quality {ranked:.3f}" if ranked is not None else "")

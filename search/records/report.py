@@ -17,7 +17,7 @@ from evoharness.compiler.atomic import write_text_atomic
 from evoharness.compiler.runtime.workload import SPLITS
 from evoharness.search.evaluation.criteria import quality_objective
 from evoharness.search.evaluation.decision import rule_of_record
-from evoharness.search.records.format import fmt_metric
+from evoharness.search.records.format import fmt_metric, race_text
 from evoharness.search.records.format import number as _num
 from evoharness.search.records.headline import headline
 from evoharness.search.records.outcome import ABSENT, Claim, Member, SearchOutcome, as_dict, present
@@ -43,9 +43,7 @@ def _tip(item: Mapping[str, Any], label: str, metrics: Sequence[str], objectives
     authors = ", ".join(str(a) for a in item.get("authors") or []) or "–"
     values = " · ".join(f"{m} {fmt_metric(_value(item, m, objectives), m)}" for m in metrics)
     race = item.get("race")
-    raced = "" if not isinstance(race, Mapping) else (
-        f"\nagainst its anchor: {race.get('decision')} after {race.get('tasks')} of {race.get('of')} tasks, paired difference "
-        f"{float(race['mean_diff']):+.3f} [{float(race['low']):+.3f}, {float(race['high']):+.3f}]")
+    raced = f"\nagainst its anchor: {race_text(race)}" if isinstance(race, Mapping) else ""
     return f"{label}\nauthors: {authors}\n{values}{raced}"
 
 

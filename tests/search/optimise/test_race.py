@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -179,7 +180,7 @@ def test_a_worse_proposal_is_raced_out_after_its_first_block_and_a_resume_pays_n
     assert paid_episodes(_round(settings, 1), _earlier(settings)) <= 3 * N_TRAIN
     assert len(proposals) > 3, "racing bought no more proposals than full evaluations would"
     line = next(x for x in lines if x.startswith("round 1:"))
-    assert f"of {3 * N_TRAIN} paid episodes" in line and f"{len(pruned)} rejected early" in line
+    assert f"of {3 * N_TRAIN} paid episodes" in line and f"{len(pruned)} rejected ({len(pruned)} early)" in line
     assert f"rejected after 10 of {N_TRAIN} tasks, paired difference -0.600" in line
     # a resume launches nothing: every block and every full evaluation is read back from the store
     before = len(surface.jobs)
@@ -213,4 +214,90 @@ def test_race_settings_are_checked(tmp_path: Path) -> None:
         make_settings(tmp_path, "search.race.first_block=4")
     with pytest.raises(ConfigError, match="search.race.growth"):
         make_settings(tmp_path, "search.race.growth=1.0")
+    with pytest.raises(ConfigError, match="search.race.max_tasks: must be at least 1 or null, got 0"):
+        make_settings(tmp_path, "search.race.max_tasks=0")
+
+
+# -- a proposal ahead of its anchor runs on, beyond the search's train tasks ---------------------
+
+def test_extension_blocks_grow_past_the_search_split_up_to_max_tasks() -> None:
+    from evoharness.search.optimise.race import estimate, extension
+
+    assert extension(40, 200, growth=2.0, max_tasks=120) == (40, 80)
+    assert extension(40, 200, growth=2.0, max_tasks=None) == (40, 120, 200)
+    assert extension(40, 41, growth=2.0, max_tasks=None) == (41,)  # a last block of one task joins the one before
+    assert extension(40, 200, growth=2.0, max_tasks=40) == extension(40, 0, growth=2.0, max_tasks=None) == ()
+    assert extension(40, 200, growth=2.0, max_tasks=120, enabled=False) == ()
+    # the estimate is the anchor's quality plus the mean paired difference: its own quality when the tasks are the same
+    assert estimate(0.5, [1, 0, 1, 0], [1, 1, 1, 0]) == pytest.approx(0.75)
+    assert estimate(0.5, [1, 0, 1, 0, 1, 1], [1, 1, 1, 0, 0, 0]) == pytest.approx(0.5 - 1 / 6)
+
+
+class Reserve(Surface):
+    """On the search's 20 train tasks every edit passes the first twelve, the baseline ten: an edit
+    looks ahead. Beyond them (the reserve the race extends into) the baseline passes every other
+    task, a prompt edit none (it was lucky on the 20) and a tool edit all (it is better)."""
+
+    def __call__(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
+        out: list[TrialResult | BaseException] = []
+        for spec in specs:
+            self.jobs.append(spec)
+            variant = spec.variant()
+            section, tool = any(spec.genome.sections.values()), any(spec.genome.tools.values())
+            episodes = []
+            for task_id in spec.task_ids:
+                i = self.order.setdefault(task_id, len(self.order)) if spec.split == "train" else int(task_id.rsplit("_", 1)[-1]) % 7
+                if i < N_TRAIN:
+                    passed = i < (12 if section or tool or spec.genome.model == 1 else 10)
+                else:
+                    passed = tool or (not section and i % 2 == 0)
+                episodes.append(EpisodeResult(task_id=task_id, sample=0, status="scored", passed=passed, score=float(passed), named={},
+                                              delivered=True, safety_violations=0, cost_usd=0.001, latency_s=1.0, prompt_tokens=10,
+                                              completion_tokens=5, model_calls=1, tool_calls=1, tool_errors=0,
+                                              detail="" if passed else "wrong value"))
+            out.append(TrialResult(label=spec.label, split=spec.split, variant=variant,
+                                   report=aggregate(episodes, variant_hash=variant.content_hash, split=spec.split, samples=1)))
+        return out
+
+
+def test_a_proposal_ahead_on_the_train_tasks_is_measured_on_more_and_ranked_by_all_of_them(tmp_path: Path) -> None:
+    from evoharness.search.optimise.study import TrialRecord
+
+    settings = make_settings(tmp_path, "search.rounds=4", "search.race.max_tasks=60", "search.models=[]")
+    surface = Reserve()
+    lines: list[str] = []
+    SearchRun(settings, launch=surface, echo=lines.append).execute()
+    extended = [t for k in (1, 2, 3) for t in _round(settings, k).trials
+                if t.state == optuna.trial.TrialState.COMPLETE and (t.user_attrs.get("race") or {}).get("extended")]
+    lucky = [t for t in extended if any(Genome_of(t).sections.values())]
+    better = [t for t in extended if any(Genome_of(t).tools.values()) and not any(Genome_of(t).sections.values())]
+    assert lucky and better, [t.user_attrs.get("origin") for t in extended]
+    for t in lucky:  # ahead by 2 of 20, behind by 10 of the next 20: stopped there, ranked below its raw 0.6
+        race = t.user_attrs["race"]
+        assert race["extended"] == N_TRAIN and race["tasks"] == 2 * N_TRAIN < race["of"] == 60 and race["decision"] == "rejected"
+        assert t.user_attrs["train"]["pass_rate"] == pytest.approx(0.6)
+        assert race["estimate"] == pytest.approx(0.5 + (2 - 10) / 40) and t.values[0] == pytest.approx(race["estimate"])
+        assert TrialRecord.of(t, 1).quality("pass_rate") == pytest.approx(race["estimate"])
+    for t in better:  # ahead on every reserve task too: accepted on all 60, ranked above its raw 0.6
+        race = t.user_attrs["race"]
+        assert race["extended"] == 40 and race["tasks"] == 60 and race["decision"] == "accepted"
+        assert t.values[0] == pytest.approx(0.5 + (2 + 20) / 60) and t.values[0] > t.user_attrs["train"]["pass_rate"]
+    # the anchor's reserve blocks are evaluated once for every proposal on it, and paid once
+    anchor_jobs = [(j.genome, j.task_ids) for j in surface.jobs if j.label.startswith("anchor-x")]
+    assert anchor_jobs and len(anchor_jobs) == len({(json.dumps(g.to_dict(), sort_keys=True), ids) for g, ids in anchor_jobs})
+    assert any("measured beyond the train tasks" in x and "ranked at quality" in x for x in lines)
+    # a later trial reading an extended proposal's evaluation is ranked by the same estimate
+    keys = {t.user_attrs["eval_key"]: t.user_attrs["race"]["estimate"] for t in extended}
+    reread = [t for k in (2, 3) for t in _round(settings, k).trials if t.user_attrs.get("eval_key") in keys and not t.user_attrs.get("race")]
+    assert reread and all(t.values[0] == pytest.approx(keys[t.user_attrs["eval_key"]]) for t in reread)
+    # and a resume pays for nothing again
+    before = len(surface.jobs)
+    SearchRun(settings, launch=surface, echo=lambda _: None).execute()
+    assert len(surface.jobs) == before
+
+
+def Genome_of(t: optuna.trial.FrozenTrial) -> Any:
+    from evoharness.search.genome import Genome
+
+    return Genome.from_dict(t.user_attrs["genome"])
 
