@@ -16,6 +16,11 @@ four consecutive tasks (the worst case: a first block of a few clusters). Figure
 good edit is raced out (false reject), how often a worse one survives to the whole split, how
 often a worse or null one is accepted, and the tasks a proposal costs.
 
+Then the extension beyond the search's tasks (``race.extension``): how often a null or worse edit
+is accepted after its extra looks, and how often, among fifteen null edits and one good one on an
+anchor, the good one ranks first when proposals are ranked by ``race.estimate`` against by their
+own 40 tasks.
+
 Part 2 (``--search``, ~10 min on 2 cores): the same small search on the simulated model with
 ``search.race.enabled=true`` and ``=false``: paid train episodes, proposals evaluated, and the
 champion's train and dev quality.
@@ -34,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import ROOT, figure
-from evoharness.search.optimise.race import MIN_FIRST_BLOCK, RaceSettings, judge, plan
+from evoharness.search.optimise.race import MIN_FIRST_BLOCK, RaceSettings, estimate, extension, judge, plan, promising
 
 SAMPLES = 2
 MU, CLUSTER_SD, TASK_SD, EDIT_SD = 0.6, 1.3, 1.3, 0.6
@@ -68,21 +73,60 @@ def calibrate(effect: float, size: int) -> float:
     return (lo + hi) / 2
 
 
-def race_once(rng: np.random.Generator, shift: float, size: int, rho: float, race: RaceSettings, n_tasks: int) -> tuple[str, int]:
-    anchor_logit, interaction = _logits(rng, n_tasks, size)
-    pa, pb = _sigmoid(anchor_logit), _sigmoid(anchor_logit + interaction + shift)
-    u = rng.random((n_tasks, SAMPLES))
-    same = rng.random((n_tasks, SAMPLES)) < rho  # the edit left this episode's draws as they were
-    v = np.where(same, u, rng.random((n_tasks, SAMPLES)))
-    a = (u < pa[:, None]).mean(axis=1)
-    b = (v < pb[:, None]).mean(axis=1)
-    names = [f"c{i // size}" for i in range(n_tasks)]
-    sizes = plan(n_tasks, first_block=race.first_block, growth=race.growth)
-    for n in sizes:
+def _paired(rng: np.random.Generator, anchor_logit: np.ndarray, interaction: np.ndarray, shift: float, rho: float,
+            u: np.ndarray) -> np.ndarray:
+    """The edit's per-task pass rate, its draws shared with the anchor's (``u``) with probability ``rho``."""
+    pb = _sigmoid(anchor_logit + interaction + shift)
+    same = rng.random(u.shape) < rho  # the edit left this episode's draws as they were
+    v = np.where(same, u, rng.random(u.shape))
+    return np.asarray((v < pb[:, None]).mean(axis=1))
+
+
+def race_once(rng: np.random.Generator, shift: float, size: int, rho: float, race: RaceSettings, n_tasks: int,
+              reserve: int = 0) -> tuple[str, int, float | None]:
+    """One proposal's race as the search runs it: its decision, the tasks it ran, and the quality it
+    is ranked by (None when raced out). ``reserve``: train tasks beyond the split it may extend into."""
+    anchor_logit, interaction = _logits(rng, n_tasks + reserve, size)
+    u = rng.random((n_tasks + reserve, SAMPLES))
+    a = (u < _sigmoid(anchor_logit)[:, None]).mean(axis=1)
+    b = _paired(rng, anchor_logit, interaction, shift, rho, u)
+    return judged(a, b, size, race, n_tasks, reserve)
+
+
+def judged(a: np.ndarray, b: np.ndarray, size: int, race: RaceSettings, n_tasks: int, reserve: int) -> tuple[str, int, float | None]:
+    names = [f"c{i // size}" for i in range(len(a))]
+    for n in plan(n_tasks, first_block=race.first_block, growth=race.growth):
         step = judge(a[:n], b[:n], clusters=names[:n], ran=n, of=n_tasks, confidence=0.95)
         if step.decision != "continue":
-            return step.decision, n
-    raise AssertionError("the last block always decides")
+            break
+    if step.decision == "rejected":
+        return "rejected", n, None
+    more = extension(n_tasks, reserve, growth=race.growth, max_tasks=race.max_tasks)
+    if not (more and promising(step)):
+        return step.decision, n, float(b[:n_tasks].mean())
+    for m in more:
+        n = n_tasks + m
+        step = judge(a[:n], b[:n], clusters=names[:n], ran=n, of=n_tasks + more[-1], confidence=0.95)
+        if step.decision != "continue":
+            break
+    return step.decision, n, estimate(float(a[:n_tasks].mean()), a[:n], b[:n])
+
+
+def select_once(rng: np.random.Generator, shifts: Sequence[float], size: int, rho: float, race: RaceSettings, n_tasks: int,
+                reserve: int) -> tuple[int, int]:
+    """Proposals on one anchor, raced and ranked as the search ranks them: which one ranks first
+    (its index, -1 when every one was raced out) and the proposal tasks run."""
+    anchor_logit, _ = _logits(rng, n_tasks + reserve, size)
+    u = rng.random((n_tasks + reserve, SAMPLES))
+    a = (u < _sigmoid(anchor_logit)[:, None]).mean(axis=1)
+    ranked, tasks = [], 0
+    for i, shift in enumerate(shifts):
+        _, interaction = _logits(rng, n_tasks + reserve, size)
+        _, n, value = judged(a, _paired(rng, anchor_logit, interaction, shift, rho, u), size, race, n_tasks, reserve)
+        tasks += n
+        if value is not None:
+            ranked.append((value, i))
+    return (max(ranked)[1] if ranked else -1), tasks
 
 
 def monte_carlo(reps: int) -> None:
@@ -96,9 +140,9 @@ def monte_carlo(reps: int) -> None:
                 shift = calibrate(effect, size)
                 rng = np.random.default_rng(int(1000 * (effect + 1)) + 17 * size + n_tasks)
                 out = [race_once(rng, shift, size, rho, race, n_tasks) for _ in range(reps)]
-                rejected = sum(d == "rejected" for d, _ in out) / reps
-                accepted = sum(d == "accepted" for d, _ in out) / reps
-                tasks = sum(n for _, n in out) / reps
+                rejected = sum(d == "rejected" for d, _, _ in out) / reps
+                accepted = sum(d == "accepted" for d, _, _ in out) / reps
+                tasks = sum(n for _, n, _ in out) / reps
                 value = rejected if kind == "false_reject" else 1.0 - rejected
                 aimed = kind == "false_reject" or n_tasks >= 2 * race.first_block * 2
                 figure(f"{kind} rate, true effect {effect:+.2f} ({layout})", round(value, 3), f"<= {target}" if aimed else "reported",
@@ -107,6 +151,41 @@ def monte_carlo(reps: int) -> None:
                 if effect <= 0:  # the interval's one-sided level, up to the Monte-Carlo error (two standard errors)
                     figure(f"accepted rate, true effect {effect:+.2f} ({layout})", round(accepted, 3), "<= 0.025",
                            accepted <= 0.025 + 2 * math.sqrt(0.025 * 0.975 / reps))
+
+
+def extended(reps: int) -> None:
+    """The extension beyond the search's 40 tasks (120 in all, of a train split with 200 more):
+    how often a null or worse edit is accepted after its extra looks, how often a good one is; then
+    fifteen null edits and one good one on one anchor, ranked as the search ranks them: how often
+    the good one ranks first, with the extension and without it (``max_tasks`` 40), and the
+    proposal tasks each way."""
+    n_tasks, reserve = 40, 200
+    on, off = RaceSettings(first_block=MIN_FIRST_BLOCK), RaceSettings(first_block=MIN_FIRST_BLOCK, max_tasks=n_tasks)
+    for size, rho in ((1, 0.3), (4, 0.3), (1, 0.8)):
+        layout = f"40 tasks + up to 80 beyond, clusters of {size}, rho={rho}"
+        for effect in (0.10, 0.05, 0.0, -0.05):
+            shift = calibrate(effect, size)
+            rng = np.random.default_rng(int(1000 * (effect + 1)) + 17 * size + 7)
+            out = [race_once(rng, shift, size, rho, on, n_tasks, reserve) for _ in range(reps)]
+            accepted = sum(d == "accepted" for d, _, _ in out) / reps
+            tasks = sum(n for _, n, _ in out) / reps
+            if effect <= 0:
+                figure(f"accepted rate after extension, true effect {effect:+.2f} ({layout})", round(accepted, 3), "<= 0.025",
+                       accepted <= 0.025 + 2 * math.sqrt(0.025 * 0.975 / reps), mean_tasks=round(tasks, 1), reps=reps)
+            else:
+                figure(f"accepted rate after extension, true effect {effect:+.2f} ({layout})", round(accepted, 3), "reported", None,
+                       mean_tasks=round(tasks, 1), reps=reps)
+        for effect in (0.10, 0.05):
+            shifts = [calibrate(0.0, size)] * 15 + [calibrate(effect, size)]
+            picks = {}
+            for name, race in (("extension", on), ("no extension", off)):
+                rng = np.random.default_rng(99 + size)
+                runs = [select_once(rng, shifts, size, rho, race, n_tasks, reserve) for _ in range(max(1, reps // 10))]
+                picks[name] = (sum(i == len(shifts) - 1 for i, _ in runs) / len(runs), sum(t for _, t in runs) / len(runs))
+            figure(f"a {effect:+.2f} edit ranks first among it and 15 null edits, extension / none ({layout})",
+                   f"{picks['extension'][0]:.3f} / {picks['no extension'][0]:.3f}", "extension > none",
+                   picks["extension"][0] > picks["no extension"][0],
+                   proposal_tasks=f"{picks['extension'][1]:.0f} / {picks['no extension'][1]:.0f}", reps=max(1, reps // 10))
 
 
 def run_search(tmp: Path, study: str, race: bool) -> dict[str, object]:
@@ -170,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     started = time.time()
     monte_carlo(args.reps)
+    extended(args.reps)
     if args.search:
         import tempfile
 

@@ -173,7 +173,7 @@ class Racer:
         return _Lane(spec, sizes, anchor=stored.report, anchor_key=anchor_key, anchor_genome=anchor, reserve=self.reserve, more=more)
 
     def _estimate_path(self, full_key: str) -> Any:
-        return self.evaluations.paths.evals / f"{full_key}.estimate.json"
+        return self.evaluations.paths.estimates / f"{full_key}.json"
 
     def _take(self, lane: _Lane, results: list[TrialResult | BaseException]) -> list[TrialSpec]:
         if lane.whole is not None:

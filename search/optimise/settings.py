@@ -297,6 +297,11 @@ class StudyPaths:
         return self.dir / "evals"
 
     @property
+    def estimates(self) -> Path:
+        """A raced proposal's quality estimate from the tasks beyond the train split, per evaluation key."""
+        return self.dir / "estimates"
+
+    @property
     def spend(self) -> Path:
         return self.dir / "spend.jsonl"
 

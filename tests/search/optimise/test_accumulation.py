@@ -232,8 +232,8 @@ def test_anchors_share_the_room_and_a_shared_proposal_is_tried_on_each(settings:
     assert [e.anchor for e in policy] == [big.genome]  # pool_size 3: room for one new entry; the dear anchor's came first
     steps = [e for e in rp.added if e.kind == "step"]
     arguments = {w for _, w in STEP_KINDS["arguments"].wordings}  # wrong values call for an argument check
-    assert [rp.pools.steps[e.key or ""].value["instructions"] in arguments for e in steps] == [True, True]
-    assert {e.model for e in (s.anchor for s in steps) if e} == {0, 1}  # one per anchor, its wording the anchor's rng's
+    assert [rp.pools.steps[e.key or ""].value["instructions"] in arguments for e in steps] == [True] * 4
+    assert {e.model for e in (s.anchor for s in steps) if e} == {0, 1}  # two per anchor, their wordings the anchor's rng's
     # the same step asked for by both anchors: one pool entry, tried on each
     step = {"name": "look_again", "instructions": "Look again.", "optional": True}
     same = FunctionMutator("same_step", lambda ctx, rng: [proposal("step", "look_again", step, "same_step", "test")])
@@ -257,4 +257,4 @@ def test_a_workflow_step_is_supported_by_every_failed_episode(settings: RunSetti
     evidence = [wrong(f"t/{i}", "mv", "destination", big.genome) for i in range(4)] + [wrong("t/9", "cd", "folder", big.genome)]
     rp = mutate(settings, 1, base, [big], evidence, run_teacher=None, echo=lambda _: None,
                 mutators=[(make_mutator("tool_rule_add"), 1.0), (make_mutator("workflow_step_append"), 1.0)])
-    assert [(e.kind, e.support) for e in rp.added] == [("step", 5), ("tool", 4)]  # the step first: it acts on all five
+    assert [(e.kind, e.support) for e in rp.added] == [("step", 5), ("step", 5), ("tool", 4)]  # steps first: they act on all five

@@ -288,7 +288,8 @@ def test_a_proposal_ahead_on_the_train_tasks_is_measured_on_more_and_ranked_by_a
     assert any("measured beyond the train tasks" in x and "ranked at quality" in x for x in lines)
     # a later trial reading an extended proposal's evaluation is ranked by the same estimate
     keys = {t.user_attrs["eval_key"]: t.user_attrs["race"]["estimate"] for t in extended}
-    reread = [t for k in (2, 3) for t in _round(settings, k).trials if t.user_attrs.get("eval_key") in keys and not t.user_attrs.get("race")]
+    reread = [t for k in (2, 3) for t in _round(settings, k).trials
+              if t.user_attrs.get("eval_key") in keys and not t.user_attrs.get("race")]
     assert reread and all(t.values[0] == pytest.approx(keys[t.user_attrs["eval_key"]]) for t in reread)
     # and a resume pays for nothing again
     before = len(surface.jobs)

@@ -13,7 +13,9 @@ import yaml
 from evoharness.search.optimise.study import distinct_evaluations, eval_keys, free_rereads, paid_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]
-TINY = ["search.train_limit=6",
+# the budget counts below are whole evaluations: no proposal runs on past the six train tasks here
+# (the extension is tested in test_race.py)
+TINY = ["search.train_limit=6", "search.race.max_tasks=6",
         "workload.options.categories=[multi_turn_base]", "search.samples=1", "search.population_size=2", "search.max_front_dev=2",
         "search.resamples=2000"]
 
