@@ -83,8 +83,10 @@ def anchors(front: Sequence[TrialRecord], quality: str, *, margin: float | None 
     The cheap member: under cheapest_noninferior (``margin`` given), the cheapest member that costs
     less than the baseline and is within ``margin`` of the baseline's quality; when none is yet,
     the best-quality member that costs less (the cheap configuration closest to qualifying, which
-    is where an edit has the most to win). Otherwise the cheapest member better than the baseline
-    (the cheapest of all when none is). The baseline's quality and cost are ``reference`` and
+    is where an edit has the most to win). Otherwise (a best-quality rule, which does not weigh
+    cost) the cheapest member better than the baseline, and none when no member is: a cheap member
+    below the baseline cannot become the best, and the proposals tried on it would be the budget's
+    loss. The baseline's quality and cost are ``reference`` and
     ``reference_cost`` (its train result this round; the front need not hold it), else the front's
     baseline member's. The baseline when there is no front."""
     members = [t for t in front if t.genome is not None]
@@ -98,8 +100,8 @@ def anchors(front: Sequence[TrialRecord], quality: str, *, margin: float | None 
     base = next((t for t in members if t.origin == "baseline"), None)
     base_q = reference if reference is not None else (base.quality(quality) if base is not None else 0.0)
     if margin is None:
-        better = [t for t in members if t.quality(quality) > base_q] or members
-        by_cost = min(better, key=cost)
+        better = [t for t in members if t.quality(quality) > base_q]
+        by_cost = min(better, key=cost) if better else by_quality
     else:
         base_cost = reference_cost if reference_cost is not None else (cost(base) if base is not None else float("inf"))
         cheaper = [t for t in members if cost(t) < base_cost]
