@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader (or a crash) sees the old file or the whole new one, never half."""
+"""Atomic writes: a reader (or a crash) sees the old file or the whole new one, never half; and a
+job's output line reaches a stream shared with other jobs whole."""
 from __future__ import annotations
 
 import contextlib
@@ -6,10 +7,11 @@ import errno
 import json
 import os
 import socket
+import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 _HOST = socket.gethostname()
 
@@ -52,6 +54,17 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, fsync: bool = 
             os.unlink(tmp)
         raise
     return target
+
+
+def print_whole(text: str, file: TextIO | None = None) -> None:
+    """``text`` and its newline in one write, flushed at once. A multirun's jobs run in parallel
+    processes that share the command's stdout and stderr, and ``print`` writes the text and its end
+    separately: on an unbuffered stream (PYTHONUNBUFFERED=1, as many CI images set) another job's
+    line can land between the two and two lines merge into one. A write of up to PIPE_BUF bytes
+    (4096 on Linux) reaches a pipe in one piece."""
+    out = sys.stdout if file is None else file
+    out.write(text + "\n")
+    out.flush()
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: int | None = 1, fsync: bool = True) -> Path:

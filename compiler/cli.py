@@ -24,6 +24,7 @@ def released(cfg: DictConfig, overrides: Sequence[str] | None = None) -> DictCon
 
 
 def compile_task(cfg: DictConfig) -> HarnessVariant:
+    from evoharness.compiler.atomic import print_whole
     from evoharness.compiler.config_compile import compile_config
     from evoharness.compiler.writer import write_variant
     from hydra.core.hydra_config import HydraConfig
@@ -31,7 +32,7 @@ def compile_task(cfg: DictConfig) -> HarnessVariant:
     variant = compile_config(released(cfg))
     path = write_variant(variant, Path(cfg.runs_dir) / "compiled")
     write_variant(variant, HydraConfig.get().runtime.output_dir)
-    print(f"{variant.content_hash}  {path}")
+    print_whole(f"{variant.content_hash}  {path}")  # a sweep's jobs print beside each other
     return variant
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evoharness.compiler.atomic import write_text_atomic
+from evoharness.compiler.atomic import print_whole, write_text_atomic
 from evoharness.compiler.errors import ConfigError, RouteRefused, RunFailed
 from evoharness.compiler.secrets import install_log_scrubber, remember_config, scrub, watch_env_resolver
 from hydra.experimental.callback import Callback
@@ -81,7 +81,7 @@ def scrubbed_task(task: Callable[[DictConfig], object], *, raising: bool = False
                 raise TaskRefused(exc) from None
             if isinstance(exc, RouteRefused):  # one job's failure: the launcher records it, the sweep keeps the rest
                 raise RuntimeError(scrub(str(exc))) from None
-            print(f"error: {scrub(str(exc))}", file=sys.stderr)
+            print_whole(f"error: {scrub(str(exc))}", sys.stderr)
             raise SystemExit(2) from None
         except RunFailed as exc:
             if raising:

@@ -161,19 +161,39 @@ def test_an_interrupt_inside_a_running_loop_asks_the_search_on_the_worker_thread
     """A notebook's stop button is a SIGINT to the kernel's main thread, which waits on the worker
     thread a search runs on: the search is asked to stop after its batch, as a first Ctrl-C does."""
     proc = _script(tmp_path, """
-        import asyncio, os, signal, threading, time
+        import asyncio, os, signal, sys, threading, time
         from evoharness.api import _loop_safe
         from evoharness.search.optimise.sweeper import StopRequest
 
+        running = threading.Event()
+
         def search_like():
             with StopRequest() as stop:  # what the sweeper holds while its rounds run
+                running.set()
                 deadline = time.monotonic() + 30
                 while not stop.requested and time.monotonic() < deadline:
                     time.sleep(0.01)
                 return "stopped after its batch" if stop.requested else "ran to the end"
 
+        def waiting_on_the_search():
+            frame, names = sys._current_frames().get(threading.main_thread().ident), []
+            while frame is not None:
+                names.append(frame.f_code.co_name)
+                frame = frame.f_back
+            return "_loop_safe" in names and "result" in names
+
+        def stop_button():
+            # pressed once the search runs and the kernel's thread waits on it, however late a loaded
+            # machine gets both there: an interrupt before that is another case than this test's
+            assert running.wait(120), "the search never started on the worker thread"
+            deadline = time.monotonic() + 120
+            while not waiting_on_the_search():
+                assert time.monotonic() < deadline, "the main thread never waited on the search"
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+
         async def cell():
-            threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+            threading.Thread(target=stop_button, daemon=True).start()
             return _loop_safe(search_like)
 
         # a kernel's loop, as ipykernel runs it: SIGINT stays Python's KeyboardInterrupt (asyncio.run

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evoharness.compiler.atomic import write_text_atomic
+from evoharness.compiler.atomic import print_whole, write_text_atomic
 from evoharness.compiler.config_compile import compile_config, to_plain
 from evoharness.compiler.errors import ConfigError, RunFailed
 from evoharness.compiler.runtime.models import check_model
@@ -136,14 +136,14 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     tasks = chosen_tasks(cfg, workload)
     gap = coverage_warning([t.name for t in variant.tools], tasks, where=str(cfg.workload.split))
     if gap:
-        print(gap, file=sys.stderr)
+        print_whole(gap, sys.stderr)
     def digest() -> str:
         return doctor.workload_hash(workload, workload_options(cfg), tools=[t.name for t in variant.tools],
                                     max_turns=variant.max_turns)
 
     unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name, digest), workload.name)
     if unchecked:
-        print(unchecked, file=sys.stderr)
+        print_whole(unchecked, sys.stderr)
     samples = int(cfg.workload.samples)
     out = Path(HydraConfig.get().runtime.output_dir) / "eval.json"
     if str(cfg.workload.split) == "holdout":  # unsealed on purpose: the look is journaled before it is taken
@@ -155,7 +155,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
                     clusters=frozenset(t.cluster for t in held))
         with RegistryLooks(str(cfg.registry_dir)).locked() as looks:
             looks.append(registry_row(variant_hash=variant.content_hash, by="evaluate", seal=seal, tasks=len(tasks), eval=str(out)))
-        print(f"holdout look recorded in {looks.path}: a search's claim on this split counts it", file=sys.stderr)
+        print_whole(f"holdout look recorded in {looks.path}: a search's claim on this split counts it", sys.stderr)
     report = evaluate_variant(
         variant,
         workload,
@@ -188,8 +188,8 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     })
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"
-    print(metrics_table([(label, report)]))
-    print(f"eval: {out}", file=sys.stderr)
+    print_whole(metrics_table([(label, report)]))  # whole, as evaluate -m's jobs print beside each other
+    print_whole(f"eval: {out}", sys.stderr)
     why = too_many_skipped(report.episodes, check_max_skip_rate(cfg.workload.get("max_skip_rate", DEFAULT_MAX_SKIP_RATE)))
     if why:  # the record stays: a rerun once the route is up pays only for what was skipped
         raise RunFailed(f"{why}. Fix: rerun once what failed answers again (replies already paid for come from the "
@@ -321,7 +321,7 @@ def doctor_task(cfg: DictConfig) -> None:
              *[f"  gold replay failed: {failure}" for failure in report.failures()],
              "gates: " + ", ".join(f"{name} {'n/a' if ok is None else 'PASS' if ok else 'FAIL'}" for name, ok in gates.items()),
              power]
-    print(scrub("\n".join(lines)))  # a tool's error text may carry an environment value
-    print(f"record: {path}", file=sys.stderr)
+    print_whole(scrub("\n".join(lines)))  # a tool's error text may carry an environment value
+    print_whole(f"record: {path}", sys.stderr)
     if not report.passed:
         raise SystemExit(1)

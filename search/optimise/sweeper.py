@@ -58,12 +58,13 @@ _ACTIVE: list[StopRequest] = []  # the searches running in this process (one per
 def request_stop() -> bool:
     """Ask every search running in this process to stop after its batch in flight, as a first
     Ctrl-C would (for a search on a worker thread, whose caller's thread receives the interrupt).
-    Whether one was running."""
-    for stop in list(_ACTIVE):
+    Whether one was running when asked: it may have heard and ended before this returns."""
+    running = list(_ACTIVE)
+    for stop in running:
         if not stop.requested:
             stop.requested = True
             print("stopping after the batch in flight", file=sys.stderr, flush=True)
-    return bool(_ACTIVE)
+    return bool(running)
 
 
 def _exit(code: int, error: BaseException) -> SystemExit:

@@ -1,7 +1,9 @@
 """The compile command end to end, through a real subprocess and Hydra."""
 from __future__ import annotations
 
+import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +49,32 @@ def test_multirun_sweep_compiles_three_variants_into_sweep_dir(tmp_path: Path) -
     assert len(sweep_dirs) == 1
     in_sweep = {p.parent.name for p in sweep_dirs[0].glob("*/*/variant.json")}
     assert in_sweep == hashes
+
+
+class _Writes(io.StringIO):
+    """A stream that keeps each write as a pipe's reader would see it arrive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.writes.append(s)
+        return super().write(s)
+
+
+def test_a_jobs_line_reaches_stdout_in_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's jobs share one stdout. A line written in two pieces (its text, then its newline, as
+    print does) lets another job's line land between them on an unbuffered stream (PYTHONUNBUFFERED=1):
+    two hashes then share a line, and the sweep above reads fewer than three."""
+    from evoharness.search.cli.main import main
+
+    out = _Writes()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.chdir(tmp_path)
+    assert main(["compile", f"runs_dir={tmp_path}", f"hydra.run.dir={tmp_path}/run"]) == 0
+    assert any(re.fullmatch(r"[0-9a-f]{64}  \S+\n", w) for w in out.writes), out.writes
+    assert all(w.endswith("\n") for w in out.writes), f"a line reached stdout in pieces: {out.writes}"
 
 
 BAD = [

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import socket
 import subprocess
 import time
@@ -17,6 +16,8 @@ from typing import Any
 
 import pytest
 from evoharness.search.cli.main import main
+
+from tests.servers import debian_program
 
 PASSWORD = "rd-Secret-4b81e0aa"  # read from REDIS_PASSWORD only: never in the URL, so never in the config a record keeps
 ARGS = ["model=sim_small", "workload.limit=2", "workload.samples=1", "workload.options.categories=[multi_turn_base]"]
@@ -29,22 +30,23 @@ def _free_port() -> int:
 
 
 def _start(folder: Path, port: int) -> subprocess.Popen[bytes]:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.fail("redis-server is not installed (Debian: apt-get install redis-server; .ci/run does)")
+    exe = debian_program("redis-server", "redis-server")
     proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--dir", str(folder), "--requirepass", PASSWORD], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import redis
 
     client = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD)
-    for _ in range(100):
+    deadline = time.monotonic() + 60  # it answers in milliseconds; a loaded machine can take seconds to start it
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             client.ping()
             return proc
         except redis.ConnectionError:
             time.sleep(0.05)
+    code = proc.poll()
     proc.kill()
-    pytest.fail("redis-server did not answer within 5 s")
+    pytest.fail(f"redis-server on 127.0.0.1:{port} exited with code {code}: another process may have taken the port; run the test again"
+                if code is not None else f"redis-server on 127.0.0.1:{port} did not answer within 60 s: is the machine overloaded?")
 
 
 @pytest.fixture()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +22,8 @@ from typing import Any
 
 import optuna
 import pytest
+
+from tests.servers import debian_program, hydra_launcher, missing, python_program
 
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = ["search.train_limit=4", "workload.options.categories=[multi_turn_base]", "+workload.options.limit_per_split=12",
@@ -70,21 +71,25 @@ def free_port() -> int:
 @pytest.fixture()
 def ray_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A Ray head with 2 CPUs on loopback, in a mount namespace that hides the orchestrator's folder."""
+    hydra_launcher("hydra_ray_launcher", "pip install --no-deps hydra-ray-launcher==1.2.2 (scripts/test does)")
+    ray = python_program("ray")
     if os.geteuid() != 0:
-        pytest.skip("hiding the orchestrator's files takes a mount namespace: run the suite as root (CI does)")
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
-        pytest.fail("this test hides the orchestrator's files from the Ray workers with `unshare -m` (util-linux, as root)")
+        missing("hiding the orchestrator's files from the Ray workers takes a mount namespace", "run the suite as root (CI does)")
+    unshare = debian_program("unshare", "util-linux")
+    tried = subprocess.run([unshare, "-m", "true"], capture_output=True, text=True)
+    if tried.returncode != 0:
+        missing(f"`unshare -m true` failed ({tried.stderr.strip()})", "run the suite where root may make mount namespaces "
+                "(a container: docker run --privileged)")
     orchestrator, worker = tmp_path / "orchestrator", tmp_path / "worker"
     orchestrator.mkdir()
     worker.mkdir()
     (worker / "runs").write_text("not a folder: a job that tries to write runs/ here fails\n", encoding="utf-8")
     port = free_port()
-    ray = Path(sys.executable).with_name("ray")
     start = (f"mount -t tmpfs -o ro tmpfs {orchestrator} && exec {ray} start --head --block --num-cpus 2 "
              f"--node-ip-address 127.0.0.1 --port {port} --include-dashboard false --disable-usage-stats "
              f"--object-store-memory 100000000")
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "RAY_USAGE_STATS_ENABLED": "0"}
-    head = subprocess.Popen(["unshare", "-m", "sh", "-c", start], cwd=worker, env=env, stdout=subprocess.DEVNULL,
+    head = subprocess.Popen([unshare, "-m", "sh", "-c", start], cwd=worker, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.time() + 120
@@ -126,6 +131,7 @@ def test_ray_launcher_without_a_shared_filesystem_finds_the_basic_launchers_fron
 
 
 def test_submitit_local_launcher_finds_the_basic_launchers_front(basic: dict[str, Any], tmp_path: Path) -> None:
+    hydra_launcher("hydra_submitit_launcher", "install the dev extras (scripts/test does: pip install -e '.[dev]')")
     runs = tmp_path / "runs"
     proc = search(runs, "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=20", "hydra.launcher.cpus_per_task=1")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -6,7 +6,6 @@ lands in no file. A second orchestrator on the same study, from another runs_dir
 would be), is refused by the lock the first holds in the database itself."""
 from __future__ import annotations
 
-import glob
 import json
 import os
 import pwd
@@ -24,6 +23,8 @@ import optuna
 import pytest
 from evoharness.search.optimise.study import distinct_evaluations
 
+from tests.servers import debian_program
+
 ROOT = Path(__file__).resolve().parents[3]
 PASSWORD = "pg-Secret-7f3a9c1e55"  # no provider key shape: only the by-value scrub can keep it out of files
 ARGS = ["search.study=pg", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=4",
@@ -34,10 +35,7 @@ ARGS = ["search.study=pg", "search.rounds=1", "search.trials_per_round=6", "muta
 
 
 def _bin(name: str) -> str:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    if not found:
-        pytest.fail(f"PostgreSQL's {name} is not installed (Debian: apt-get install postgresql; .ci/run does)")
-    return found[-1]
+    return debian_program(name, "postgresql", folders="/usr/lib/postgresql/*/bin")
 
 
 def _free_port() -> int:
@@ -49,6 +47,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[str]:
     """A PostgreSQL server on 127.0.0.1 with a password-protected database; yields its SQLAlchemy URL."""
+    initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
     # not under pytest's temp root: that one is private to root, and the server may run as postgres
     root = Path(tempfile.mkdtemp(prefix="evoharness-pg-"))
     data, sockets = root / "data", root / "sockets"
@@ -61,10 +60,10 @@ def postgres() -> Iterator[str]:
         for p in (root, sockets, root / "pw"):
             os.chown(p, user.pw_uid, user.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*as_user, _bin("initdb"), "-D", str(data), "-U", "evo", "--auth=scram-sha-256", f"--pwfile={root / 'pw'}",
+    subprocess.run([*as_user, initdb, "-D", str(data), "-U", "evo", "--auth=scram-sha-256", f"--pwfile={root / 'pw'}",
                     "-E", "UTF8", "--no-instructions"], check=True, capture_output=True)
     port = _free_port()
-    subprocess.run([*as_user, _bin("pg_ctl"), "-D", str(data), "-w", "-t", "60", "-l", str(root / "log"), "-o",
+    subprocess.run([*as_user, pg_ctl, "-D", str(data), "-w", "-t", "60", "-l", str(root / "log"), "-o",
                     f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={sockets} -c fsync=off", "start"],
                    check=True, capture_output=True)
     try:
@@ -77,7 +76,7 @@ def postgres() -> Iterator[str]:
         engine.dispose()
         yield f"{base}/evo"
     finally:
-        subprocess.run([*as_user, _bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -3,6 +3,7 @@ naming the holder's pid, changes nothing, and the first finishes clean."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -51,9 +52,14 @@ def test_two_searches_on_one_study(tmp_path: Path) -> None:
     while not owner.exists() and time.time() < deadline and first.poll() is None:
         time.sleep(0.2)
     assert owner.exists(), "the first search never took the study's lock"
-    started = time.time()
-    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert second.returncode == 2 and time.time() - started < 60
+    # the first is paused while the second runs: it still holds the lock, however slow the second's
+    # start on a loaded machine, and a second that waited for the lock instead of exiting would time out
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    assert second.returncode == 2, second.stderr[-2000:]
     assert second.stderr.count("\n") == 1, second.stderr
     assert f"search.study: study 'both' is being searched by process {first.pid}" in second.stderr
     out, err = first.communicate(timeout=600)
