@@ -170,7 +170,9 @@ def test_an_interrupt_inside_a_running_loop_asks_the_search_on_the_worker_thread
         def search_like():
             with StopRequest() as stop:  # what the sweeper holds while its rounds run
                 running.set()
-                deadline = time.monotonic() + 30
+                # longer than the stop button may wait to press (120 s + 120 s on a loaded machine):
+                # the loop ends as soon as the stop is heard, so the margin costs nothing when it is
+                deadline = time.monotonic() + 300
                 while not stop.requested and time.monotonic() < deadline:
                     time.sleep(0.01)
                 return "stopped after its batch" if stop.requested else "ran to the end"

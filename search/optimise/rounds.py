@@ -265,7 +265,7 @@ class Rounds:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return
         if out.estimate is not None:  # a race measured the quality on more paired tasks: the objective is that estimate
-            values = [out.estimate if o.metric == self.quality else v for o, v in zip(objectives, values)]
+            values = tuple(out.estimate if o.metric == self.quality else v for o, v in zip(objectives, values))
             trial.set_user_attr("estimate", {"metric": self.quality, "value": out.estimate})
         verdict = evaluate_criteria(res.report, criteria, self.settings.aggregation)
         # Hard criteria are Optuna constraints (<= 0 feasible): NSGA-II ranks and best_trials filter by them.
