@@ -105,6 +105,7 @@ class _Lane:
     episodes: dict[str, int] = field(default_factory=dict)
     outcome: Outcome | None = None
     anchor_genome: Genome | None = None
+    anchor_result: TrialResult | None = None  # the anchor's stored evaluation, read once when the lane began
     reserve: tuple[str, ...] = ()  # train tasks beyond the search's, in order
     more: tuple[int, ...] = ()  # cumulative reserve tasks after each extension block
     whole: TrialResult | None = None  # the proposal on the search's train tasks, once it ran them all
@@ -170,7 +171,8 @@ class Racer:
         sizes = (n,) if own.exists() else plan(n, first_block=self.race.first_block, growth=self.race.growth,
                                                  enabled=self.race.enabled)
         more = extension(n, len(self.reserve), growth=self.race.growth, max_tasks=self.race.max_tasks, enabled=self.race.enabled)
-        return _Lane(spec, sizes, anchor=stored.report, anchor_key=anchor_key, anchor_genome=anchor, reserve=self.reserve, more=more)
+        return _Lane(spec, sizes, anchor=stored.report, anchor_key=anchor_key, anchor_genome=anchor, anchor_result=stored,
+                     reserve=self.reserve, more=more)
 
     def _estimate_path(self, full_key: str) -> Any:
         return self.evaluations.paths.estimates / f"{full_key}.json"
@@ -233,7 +235,8 @@ class Racer:
         lane.extra.append(mine)
         lane.anchor_extra.append(theirs)
         n_train = len(lane.spec.task_ids)
-        anchor_all = merged([self._anchor_result(lane), *lane.anchor_extra], "anchor").report
+        assert lane.anchor_result is not None
+        anchor_all = merged([lane.anchor_result, *lane.anchor_extra], "anchor").report
         mine_all = merged([lane.whole, *lane.extra], lane.spec.label).report
         step = self._judge(anchor_all, mine_all, ran=n_train + lane.more[e], of=n_train + lane.more[-1])
         lane.steps.append(step)
@@ -248,13 +251,6 @@ class Racer:
         write_json_atomic(self._estimate_path(full_key), {"metric": self.quality, "estimate": value, "tasks": step.tasks})
         lane.outcome = Outcome(lane.whole, dict(lane.episodes), record, estimate=value)
         return []
-
-    def _anchor_result(self, lane: _Lane) -> TrialResult:
-        assert lane.anchor_genome is not None
-        ev = self.evaluations
-        stored = stored_result(ev.paths.evals / f"{lane.anchor_key}.json", ev.variant_of(lane.anchor_genome))
-        assert stored is not None, "the anchor's evaluation was read when the lane began"
-        return stored
 
     def _stored_estimate(self, full_key: str) -> float | None:
         path = self._estimate_path(full_key)
