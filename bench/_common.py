@@ -21,7 +21,7 @@ def figure(name: str, value: object, target: object, met: object, **extra: objec
     print(json.dumps({"figure": name, "value": value, "target": target, "met": met, **extra}), flush=True)
 
 ROOT = Path(__file__).resolve().parent.parent
-CONF = ROOT / "conf"
+CONF = ROOT / "evoharness" / "conf"
 TOOL: dict[str, Any] = {"source": "bfcl"}
 
 

@@ -35,6 +35,7 @@ from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import figure  # noqa: E402
+
 from evoharness.search.evaluation.stats import MIN_DISCORDANT, clusters_needed, quality_test, saving_test  # noqa: E402
 
 ALPHA, MARGIN, TARGET, SCENARIO = 0.025, 0.05, 0.03, 4

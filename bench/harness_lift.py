@@ -139,9 +139,8 @@ def edits(genome: Any, pools: Any, base_format: str) -> list[tuple[str, Any]]:
 def run_search(runs: Path, study: str, seed: int, overrides: Sequence[str]) -> tuple[Any, Any, float]:
     import json
 
-    from evoharness.search.genome import Pools
-
     from evoharness import api
+    from evoharness.search.genome import Pools
 
     start = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the figure lines only

@@ -50,6 +50,7 @@ def search_command(seed: int, runs_dir: str) -> list[str]:
 
 def monte_carlo(draws: int, *, tasks: int = 324, samples: int = 2, min_effect: float = 0.03) -> float:
     import numpy as np
+
     from evoharness.search.evaluation.stats import quality_test, superiority_verdict
 
     rng = np.random.default_rng(0)

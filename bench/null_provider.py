@@ -71,11 +71,12 @@ def task_pass_rate(task_id: str) -> float:
 def _handler() -> Any:
     """The litellm custom handler serving every null route."""
     import litellm
+    from litellm import CustomLLM
+    from litellm.types.utils import ChatCompletionMessageToolCall, Function
+
     from evoharness.compiler.sim.conversation import parse_user, split_conversation
     from evoharness.compiler.sim.gold import WorkloadGoldSource
     from evoharness.compiler.sim.render import FENCE, bash_line
-    from litellm import CustomLLM
-    from litellm.types.utils import ChatCompletionMessageToolCall, Function
 
     gold = WorkloadGoldSource()
 

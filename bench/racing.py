@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import ROOT, figure
+
 from evoharness.search.optimise.race import MIN_FIRST_BLOCK, RaceSettings, estimate, extension, judge, plan, promising
 
 SAMPLES = 2

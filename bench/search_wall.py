@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, TOOL, base_agent, figure, model_config  # noqa: E402
+
 from evoharness.compiler.preflight import usable_workers  # noqa: E402
 
 TARGET = 1.5

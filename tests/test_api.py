@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.hydra_errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,9 +209,8 @@ def test_an_interrupt_inside_a_running_loop_asks_the_search_on_the_worker_thread
 
 
 def test_search_stays_callable_once_the_search_package_is_imported() -> None:
-    import evoharness.search.optimise.run  # noqa: F401  (binds evoharness.search to the package)
-
     import evoharness
+    import evoharness.search.optimise.run  # noqa: F401  (binds evoharness.search to the package)
     from evoharness.api import search
 
     assert callable(evoharness.search)
@@ -288,10 +288,9 @@ def test_a_call_made_while_one_runs_in_the_same_thread_is_refused(tmp_path: Path
 
 def test_a_search_refused_inside_the_sweep_raises_the_config_error_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The command line prints it and exits 2; a Python caller gets the ConfigError to catch."""
+    import evoharness
     from evoharness.compiler.errors import ConfigError
     from evoharness.search.optimise.lock import study_lock
-
-    import evoharness
 
     monkeypatch.syspath_prepend(str(REFUNDS))
     runs = tmp_path / "runs"

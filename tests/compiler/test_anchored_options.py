@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler.configpath import anchored_options
 from evoharness.compiler.errors import ConfigError
 

@@ -6,6 +6,7 @@ from subprocess import getoutput as shell_out  # noqa: F401  (a re-export under 
 from typing import Any, Literal
 
 import pytest
+
 from evoharness.compiler.callables import call, spec_of, tool
 from evoharness.compiler.errors import ConfigError
 

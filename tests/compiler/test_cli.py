@@ -114,8 +114,9 @@ def test_a_run_composes_its_config_once_and_hydra_runs_it_as_its_own(tmp_path: P
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """The preflight's composition is the run's: Hydra's loader is asked once, and the run dir holds
     what Hydra's own run writes (the saved config with the command's overrides and job name)."""
-    from evoharness.search.cli.main import main
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from evoharness.search.cli.main import main
 
     calls: list[list[str]] = []
     real = ConfigLoaderImpl.load_configuration

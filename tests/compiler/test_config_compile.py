@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from evoharness.compiler.config_compile import to_plain
 from omegaconf import OmegaConf
+
+from evoharness.compiler.config_compile import to_plain
 
 
 def test_to_plain_resolves_mappings_and_lists_and_leaves_plain_values() -> None:

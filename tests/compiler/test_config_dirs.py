@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from evoharness.search.optimise.models_conf import load_model_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from omegaconf import DictConfig
+
 from evoharness.compiler.cli import compile_task, compile_validate
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.hydra_errors import UsageError
 from evoharness.compiler.hydra_run import run_command, run_hydra
 from evoharness.compiler.variant import HarnessVariant
-from omegaconf import DictConfig
 
 
 @pytest.fixture(autouse=True)

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.names import checked_name, is_name
 from evoharness.compiler.variant import compile_agent
-
 from tests.compiler.fixtures import configs
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.catalog import CATALOGS
 from evoharness.compiler.plugins import NamedRegistry
 from evoharness.compiler.runtime.llm import MODEL_PROVIDERS

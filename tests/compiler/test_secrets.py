@@ -8,12 +8,13 @@ import logging
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
+
 from evoharness.compiler import secrets
 from evoharness.compiler.atomic import write_json_atomic, write_text_atomic
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.release.merge import inert
 from evoharness.compiler.scrubbing import scrub_files
-from omegaconf import OmegaConf
 
 PLAIN = "Zq8rT5vW2xY7bN4mK9pL3sD6fG1hJ0aQwErTyUiO"  # 40 characters, no known key shape
 SHAPED = "sk-proj-abcdefghijklmnopqrstuvwx0123456789"

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.compiler.render import render_text
 from evoharness.compiler.template_budget import FIX
 from evoharness.compiler.variant import compile_agent
-
 from tests.compiler.fixtures import configs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,11 +65,12 @@ def test_payload_in_an_override_exits_2_and_writes_nothing(tmp_path: Path) -> No
 
 
 def test_payload_in_a_promoted_snapshot_exits_2_and_runs_nothing(tmp_path: Path) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
     from evoharness.compiler.config_compile import to_plain
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     marker = tmp_path / "pwned"
     register_configs()

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.variant import HarnessVariant, compile_agent
-
 from tests.compiler.fixtures import configs
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -8,9 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from evoharness.search.mutators.base import MUTATORS
 
 from evoharness.plugin import EpisodeScore, PoolEntry, Proposal, Task, ToolCall, ToolSpec, Trajectory
+from evoharness.search.mutators.base import MUTATORS
 from evoharness.testing import MutatorContract, WorkloadContract, order_desk_case
 from evoharness.testing.mutation_case import MutationCase
 

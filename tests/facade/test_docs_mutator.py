@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from evoharness.search.mutators.base import make_mutator
 
+from evoharness.search.mutators.base import make_mutator
 from evoharness.testing import MutatorContract, order_desk_case
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,13 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
+
+import evoharness.plugin as facade
 from evoharness.compiler.catalog import CATALOGS
 from evoharness.compiler.plugins import PLUGIN_GROUP
 from evoharness.compiler.runtime.llm import MODEL_PROVIDERS
 from evoharness.compiler.runtime.workload import WORKLOADS
 from evoharness.search.mutators.base import MUTATORS
-
-import evoharness.plugin as facade
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("docs/workloads.md", "README.md")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.models import classify

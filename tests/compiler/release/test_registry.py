@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import RegistryError, Snapshot, definition_hash, make_snapshot
 from evoharness.compiler.secrets import find_secret

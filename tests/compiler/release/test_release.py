@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import DictConfig, OmegaConf
+
 from evoharness.compiler.config_compile import compile_config, to_plain
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.release.merge import apply_promoted, promoted_for, snapshot_from_config
@@ -18,7 +20,6 @@ from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.compiler.schema import register_configs
 from evoharness.compiler.variant import compile_agent
-from omegaconf import DictConfig, OmegaConf
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -31,7 +32,7 @@ def compose(tmp_path: Path) -> Iterator[Any]:
 
     register_configs()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(ROOT / "evoharness" / "conf"), version_base="1.3"):
         yield lambda *overrides: hydra_compose(config_name="config", overrides=[f"registry_dir={tmp_path}", *overrides])
     GlobalHydra.instance().clear()
 

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.llm import ensure_providers
 from evoharness.compiler.runtime.models import InfraError, ModelClient, classify

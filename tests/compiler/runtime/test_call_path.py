@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.cache import ResponseCache
 from evoharness.compiler.runtime.llm import litellm_module
@@ -118,7 +119,6 @@ def test_an_unwritable_cache_is_one_warning_and_the_calls_go_on(monkeypatch: pyt
 def test_the_simulator_reports_its_latency_as_a_provider_would() -> None:
     from evoharness.compiler.sim import configure_sim, reset_sim
     from evoharness.compiler.sim.provider import register_sim_provider
-
     from tests.compiler.sim.sim_selfplay import openai_tools
     from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, start
 

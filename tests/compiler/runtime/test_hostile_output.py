@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 import pytest
-from evoharness.compiler.runtime.arguments import MAX_ARGUMENT_CHARS, MAX_ECHO_CHARS
 
+from evoharness.compiler.runtime.arguments import MAX_ARGUMENT_CHARS, MAX_ECHO_CHARS
 from tests.compiler.runtime.scripted_model import SCRIPTS
 from tests.compiler.runtime.test_runtime import FileEnv, provider, run, variant  # noqa: F401  (provider: autouse fixture)
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.route import ModelParams, RouteSettings
 from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.models import InfraError, ModelClient

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.plugins import NamedRegistry
 from evoharness.compiler.runtime import llm
 from evoharness.compiler.runtime.llm import ensure_providers, litellm_module, register_model_provider
 from evoharness.compiler.sim.faults import configure_sim, reset_sim
 from evoharness.compiler.sim.handler import SimLLM
 from evoharness.compiler.sim.provider import register_sim_provider
-
 from tests.compiler.sim.sim_selfplay import openai_tools
 from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, start
 

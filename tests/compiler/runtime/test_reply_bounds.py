@@ -13,6 +13,7 @@ import time
 from typing import Any, cast
 
 import pytest
+
 from evoharness.compiler.runtime.arguments import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
@@ -26,7 +27,6 @@ from evoharness.compiler.runtime.loop import run_episode
 from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.runtime.reply import ModelReply, NativeCall
 from evoharness.compiler.runtime.trajectory import Trajectory
-
 from tests.compiler.runtime.test_runtime import TASK, FileEnv, variant
 
 MB5 = 5_000_000

@@ -3,9 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.variant import compile_agent
-
 from tests.compiler.fixtures import configs
 
 

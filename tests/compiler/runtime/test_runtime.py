@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.route import RouteSettings
 from evoharness.compiler.runtime.cache import ResponseCache
 from evoharness.compiler.runtime.loop import run_episode
@@ -15,7 +16,6 @@ from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.runtime.workload import Task
 from evoharness.compiler.variant import compile_agent
-
 from tests.compiler.fixtures import configs
 from tests.compiler.runtime.scripted_model import CALLS, SCRIPTS, register_scripted_provider
 

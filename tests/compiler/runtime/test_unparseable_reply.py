@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.route import RouteSettings
 from evoharness.compiler.runtime.models import ModelClient
-
 from tests.compiler.runtime.test_runtime import run, variant
 
 USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}

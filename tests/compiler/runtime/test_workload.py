@@ -6,6 +6,7 @@ import pickle
 from dataclasses import FrozenInstanceError, replace
 
 import pytest
+
 from evoharness.compiler.runtime.workload import Task
 
 TURNS = (({"role": "user", "content": "Hi."},),)

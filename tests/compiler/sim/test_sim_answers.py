@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from evoharness.compiler.sim.gold import StaticGoldSource
-
 from tests.compiler.sim.sim_selfplay import openai_tools, play_episode
 from tests.compiler.sim.test_sim_fixtures import SPECS, TASK, fake_env, prompt
 

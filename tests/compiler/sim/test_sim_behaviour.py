@@ -6,7 +6,6 @@ import json
 from collections import Counter
 
 from evoharness.compiler.sim.engine import SimRequest, simulate
-
 from tests.compiler.sim.sim_selfplay import openai_tools
 from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, TURN_TEXTS, USER, passed, play, prompt
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from evoharness.compiler.sim import errors
 from evoharness.compiler.sim.errors import CallContext, call_error_rates
 from evoharness.compiler.sim.features import extract_features
 from evoharness.compiler.sim.tiers import TIERS
-
 from tests.compiler.sim.sim_selfplay import openai_tools
 from tests.compiler.sim.test_sim_fixtures import SPECS, prompt, spec
 

@@ -13,7 +13,6 @@ from evoharness.compiler.runtime.workload import Task
 from evoharness.compiler.sim.gold import StaticGoldSource
 from evoharness.compiler.sim.surface import DOCUMENTED, Surface
 from evoharness.compiler.toolspec import ToolSpec
-
 from tests.compiler.sim.sim_selfplay import EpisodeLog, openai_tools, play_episode, render_system_prompt
 
 TOOL_DESC = "A file system tool that does exactly what its name says, in the current directory."

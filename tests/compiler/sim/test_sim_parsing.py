@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from evoharness.compiler.sim.conversation import FAULT_MARKER, SimRequestError, classify, is_error_result, parse_user, split_conversation
 from evoharness.compiler.sim.features import extract_features, names
 from evoharness.compiler.variant import compile_agent

@@ -5,12 +5,12 @@ import asyncio
 import time
 
 import pytest
+
 from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.sim.engine import SimRequest, simulate
 from evoharness.compiler.sim.faults import DEFAULT_TIME_SCALE, SimConfig, configure_sim, decide_fault, reset_sim
 from evoharness.compiler.sim.provider import register_sim_provider
 from evoharness.compiler.sim.tiers import TIERS
-
 from tests.compiler.sim.sim_selfplay import openai_tools
 from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, converse, prompt, start
 

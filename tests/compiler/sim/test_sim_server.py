@@ -7,11 +7,11 @@ import urllib.error
 import urllib.request
 
 import pytest
+
 from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.sim.faults import configure_sim, reset_sim
 from evoharness.compiler.sim.provider import register_sim_provider
 from evoharness.compiler.sim.server import BackgroundServer, main
-
 from tests.compiler.sim.sim_selfplay import openai_tools
 from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, USER, converse, start
 

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import pytest
+
 from evoharness.compiler.sim import errors
 from evoharness.compiler.sim.faults import SimConfig, configure_sim, reset_sim, with_overrides
 from evoharness.compiler.sim.features import extract_features
 from evoharness.compiler.sim.rewriter import rewrite_reply
 from evoharness.compiler.sim.surface import RANGES, REVIEW_POOL, RULE_POOL, blind_surface, surface_for
 from evoharness.compiler.sim.tiers import TIERS
-
 from tests.compiler.sim.test_sim_fixtures import passed, play, prompt
 
 N = 120

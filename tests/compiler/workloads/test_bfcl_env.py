@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from evoharness.compiler.workloads.bfcl.env import (
     BfclEnvironment,
     ToolArgumentError,

@@ -11,6 +11,7 @@ from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (
     multi_turn_checker,
     multi_turn_irrelevance_checker,
 )
+
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.runtime.workload import Task
 from evoharness.compiler.workloads.bfcl.env import play

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
+
 from evoharness.compiler.runtime.workload import Workload, workload_factory
 from evoharness.compiler.workloads.bfcl.tools import tools_of_class
 from evoharness.compiler.workloads.bfcl.workload import CATEGORIES, BfclWorkload, category_tasks, normalize_category, split_of

@@ -7,6 +7,7 @@ import json
 import pytest
 from bfcl_eval.constants.eval_config import MULTI_TURN_FUNC_DOC_PATH
 from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
+
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.toolspec import JSON_TYPES
 from evoharness.compiler.workloads.bfcl.env import task_instances

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
 from evoharness.compiler.route import RouteSettings
 from evoharness.compiler.runtime.bash_calls import format_call_line
 from evoharness.compiler.runtime.loop import run_episode
@@ -15,7 +16,6 @@ from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.variant import compile_agent
 from evoharness.compiler.workloads.bfcl.tools import render_call
 from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
-
 from tests.compiler.runtime.scripted_model import USER_SCRIPTS, register_scripted_provider
 
 WORKLOAD = BfclWorkload()

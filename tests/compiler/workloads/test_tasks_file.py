@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.runtime.trajectory import ToolCallRecord, Trajectory
 from evoharness.compiler.workloads.tasks.workload import TasksFileWorkload, _hashed_split
-
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,11 +9,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore, Task, Workload, register_workload, workload_factory
 from evoharness.compiler.toolspec import ToolSpec
 from evoharness.compiler.workloads.bfcl.workload import CATEGORIES
-
 from evoharness.testing import WorkloadContract
 from evoharness.testing.workload_contract import SPLITS
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.search.cli.main import main
 from evoharness.search.records.versions import versioned

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler.hydra_errors import UsageError
 from evoharness.search.cli.main import command_argv
 

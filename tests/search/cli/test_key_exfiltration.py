@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler import secrets
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import make_snapshot

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.atomic import write_text_atomic
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import Snapshot, read_snapshot
@@ -70,12 +71,13 @@ class Launcher:
 
 
 def _search(root: Path, study: str, surface: Surface, *extra: str) -> Path:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
     from evoharness.search.optimise.run import SearchRun
     from evoharness.search.optimise.settings import RunSettings
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
     GlobalHydra.instance().clear()

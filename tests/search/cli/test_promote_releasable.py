@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import Snapshot, definition_hash, make_snapshot
 from evoharness.conf import CONF_DIR

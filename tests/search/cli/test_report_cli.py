@@ -5,8 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evoharness.search.cli.report import report_main
 
+from evoharness.search.cli.report import report_main
 from tests.search.records.test_report import make_summary
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler import secrets
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import make_snapshot

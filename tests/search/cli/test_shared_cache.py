@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evoharness.search.cli.main import main
 
+from evoharness.search.cli.main import main
 from tests.servers import debian_program
 
 PASSWORD = "rd-Secret-4b81e0aa"  # read from REDIS_PASSWORD only: never in the URL, so never in the config a record keeps
@@ -95,6 +95,7 @@ def test_two_folders_share_one_redis_cache(tmp_path: Path, server: tuple[str, in
 def test_a_damaged_entry_is_a_miss_and_a_lost_server_one_warning(tmp_path: Path, server: tuple[str, int],
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     import redis
+
     from evoharness.compiler.runtime.cache import open_cache
 
     url, port = server

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from evoharness.search.cli.main import main
 
+from evoharness.search.cli.main import main
 from tests.provider.stub import StubProvider, serve
 
 UNPRICED = "openai/evo-unpriced-model"  # no such model in litellm's map

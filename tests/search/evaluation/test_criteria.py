@@ -4,6 +4,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import DictConfig, OmegaConf
+
 from evoharness.search.evaluation.criteria import (
     DEFAULT_OBJECTIVES,
     KINDS,
@@ -19,9 +21,8 @@ from evoharness.search.evaluation.criteria import (
 )
 from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.evaluation.metrics import aggregate
-from omegaconf import DictConfig, OmegaConf
 
-CONF = Path(__file__).resolve().parents[3] / "conf" / "criteria"
+CONF = Path(__file__).resolve().parents[3] / "evoharness" / "conf" / "criteria"
 
 
 def build(*entries: dict[str, Any], aggregation: str = "all") -> tuple[Any, ...]:

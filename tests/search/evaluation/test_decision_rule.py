@@ -4,6 +4,7 @@ cheapest rule picks another."""
 from __future__ import annotations
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.evaluation.claim import make_claim
 from evoharness.search.evaluation.decision import (

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.runtime.trajectory import ToolCall, Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore, Task
 from evoharness.compiler.toolspec import ToolSpec
@@ -78,11 +79,12 @@ class Toy:
 @pytest.fixture(scope="module")
 def variant() -> HarnessVariant:
     """The example agent's harness over the toy's tools (a tool catalog registered by name)."""
+    from hydra import compose, initialize_config_dir
+
     from evoharness.compiler.catalog import CATALOGS, register_tool_catalog
     from evoharness.compiler.config_compile import compile_config
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
-    from hydra import compose, initialize_config_dir
 
     if "toy" not in CATALOGS:
         register_tool_catalog("toy")(lambda: SPECS)

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
+
 from evoharness.compiler.sim import configure_sim, reset_sim
 from evoharness.compiler.variant import compile_agent
 from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
 from evoharness.search.evaluation.evaluate import evaluate_variant
-from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKLOAD = BfclWorkload()
@@ -22,7 +23,7 @@ DEV = list(WORKLOAD.tasks("dev"))[:12]
 
 
 def agent() -> dict[str, Any]:
-    raw = OmegaConf.load(ROOT / "conf" / "agent" / "bfcl_agent.yaml")
+    raw = OmegaConf.load(ROOT / "evoharness" / "conf" / "agent" / "bfcl_agent.yaml")
     raw.pop("defaults")
     return OmegaConf.to_container(raw)  # type: ignore[return-value]
 

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from evoharness.compiler.runtime.trajectory import ModelCallRecord, ToolCallRecord, Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore
 from evoharness.search.evaluation.episode import EpisodeResult

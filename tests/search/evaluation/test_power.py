@@ -3,6 +3,7 @@ split sizes alone."""
 from __future__ import annotations
 
 import pytest
+
 from evoharness.compiler.runtime.workload import Task
 from evoharness.search.evaluation.power import power, split_power
 from evoharness.search.evaluation.stats import quality_test

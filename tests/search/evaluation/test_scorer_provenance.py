@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from evoharness.search.evaluation.scorer import scorer_hash
 from evoharness.search.records.provenance import provenance
 

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from scipy import optimize, stats
+
 from evoharness.search.evaluation.stats import (
     MIN_DISCORDANT,
     PairedTest,
@@ -17,7 +19,6 @@ from evoharness.search.evaluation.stats import (
     saving_test,
     superiority_verdict,
 )
-from scipy import optimize, stats
 
 
 def pair(diffs: list[float], base: float = 0.0) -> tuple[np.ndarray, np.ndarray]:

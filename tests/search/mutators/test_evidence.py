@@ -8,12 +8,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.sim.features import ProcedureStep
 from evoharness.search.genome import Genome, PoolEntry, Pools, with_pool_entry
 from evoharness.search.mutators.base import FailedEpisode, MutationContext, Proposal, make_mutator
 from evoharness.search.mutators.wordings import STEP_KINDS
-
 from evoharness.testing import order_desk_case
 
 # The order desk: find_order and order_status only read; refund and cancel_order change state.

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
+
 from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.workload import Failure as Record
@@ -24,8 +26,6 @@ from evoharness.search.mutators.base import Control, FailedEpisode, MutationCont
 from evoharness.search.mutators.llm import check_section, check_step, redact_call
 from evoharness.search.mutators.rule_miner import MaskedFailure, mask_values, parse_failures
 from evoharness.search.mutators.wordings import STEP_KINDS
-from omegaconf import OmegaConf
-
 from evoharness.testing import MutationCase, MutatorContract, order_desk_case
 from tests.compiler.fixtures import configs
 
@@ -117,7 +117,7 @@ def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
 
 
 def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
-    raw = OmegaConf.to_container(OmegaConf.load(ROOT / "conf/agent/bfcl_agent.yaml"), resolve=True)
+    raw = OmegaConf.to_container(OmegaConf.load(ROOT / "evoharness/conf/agent/bfcl_agent.yaml"), resolve=True)
     assert isinstance(raw, dict)
     agent = {str(k): v for k, v in raw.items() if k != "defaults"}
     tool: dict[str, Any] = {"source": "bfcl"}

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import evoharness.compiler.sim.server as sim_server
 import pytest
+
+import evoharness.compiler.sim.server as sim_server
 from evoharness.compiler.catalog import build_catalog
 from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
-
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -93,7 +93,7 @@ def test_no_task_value_reaches_a_proposal_or_a_request(tmp_path: Path, endpoint:
 
     catalog = build_catalog({"source": "bfcl"})
     docs = " ".join([json.dumps(s.to_dict() if hasattr(s, "to_dict") else str(s)) for s in catalog.values()])
-    docs += " ".join(Path(ROOT / "conf/agent/bfcl_agent.yaml").read_text(encoding="utf-8").split())
+    docs += " ".join(Path(ROOT / "evoharness/conf/agent/bfcl_agent.yaml").read_text(encoding="utf-8").split())
     values = task_values(docs)
     assert len(values) >= 10  # the check has teeth: train gold holds many values no documentation does
     leaked = {v for v in values for text in proposals + requests if re.search(rf"(?<![\w]){re.escape(v)}(?![\w])", text)}

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.plugins import NamedRegistry
 from evoharness.search.mutators import base
 from evoharness.search.mutators.base import MUTATORS, known_mutators, make_mutator, register_mutator
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE = {m.group(1): f"evoharness.search.mutators.{path.stem}"
-          for path in sorted((REPO / "search" / "mutators").glob("*.py"))
+          for path in sorted((REPO / "evoharness" / "search" / "mutators").glob("*.py"))
           for m in re.finditer(r'^@register_mutator\("([^"]+)"\)', path.read_text(), re.MULTILINE)}
 
 

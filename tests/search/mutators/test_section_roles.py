@@ -7,10 +7,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.genome import Genome, initial_pools
 from evoharness.search.mutators.base import MutationContext, Proposal, make_mutator
-
 from tests.search.mutators.test_mutators import Record, ev, fixture_ctx
 
 
@@ -51,10 +51,11 @@ def test_an_explicit_section_still_wins() -> None:
 
 
 def test_bad_roles_are_a_config_error() -> None:
+    from hydra import compose, initialize_config_dir
+
     from evoharness.compiler.config_compile import compile_config
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
-    from hydra import compose, initialize_config_dir
 
     register_configs()
     for override, expected in [("+agent.section_roles.nope=rules", "agent.section_roles.nope: names no prompt section"),

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
 from evoharness.search.optimise.budget import Estimate, estimate, may_start, projection
@@ -14,7 +15,6 @@ from evoharness.search.optimise.finish import FinishAborted
 from evoharness.search.optimise.run import SearchRun
 from evoharness.search.optimise.settings import RunSettings
 from evoharness.search.records.spend import read_spend
-
 from tests.search.optimise.test_run import OVERRIDES, Launcher
 
 
@@ -81,6 +81,7 @@ def test_a_cap_below_the_finish_stops_with_one_line(make: Callable[[str, float |
 
 def test_the_progress_line_reads_the_round(tmp_path: Path) -> None:
     import optuna
+
     from evoharness.search.optimise.progress import study_progress
 
     study = optuna.create_study(directions=["maximize"])

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.search.evaluation.metrics import EvalReport, TaskRow
 from evoharness.search.optimise.select_dev import FinishAborted
 from evoharness.search.optimise.select_dev import pick_noninferior as _cheapest
@@ -24,11 +25,12 @@ def member(trial: int, rep: EvalReport, feasible: bool = True) -> tuple[tuple[fl
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Any:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
     from evoharness.search.optimise.settings import RunSettings
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
 from evoharness.search.evaluation.metrics import EpisodeResult, aggregate

@@ -14,8 +14,8 @@ from typing import Any
 
 import optuna
 import pytest
-from evoharness.search.optimise.study import distinct_evaluations
 
+from evoharness.search.optimise.study import distinct_evaluations
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]

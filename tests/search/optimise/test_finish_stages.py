@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.evaluation.metrics import EvalReport, TaskRow
 from evoharness.search.genome import BASELINE, Genome, Pools
@@ -32,11 +33,12 @@ def report(name: str, *, latency: float) -> EvalReport:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Any:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
     from evoharness.search.optimise.settings import RunSettings
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
     GlobalHydra.instance().clear()
@@ -237,11 +239,12 @@ def test_the_selection_stage_picks_by_the_rule_on_tables(tmp_path: Path, monkeyp
 
 
 def _settings(tmp_path: Path) -> Any:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
     from evoharness.search.optimise.settings import RunSettings
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
     GlobalHydra.instance().clear()

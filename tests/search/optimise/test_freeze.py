@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler.runtime.workload import workload_factory
 from evoharness.search.records.looks import Seal, holdout_hash, read_looks, seen_looks
-
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]

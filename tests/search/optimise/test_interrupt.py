@@ -13,6 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+
 from evoharness.search.optimise.study import distinct_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]

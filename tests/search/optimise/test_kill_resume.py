@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import evoharness.compiler.sim.server as sim_server
 import optuna
 import pytest
+
+import evoharness.compiler.sim.server as sim_server
 from evoharness.compiler.release.registry import Registry
 from evoharness.search.optimise.study import eval_keys, paid_evaluations
 from evoharness.search.records.spend import read_spend

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.optimise.models_conf import load_model_config
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from evoharness.search.evaluation.criteria import Objective, quality_objective
 from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools
 from evoharness.search.optimise.seeding import ControlRequest, NewEntry, anchors, round_queue
@@ -260,6 +261,7 @@ def test_re_reads_of_earlier_rounds_do_not_use_up_the_queue_budget() -> None:
 
 def test_proposals_no_trial_carried_are_handed_to_the_next_round() -> None:
     import optuna
+
     from evoharness.search.optimise.mutation import RoundPools
     from evoharness.search.optimise.rounds import round_line, unevaluated
 

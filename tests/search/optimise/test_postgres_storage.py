@@ -21,8 +21,8 @@ from pathlib import Path
 
 import optuna
 import pytest
-from evoharness.search.optimise.study import distinct_evaluations
 
+from evoharness.search.optimise.study import distinct_evaluations
 from tests.servers import debian_program
 
 ROOT = Path(__file__).resolve().parents[3]

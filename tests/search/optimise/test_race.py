@@ -11,6 +11,7 @@ from typing import Any
 
 import optuna
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR

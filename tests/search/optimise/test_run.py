@@ -10,6 +10,7 @@ from typing import Any
 
 import optuna
 import pytest
+
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
 from evoharness.search.evaluation.episode import EpisodeResult

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import optuna
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.optimise.run import SearchRun
-
 from tests.search.optimise.test_race import Surface, _round, make_settings
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+
 from evoharness.search.optimise.study import distinct_evaluations, eval_keys, free_rereads, paid_evaluations
 
 ROOT = Path(__file__).resolve().parents[3]

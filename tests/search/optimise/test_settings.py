@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
@@ -113,14 +114,15 @@ class _Built(BaseException):
 def test_the_preflight_checks_the_settings_the_sweeper_runs_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweeper runs inside hydra.main, which composes the config again: both build the settings
     with search_settings, from the released config (a promoted snapshot merged in) and the same argv."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
     from evoharness.compiler.config_compile import to_plain
     from evoharness.compiler.release.registry import Registry
     from evoharness.compiler.release.snapshot import make_snapshot
     from evoharness.search.cli.main import main
     from evoharness.search.optimise import settings
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import optuna
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.optimise.lock import OWNER_FILE, study_lock
 from evoharness.search.optimise.study import distinct_evaluations
-
 from tests.runs import ONE_AT_A_TIME
 
 ROOT = Path(__file__).resolve().parents[3]

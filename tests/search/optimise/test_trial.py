@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.variant import compile_agent
@@ -13,7 +14,6 @@ from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.evaluation.metrics import aggregate
 from evoharness.search.mutators.base import FailedEpisode
 from evoharness.search.optimise.trial import TrialResult, TrialSpec, stored_result
-
 from tests.compiler.fixtures import configs
 
 
@@ -71,14 +71,15 @@ def test_a_stored_result_that_is_not_json_is_one_line(tmp_path: Path) -> None:
 
 
 def spec(tmp_path: Path) -> TrialSpec:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
     from evoharness.compiler.schema import register_configs
     from evoharness.conf import CONF_DIR
     from evoharness.search.genome import BASELINE
     from evoharness.search.optimise.mutation import first_pools
     from evoharness.search.optimise.run import SearchRun
     from evoharness.search.optimise.settings import RunSettings
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.records.format import number
 from evoharness.search.records.outcome import ABSENT, SearchOutcome
 from evoharness.search.records.report import render_report
-
 from tests.search.records.test_report import make_summary
 
 

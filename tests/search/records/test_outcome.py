@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.genome import Genome
 from evoharness.search.records.outcome import ABSENT, Claim, Member, SearchOutcome

@@ -7,6 +7,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.runtime.workload import Task

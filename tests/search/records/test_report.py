@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.records.format import fmt_metric
 from evoharness.search.records.report import render_report, write_report
