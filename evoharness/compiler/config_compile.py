@@ -1,11 +1,15 @@
 """From a composed Hydra config to a HarnessVariant (pure: no disk)."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from evoharness.compiler.variant import HarnessVariant, compile_agent
+from evoharness.compiler.variant import HarnessVariant, canonical_json, compile_agent
+
+_COMPILED: dict[str, HarnessVariant] | None = None  # plain (agent, tool, model) -> variant, while a command shares them
 
 
 def to_plain(node: Any) -> Any:
@@ -13,5 +17,27 @@ def to_plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
 
 
+@contextlib.contextmanager
+def sharing_variants() -> Iterator[None]:
+    """For one command: its pre-run checks and its run compile each configuration once. Never
+    longer: the next command sees an edited template or tool catalog."""
+    global _COMPILED
+    outer = _COMPILED
+    _COMPILED = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _COMPILED = outer
+
+
 def compile_config(cfg: DictConfig) -> HarnessVariant:
-    return compile_agent(to_plain(cfg.agent), tool=to_plain(cfg.tool), model=to_plain(cfg.model))
+    agent, tool, model = to_plain(cfg.agent), to_plain(cfg.tool), to_plain(cfg.model)
+    if _COMPILED is None:
+        return compile_agent(agent, tool=tool, model=model)
+    try:
+        key = canonical_json([agent, tool, model])
+    except (TypeError, ValueError):  # not JSON (a NaN): compiled afresh, and its checks say what is wrong
+        return compile_agent(agent, tool=tool, model=model)
+    if key not in _COMPILED:
+        _COMPILED[key] = compile_agent(agent, tool=tool, model=model)
+    return _COMPILED[key]

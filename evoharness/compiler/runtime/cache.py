@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.runtime.cache_entry import is_reply
@@ -93,6 +93,34 @@ class ReplyCache(Protocol):
     def get(self, key: str) -> dict[str, Any] | None: ...
 
     def put(self, key: str, value: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class EpisodeCache(Protocol):
+    """A reply cache that also keeps whole episodes beside the replies they were played with: a
+    warm episode is read back instead of run again (search/evaluation/replay.py). ``has_all``: every
+    one of these replies is stored."""
+
+    def has_all(self, keys: Sequence[str]) -> bool: ...
+
+    def get_episode(self, key: str) -> dict[str, Any] | None: ...
+
+    def put_episode(self, key: str, value: Mapping[str, Any]) -> None: ...
+
+
+class EpisodeWrites:
+    """``put`` as an episode cache's ``put_episode``: what a ``WriteBehind`` hands its entries to."""
+
+    remote = False
+
+    def __init__(self, cache: EpisodeCache) -> None:
+        self.cache = cache
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.cache.get_episode(key)
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None:
+        self.cache.put_episode(key, value)
 
 
 def is_url(location: str) -> bool:
@@ -201,6 +229,32 @@ class ResponseCache:
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
+
+    def _episode_path(self, key: str) -> Path:
+        return self.root / "episodes" / key[:2] / f"{key}.json"  # no reply key is "episodes": never a reply's folder
+
+    def has_all(self, keys: Sequence[str]) -> bool:
+        return all(self._path(k).is_file() for k in keys)
+
+    def get_episode(self, key: str) -> dict[str, Any] | None:
+        """The stored episode, or None; an entry that is not JSON is a miss (the episode runs)."""
+        try:
+            record = json.loads(self._episode_path(key).read_text(encoding="utf-8"))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("stored episode %s is unreadable (%s): it runs again", self._episode_path(key), exc)
+            return None
+        return record if isinstance(record, dict) else None
+
+    def put_episode(self, key: str, value: Mapping[str, Any]) -> None:
+        if not self.writable:
+            return
+        try:
+            write_json_atomic(self._episode_path(key), value, indent=None, fsync=False)
+        except OSError as exc:  # a lost entry is a warm run that plays the episode: one line, like a reply's
+            self.writable = False
+            log.warning("response cache %s cannot be written (%s): this run's episodes are not stored", self.root, exc)
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored reply, or None. An entry that is not a reply (truncated, edited, another

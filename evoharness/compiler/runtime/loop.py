@@ -35,6 +35,9 @@ def episode_seed(task: Task, sample: int, seed: int) -> int:
     return int.from_bytes(digest[:4], "big") >> 1
 
 
+MODEL_LIMIT = "[model limit: "  # how a turn the model's window cut short is answered in the trajectory
+
+
 def tool_result_block(name: str, content: str) -> str:
     return f'<tool_result name="{name}">\n{content}\n</tool_result>'
 
@@ -103,7 +106,7 @@ class _Episode:
                 turn=turn, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
                 latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None,
                 cached=reply.cached, attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
-                latency_source=reply.latency_source,
+                latency_source=reply.latency_source, request_key=reply.key,
             )
         )
         # every later request of the episode carries this message: an oversized reply is kept clipped, with a
@@ -136,7 +139,7 @@ class _Episode:
         self.model_calls.append(ModelCallRecord(
             turn=turn, prompt_tokens=0, completion_tokens=0, cost_usd=reply.cost_usd, latency_s=reply.latency_s,
             finish_reason=reply.finish_reason, parse_error=reply.unparseable, cached=reply.cached,
-            attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
+            attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s, request_key=reply.key,
         ))
         self.messages.append({"role": "assistant", "content": ""})
         self.messages.append({"role": "user", "content": f"Error: your last reply could not be read ({reply.unparseable}). "
@@ -172,7 +175,7 @@ class _Episode:
             # The harness outgrew the model's window: a scored failure. The turns it never reached
             # are closed empty so the scorer sees what was actually done.
             status = "max_turns"
-            self.responses.append(f"[model limit: {exc}]")
+            self.responses.append(f"{MODEL_LIMIT}{exc}]")
             for turn in range(len(self.responses) - 1, len(self.task.turns)):
                 self.env.end_turn(turn)
         return Trajectory(

@@ -173,6 +173,11 @@ class ModelClient:
         req.update(dict(self.model.extra))
         return req
 
+    def key_settings(self) -> dict[str, Any]:
+        """What keys this client's replies besides an episode's own messages, tools and seed: the
+        request's fixed settings and the provider's tag, litellm's version and the route's revision."""
+        return {"request": self.request([], [], ""), "key": self._key_extra}
+
     def _cost(self, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
         """The call's price in USD, or None when nobody knows it: a route litellm has no price for
         is not free, and a $0 there would put it on a cost front for nothing (``model.free`` says
@@ -205,7 +210,7 @@ class ModelClient:
             if hit is None:
                 hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
             if hit is not None:
-                return reply_from_record(hit, cached=True)
+                return reply_from_record(hit, cached=True, key=key)
         lm = ensure_providers()
         api_key = self._api_key()
         keep_seed = "seed" in req and self.route.send_seed and takes_seed(self.model.route)
@@ -262,7 +267,7 @@ class ModelClient:
         record["infra_s"] = infra_s
         if self._writes is not None:
             self._writes.put(key, record)  # written by the cache's own thread: never on the event loop
-        return reply_from_record(record, cached=False)
+        return reply_from_record(record, cached=False, key=key)
 
     def _refused(self, exc: BaseException) -> RouteConfigError:
         """One line for a failure every call would repeat: what the provider said, and where to fix it."""

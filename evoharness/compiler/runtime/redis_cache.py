@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,6 +21,7 @@ from evoharness.compiler.secrets import scrub
 log = logging.getLogger(__name__)
 
 PREFIX = "evoharness:reply:"
+EPISODE_PREFIX = "evoharness:episode:"  # a stored episode (search/evaluation/replay.py), beside the replies it was played with
 PASSWORD_ENV = "REDIS_PASSWORD"
 TIMEOUT_S = 5.0
 SCHEMES = ("redis", "rediss")
@@ -125,6 +126,44 @@ class RedisResponseCache:
             log.warning("response cache entry %s%s in %s is not a model reply: asking the model again", PREFIX, key, self.location)
             return None
         return record  # type: ignore[no-any-return]
+
+    def has_all(self, keys: Sequence[str]) -> bool:
+        if self._down:
+            return False
+        import redis
+
+        wanted = [PREFIX + k for k in dict.fromkeys(keys)]  # EXISTS counts a key named twice twice
+        try:
+            return not wanted or int(self._client.exists(*wanted)) == len(wanted)
+        except redis.RedisError as exc:
+            self._failed("be read", exc)
+            return False
+
+    def get_episode(self, key: str) -> dict[str, Any] | None:
+        if self._down:
+            return None
+        import redis
+
+        try:
+            raw = self._client.get(EPISODE_PREFIX + key)
+        except redis.RedisError as exc:
+            self._failed("be read", exc)
+            return None
+        try:
+            record = json.loads(raw) if raw is not None else None
+        except ValueError:
+            return None
+        return record if isinstance(record, dict) else None
+
+    def put_episode(self, key: str, value: Mapping[str, Any]) -> None:
+        if self._down:
+            return
+        import redis
+
+        try:
+            self._client.set(EPISODE_PREFIX + key, scrub(json.dumps(value, separators=(",", ":"))))
+        except redis.RedisError as exc:
+            self._failed("be written", exc)
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         if self._down:

@@ -29,6 +29,7 @@ class ModelReply:
     attempts: int = 1
     infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
     unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
+    key: str = ""  # the request's response-cache key ("" without a cache): what a replayed episode checks is still there
 
 
 _DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script
@@ -72,7 +73,7 @@ def record_from_response(response: Any, latency: float) -> dict[str, Any]:
     }
 
 
-def reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
+def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") -> ModelReply:
     """A stored reply (from the cache, or just recorded) as the agent loop reads it."""
     return ModelReply(
         content=rec.get("content"),
@@ -87,4 +88,5 @@ def reply_from_record(rec: Mapping[str, Any], *, cached: bool) -> ModelReply:
         attempts=int(rec.get("attempts", 1)),
         infra_s=float(rec.get("infra_s", 0.0)),
         unparseable=rec.get("unparseable"),
+        key=key,
     )

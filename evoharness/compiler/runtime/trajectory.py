@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 EpisodeStatus = Literal["completed", "max_turns", "infra_error"]
@@ -56,6 +56,7 @@ class ModelCallRecord:
     attempts: int = 1  # provider attempts this call took (0 when answered from the cache)
     infra_s: float = 0.0  # failed attempts and backoff: reported apart, never part of latency_s
     latency_source: str = "client"  # "provider": its reported processing time; "client": our stopwatch
+    request_key: str = ""  # the response-cache key of its request ("" without a cache)
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,20 @@ class Trajectory:
 
     def calls_in_turn(self, turn: int) -> tuple[ToolCallRecord, ...]:
         return tuple(c for c in self.tool_calls if c.turn == turn)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
+        """The trajectory ``to_dict`` wrote. A key it does not know, or a missing one, is a TypeError
+        or KeyError: a stored trajectory is read whole or not at all."""
+        def build(kind: type[Any], row: Mapping[str, Any]) -> Any:
+            unknown = set(row) - {f.name for f in fields(kind)}
+            if unknown:
+                raise TypeError(f"{kind.__name__} has no field {sorted(unknown)[0]!r}")
+            return kind(**row)
+
+        return build(cls, {**data, "model_calls": tuple(build(ModelCallRecord, dict(c)) for c in data["model_calls"]),
+                           "tool_calls": tuple(build(ToolCallRecord, dict(c)) for c in data["tool_calls"]),
+                           "responses": tuple(data["responses"]), "final_state": dict(data["final_state"])})

@@ -251,6 +251,11 @@ class Workload(Protocol):
         ...
 
 
+def live_tools(workload: Workload) -> tuple[str, ...]:
+    """The workload's tools that call a live service as configured (``Workload.live_tools``, optional)."""
+    return tuple(str(t) for t in (getattr(workload, "live_tools", ()) or ()))
+
+
 WorkloadFactory = Callable[..., Workload]
 
 WORKLOADS: NamedRegistry[WorkloadFactory] = NamedRegistry("workload", decorator="@register_workload")

@@ -32,10 +32,13 @@ def sharing_workloads() -> Iterator[None]:
     """For one command: its pre-run checks and its run (and a basic launcher's jobs, in the same
     process) read one workload instance per configuration, so a dataset is loaded and parsed once.
     Never longer: the next command sees an edited tasks file."""
+    from evoharness.compiler.config_compile import sharing_variants
+
     global _MADE
     _MADE = {}
     try:
-        yield
+        with sharing_variants():  # and one compiled variant per configuration
+            yield
     finally:
         _MADE = None
 
@@ -123,10 +126,10 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
 
     from evoharness.compiler.cli import released
     from evoharness.compiler.runtime.cache import open_cache
+    from evoharness.compiler.runtime.workload import live_tools
     from evoharness.compiler.secrets import public_url
     from evoharness.search.evaluation.coverage import coverage_warning
     from evoharness.search.evaluation.evaluate import evaluate_variant
-    from evoharness.search.optimise.freeze import live_tools
     from evoharness.search.records import doctor_record as doctor
     from evoharness.search.records.provenance import provenance
     from evoharness.search.records.tables import metrics_table

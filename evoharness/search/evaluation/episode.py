@@ -4,7 +4,7 @@ and the evidence-driven mutators read back."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from evoharness.compiler.runtime.trajectory import Trajectory
@@ -45,21 +45,7 @@ class EpisodeResult:
     @classmethod
     def from_episode(cls, trajectory: Trajectory, score: EpisodeScore | None) -> EpisodeResult:
         """One row per episode; usage always comes from the trajectory, never a meter."""
-        usage: dict[str, Any] = {
-            "task_id": trajectory.task_id,
-            "sample": trajectory.sample,
-            "cost_usd": trajectory.cost_usd,
-            "latency_s": trajectory.latency_s,
-            "prompt_tokens": trajectory.prompt_tokens,
-            "completion_tokens": trajectory.completion_tokens,
-            "model_calls": len(trajectory.model_calls),
-            "tool_calls": len(trajectory.tool_calls),
-            "tool_errors": sum(1 for c in trajectory.tool_calls if c.error is not None),
-            "attempts": trajectory.attempts,
-            "infra_s": trajectory.infra_s,
-            "billed_cost_usd": trajectory.billed_cost_usd,
-            "billed_tokens": trajectory.billed_tokens,
-        }
+        usage = _usage(trajectory)
         if score is None or trajectory.status == "infra_error":
             reason = trajectory.infra_error or next(
                 (c.infra_error for c in trajectory.model_calls if c.infra_error), None
@@ -100,6 +86,12 @@ class EpisodeResult:
             **usage,
         )
 
+    def replayed(self, trajectory: Trajectory) -> EpisodeResult:
+        """This stored result as a run that read its every reply from the cache would give it: the
+        score and the verdict as stored (the same replies, tools and scorer give the same ones), the
+        usage from ``trajectory`` (the stored one, its calls marked cached: nothing billed)."""
+        return replace(self, **_usage(trajectory))
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["named"] = dict(self.named)
@@ -108,3 +100,21 @@ class EpisodeResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
         return cls(**{**data, "named": dict(data.get("named", {})), "failures": tuple(dict(f) for f in data.get("failures", ()))})
+
+
+def _usage(trajectory: Trajectory) -> dict[str, Any]:
+    return {
+        "task_id": trajectory.task_id,
+        "sample": trajectory.sample,
+        "cost_usd": trajectory.cost_usd,
+        "latency_s": trajectory.latency_s,
+        "prompt_tokens": trajectory.prompt_tokens,
+        "completion_tokens": trajectory.completion_tokens,
+        "model_calls": len(trajectory.model_calls),
+        "tool_calls": len(trajectory.tool_calls),
+        "tool_errors": sum(1 for c in trajectory.tool_calls if c.error is not None),
+        "attempts": trajectory.attempts,
+        "infra_s": trajectory.infra_s,
+        "billed_cost_usd": trajectory.billed_cost_usd,
+        "billed_tokens": trajectory.billed_tokens,
+    }

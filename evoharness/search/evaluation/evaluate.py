@@ -28,17 +28,26 @@ from evoharness.compiler.runtime.workload import Split, Task, Workload
 from evoharness.compiler.variant import HarnessVariant, content_hash
 from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.evaluation.metrics import EvalReport, aggregate
+from evoharness.search.evaluation.replay import EpisodeStore, episode_store
 
 log = logging.getLogger(__name__)
 
 
 async def _episode(
-    variant: HarnessVariant, workload: Workload, task: Task, sample: int, seed: int, client: ModelClient
+    variant: HarnessVariant, workload: Workload, task: Task, sample: int, seed: int, client: ModelClient,
+    store: EpisodeStore | None = None,
 ) -> tuple[EpisodeResult, Trajectory]:
+    if store is not None:
+        warm = await asyncio.to_thread(store.read, task, sample, seed) if store.remote else store.read(task, sample, seed)
+        if warm is not None:
+            return warm
     env = workload.make_environment(task, seed=seed)
     trajectory = await run_episode(variant, task, env, sample=sample, seed=seed, client=client)
     score = None if trajectory.status == "infra_error" else workload.score(task, trajectory, env)
-    return EpisodeResult.from_episode(trajectory, score), trajectory
+    result = EpisodeResult.from_episode(trajectory, score)
+    if store is not None:
+        store.keep(task, sample, seed, result, trajectory)
+    return result, trajectory
 
 
 REPEAT_PROBE = 4  # tasks whose every sample runs before a temperature-0 variant's repeats are judged
@@ -104,6 +113,7 @@ async def evaluate_variant_async(
     if not chosen:
         raise ValueError(f"workload.split={split!r}: no tasks; use train, dev or holdout")
     client = ModelClient(variant.model, variant.route, cache=cache)
+    store = episode_store(variant, workload, client, cache)
     capped = route_cap_warning(variant, concurrency, min(concurrency, len(chosen) * samples))
     if capped:
         log.warning(capped)
@@ -115,7 +125,7 @@ async def evaluate_variant_async(
             if fatal:  # no new episode starts; the ones in flight finish, so nothing is left half-done
                 return None  # type: ignore[return-value]
             try:
-                return await _episode(variant, workload, task, sample, seed, client)
+                return await _episode(variant, workload, task, sample, seed, client, store)
             except ConfigError as exc:
                 fatal.append(exc)
                 return None  # type: ignore[return-value]
@@ -126,31 +136,35 @@ async def evaluate_variant_async(
 
     desc = f"{split} {variant.model.route}" if progress else None
     judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
-    async with client:  # flushes the cache's writes on the way out, an error included
-        if not judged:
-            done = await _gather([guarded(t, s) for t in chosen for s in range(samples)], progress=desc)
-            stop_if_fatal()
-            stand_ins: list[EpisodeResult] = []
-        else:
-            head, tail = chosen[:probe], chosen[probe:]
-            # the probe's samples go first through the gate; every task's first sample runs meanwhile
-            probing = [asyncio.ensure_future(guarded(t, s)) for t in head for s in range(samples)]
-            firsts = [asyncio.ensure_future(guarded(t, 0)) for t in tail]
-            probed = await asyncio.gather(*probing)
-            if fatal:
-                await asyncio.gather(*firsts)
+    try:
+        async with client:  # flushes the cache's writes on the way out, an error included
+            if not judged:
+                done = await _gather([guarded(t, s) for t in chosen for s in range(samples)], progress=desc)
                 stop_if_fatal()
-            repeat = not repeats_identical([traj for _, traj in probed])
-            extra = await _gather([guarded(t, s) for t in tail for s in range(1, samples)] if repeat else [], progress=desc)
-            ran = await asyncio.gather(*firsts)
-            stop_if_fatal()
-            # a task whose one sample was lost to the infrastructure has nothing to stand in for: its other samples run
-            lost = [] if repeat else [t for t, (_, traj) in zip(tail, ran) if traj.status == "infra_error"]
-            extra += await asyncio.gather(*[guarded(t, s) for t in lost for s in range(1, samples)])
-            stop_if_fatal()
-            done = [*probed, *ran, *extra]
-            stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error"
-                                           for s in range(1, samples)]
+                stand_ins: list[EpisodeResult] = []
+            else:
+                head, tail = chosen[:probe], chosen[probe:]
+                # the probe's samples go first through the gate; every task's first sample runs meanwhile
+                probing = [asyncio.ensure_future(guarded(t, s)) for t in head for s in range(samples)]
+                firsts = [asyncio.ensure_future(guarded(t, 0)) for t in tail]
+                probed = await asyncio.gather(*probing)
+                if fatal:
+                    await asyncio.gather(*firsts)
+                    stop_if_fatal()
+                repeat = not repeats_identical([traj for _, traj in probed])
+                extra = await _gather([guarded(t, s) for t in tail for s in range(1, samples)] if repeat else [], progress=desc)
+                ran = await asyncio.gather(*firsts)
+                stop_if_fatal()
+                # a task whose one sample was lost to the infrastructure has nothing to stand in for: its other samples run
+                lost = [] if repeat else [t for t, (_, traj) in zip(tail, ran) if traj.status == "infra_error"]
+                extra += await asyncio.gather(*[guarded(t, s) for t in lost for s in range(1, samples)])
+                stop_if_fatal()
+                done = [*probed, *ran, *extra]
+                stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error"
+                                               for s in range(1, samples)]
+    finally:  # the episodes stored so far land, an error included, as the replies do
+        if store is not None:
+            await asyncio.to_thread(store.flush)
     await drain_litellm_logging()
     report = aggregate([r for r, _ in done], variant_hash=variant.content_hash, split=split, samples=samples,
                        stand_ins=stand_ins, clusters={t.task_id: t.cluster for t in chosen})

@@ -13,13 +13,14 @@ from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.configpath import portable_options
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.provenance import git_revision
-from evoharness.compiler.runtime.workload import Workload, workload_factory
+from evoharness.compiler.runtime.workload import Workload, live_tools, workload_factory
 from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.coverage import coverage_warning
 from evoharness.search.evaluation.scorer import scorer_hash
+from evoharness.search.evaluation.task_data import task_hash, tasks_hash
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.records import doctor_record as doctor
-from evoharness.search.records.provenance import split_strata, task_hash, tasks_hash
+from evoharness.search.records.provenance import split_strata
 from evoharness.search.records.versions import checked, versioned
 
 
@@ -120,11 +121,6 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
     write_json_atomic(path, versioned("freeze", {**frozen, "task_hashes": each, "created_at": datetime.now(UTC).isoformat(),
                                                  "git_revision": git_revision(), "doctor": checkup, "resolved_config": resolved}))
     return frozen
-
-
-def live_tools(workload: Workload) -> tuple[str, ...]:
-    """The workload's tools that call a live service as configured (``Workload.live_tools``, optional)."""
-    return tuple(str(t) for t in (getattr(workload, "live_tools", ()) or ()))
 
 
 def refuse_live_tools(workload: Workload, *, live_ok: bool) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from evoharness.compiler.names import checked_name
 from evoharness.compiler.runtime.workload import SPLITS, Task, Workload
 from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.scorer import scorer_hash
-from evoharness.search.records.provenance import tasks_hash
+from evoharness.search.evaluation.task_data import tasks_hash
 from evoharness.search.records.versions import versioned
 
 

@@ -11,7 +11,7 @@ import pytest
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.runtime.workload import Task
-from evoharness.search.records.provenance import task_record, tasks_hash
+from evoharness.search.evaluation.task_data import task_record, tasks_hash
 
 TASKS = [Task(f"w/{i}", "holdout", (({"role": "user", "content": f"Do {i}."},),), ("put",),
               gold=((ToolCall("put", {"value": str(i)}),),), data={"state": {"n": i}, "expected_state": {"n": i + 1}})
