@@ -81,6 +81,8 @@ def test_two_folders_share_one_redis_cache(tmp_path: Path, server: tuple[str, in
     stored = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD).keys("evoharness:reply:*")
     calls = sum(int(e["model_calls"]) for e in cold["episodes"])
     assert cold["billing"]["billed_tokens"] > 0 and len(stored) == calls > 0  # one entry per call, all in Redis
+    episodes = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD).keys("evoharness:episode:*")
+    assert len(episodes) == len(cold["episodes"])  # each finished episode kept beside its replies, for a warm replay
     warm = _evaluate(tmp_path / "b", url, monkeypatch, capsys)
     assert warm["billing"]["billed_tokens"] == 0 and warm["billing"]["billed_cost"] == 0
     assert warm["billing"]["cost_if_uncached"] == pytest.approx(cold["billing"]["cost_if_uncached"])
@@ -109,10 +111,15 @@ def test_a_damaged_entry_is_a_miss_and_a_lost_server_one_warning(tmp_path: Path,
     with caplog.at_level(logging.WARNING):
         assert cache.get("k3") is None
     assert "is not a model reply" in caplog.text
+    episode = {"version": 1, "kind": "episode", "replies": ["k1"]}
+    cache.put_episode("e1", episode)  # type: ignore[attr-defined]
+    assert cache.get_episode("e1") == episode and cache.get_episode("k1") is None  # type: ignore[attr-defined]
+    assert cache.has_all(["k1", "k1"]) and not cache.has_all(["k1", "k2"]) and cache.has_all([])  # type: ignore[attr-defined]
     gone = open_cache(f"redis://127.0.0.1:{_free_port()}/0")  # nothing listens there: a server that went away
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert gone.get("k1") is None
         gone.put("k1", reply)
         assert gone.get("k1") is None
+        assert not gone.has_all(["k1"]) and gone.get_episode("e1") is None  # type: ignore[attr-defined]
     assert len([r for r in caplog.records if "replies are not cached" in r.getMessage()]) == 1
