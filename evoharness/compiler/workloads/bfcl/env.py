@@ -72,16 +72,6 @@ def new_instances(
     return instances
 
 
-def snapshot(instances: Instances) -> Instances:
-    """An independent copy of the backend instances. A pickle round trip copies these plain objects
-    several times faster than copy.deepcopy; an instance pickle refuses is deep-copied instead."""
-    try:
-        copied: Instances = pickle.loads(pickle.dumps(instances, protocol=pickle.HIGHEST_PROTOCOL))
-        return copied
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return copy.deepcopy(instances)
-
-
 def task_instances(task: Task) -> Instances:
     return new_instances(
         task.data["initial_config"],
@@ -159,7 +149,7 @@ class BfclEnvironment:
         self._instances = task_instances(task)
         self._turn = 0
         self._calls: list[ExecutedCall] = []
-        self._turn_states: dict[int, Instances] = {}
+        self._turn_states: dict[int, Instances | bytes] = {}  # bytes: pickled, loaded only when the scorer reads the turn
 
     @property
     def turn(self) -> int:
@@ -217,12 +207,18 @@ class BfclEnvironment:
                 f"end_turn({turn}) but the episode is at turn {self._turn}; call end_turn once "
                 f"per user turn, in order 0..{len(self.task.turns) - 1}"
             )
-        self._turn_states[turn] = snapshot(self._instances)
+        try:  # half a copy now, the other half only if the turn is scored (a warm replay never is)
+            self._turn_states[turn] = pickle.dumps(self._instances, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            self._turn_states[turn] = copy.deepcopy(self._instances)
         self._turn += 1
 
     def instances_after(self, turn: int) -> Mapping[str, Any]:
         """Backend instances as they were at the end of ``turn`` (live, if not ended yet)."""
-        return self._turn_states.get(turn, self._instances)
+        state = self._turn_states.get(turn, self._instances)
+        if isinstance(state, bytes):
+            state = self._turn_states[turn] = pickle.loads(state)
+        return state
 
     def snapshot(self) -> Mapping[str, Any]:
         return {
