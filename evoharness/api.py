@@ -245,10 +245,22 @@ def _loop_safe(work: Callable[[], T]) -> T:
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="evoharness") as pool:
         future = pool.submit(work)
         try:
-            return future.result()
+            return _waited(future)
         except KeyboardInterrupt:
             from evoharness.search.optimise.sweeper import request_stop
 
             if not request_stop():
                 raise
-            return future.result()
+            return _waited(future)
+
+
+def _waited(future: concurrent.futures.Future[T]) -> T:
+    """``future.result()``, waking every tenth of a second. A process-wide SIGINT may be handed by
+    the OS to any thread; Python runs its handler on the main thread only when that thread runs
+    bytecode, so a main thread blocked in one untimed wait would hear the stop button only once
+    the search had ended."""
+    while True:
+        try:
+            return future.result(timeout=0.1)
+        except concurrent.futures.TimeoutError:
+            continue
