@@ -218,6 +218,10 @@ def train_chances(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials
     out: list[TrainChance] = []
     for r in front:
         assert r.genome is not None
+        if r.variant_hash == reference.content_hash:
+            # a rule that ships the best on dev keeps the incumbent when it is the best: it stays in the running
+            out.append(TrainChance("none", f"the {against} itself") if rule.against_reference else TrainChance("possible"))
+            continue
         paired = paired_interval(ref_report, stored_train(paths, r, variant_of(r.genome)), metric=q,
                                  confidence=settings.search.confidence)
         mine = TrainStanding(quality=float(r.train.get(q, 0.0)), resource=float(r.train.get(axis, float("inf"))),

@@ -343,16 +343,17 @@ def test_a_front_member_that_cannot_reach_the_margin_on_train_gets_no_dev_run(
         return [SimpleNamespace(report=dev_report(g, split)) for g, split, _ in batch]
 
     lines: list[str] = []
-    chosen = select_on_dev(settings, paths, SearchTrials((tuple(trials),), (tuple(trials[1:]),), tuple(trials[1:])), Pools(sections={}),
+    chosen = select_on_dev(settings, paths, SearchTrials((tuple(trials),), (tuple(trials[1:]),), tuple(trials)), Pools(sections={}),
                            evaluate=evaluate, variant_of=variant_of, echo=lines.append)
     # max_front_dev=4: a slot is left free rather than spent on the member that cannot qualify
     dev = ["baseline-dev", "front-1-dev", "front-2-dev"]
     assert [label for _, _, label in batches[0]] == (dev if shown else ["baseline-holdout", *dev])
     assert (chosen.baseline_hold is None) == shown
     skipped = {m.trial: m.dev_skipped for m in chosen.front if m.dev_skipped}
-    assert list(skipped) == [3]
+    assert list(skipped) == [0, 3] and skipped[0] == "the incumbent itself"
     assert skipped[3].startswith("train pass_rate 0.250 against the incumbent's 0.750: the paired difference is at most -")
-    assert lines[1].startswith("  trial 3 (round 0: ") and "below the bar -0.05" in lines[1]
+    assert lines[0] == "dev runs: 2 of 4 front members; no dev run for 2:"
+    assert lines[2].startswith("  trial 3 (round 0: ") and "below the bar -0.05" in lines[2]
 
 
 def _settings(tmp_path: Path) -> Any:
