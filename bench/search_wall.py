@@ -14,8 +14,14 @@
    wall time in which no job ran at all (start-up, the orchestrator between batches and rounds).
 4. The same command again with the same seed on a new study folder and the warm cache: it must pick
    the identical champion (variant hash), front and claim.
+5. What the finish's dev phase paid for (the study's spend journal): its model calls, and those
+   spent on front members whose train result left them no chance to clear the decision's bar (by
+   the rule's own test, ``DecisionRule.dev_chance``, on the stored train evaluations; the best on
+   train is exempt: the fallback needs it), and, in hindsight, on members that did not qualify on
+   dev even on their point estimate. ``--study DIR`` reads these from a finished study folder alone.
 
-Targets: actual / ideal <= 1.5; warm champion identical.
+Targets: actual / ideal <= 1.5; warm champion identical; no dev-phase call on a member that could
+not qualify.
 """
 from __future__ import annotations
 
@@ -85,9 +91,79 @@ def union_s(intervals: Sequence[tuple[float, float]]) -> float:
     return total
 
 
+def _report(study: Path, eval_key: str | None) -> Any:
+    from evoharness.search.evaluation.metrics import EvalReport
+
+    path = study / "evals" / f"{eval_key}.json"
+    return EvalReport.from_dict(json.loads(path.read_text(encoding="utf-8"))["report"]) if eval_key and path.exists() else None
+
+
+def dev_phase(study: Path) -> dict[str, Any]:
+    """The dev phase's model calls in a finished study folder, in all and on members that could not
+    qualify: judged as the finish judges them now, whatever revision ran the study."""
+    import optuna
+
+    from evoharness.search.evaluation.decision import TrainStanding, decision_rule
+    from evoharness.search.optimise.select_dev import paired_interval
+    from evoharness.search.optimise.study import records
+
+    summary = json.loads((study / "summary.json").read_text(encoding="utf-8"))
+    conf = json.loads((study / "freeze.json").read_text(encoding="utf-8"))["resolved_config"]
+    decision, s = summary["decision"], conf["search"]
+    rule = decision_rule(decision["rule"], margin=float(decision.get("margin", conf["criteria"].get("margin", 0.05))))
+    q = next(o["metric"] for o in summary["objectives"] if o["direction"] == "maximize")
+    axis = (rule.resource() or ("cost_per_task", "cost"))[0]
+    storage = f"sqlite:///{study / 'study.db'}"
+    trials = [r for k in range(int(s["rounds"])) for r in records(optuna.load_study(study_name=f"{s['study']}/r{k}", storage=storage), k)]
+    by_trial = {(r.round, r.number): r for r in trials}
+    base = next(r for r in trials if r.origin == "baseline" and r.train)
+    base_report = _report(study, base.eval_key)
+    reference = TrainStanding(quality=float(base.train[q]), resource=float(base.train.get(axis, float("inf"))))
+    rows = [json.loads(line) for line in (study / "spend.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    dev_rows = [r for r in rows if r["split"] == "dev"]
+    calls = {r["variant_hash"]: int(r["model_calls"]) for r in dev_rows if str(r["label"]).startswith("front-")}
+    ref_dev = summary["baseline"]["dev"]
+    members, hopeless, missed = [], 0, 0
+    for i, m in enumerate(summary["front"]):
+        record = by_trial.get((m["round"], m["trial"]))
+        paired = paired_interval(base_report, _report(study, record.eval_key if record else None), metric=q,
+                                 confidence=float(s["confidence"]))
+        mine = TrainStanding(quality=float(m["train"][q]), resource=float(m["train"].get(axis, float("inf"))),
+                             low=paired[0] if paired else None, high=paired[1] if paired else None)
+        chance = rule.train_chance(mine, reference, min_effect=float(s["min_effect"]), quality=q)
+        why = None if i == 0 else chance.why
+        paid = calls.get(m["variant_hash"], 0) if m.get("dev") else 0
+        # in hindsight: no dev run on it could have made it the pick, not even on its dev point estimate
+        failed = bool(m.get("dev")) and i > 0 and rule.resource() is not None and not (
+            float(m["dev"].get(axis, float("inf"))) < float(ref_dev.get(axis, float("inf")))
+            and float(m["dev"][q]) >= float(ref_dev[q]) - rule.margin)
+        hopeless += paid if why else 0
+        missed += paid if failed else 0
+        members.append({"trial": m["trial"], "round": m["round"], "train": round(float(m["train"][q]), 3),
+                        "paired": paired and [round(paired[0], 3), round(paired[1], 3)], "chance": chance.reach,
+                        "dev": m.get("dev") and round(float(m["dev"][q]), 3), "dev_calls": paid, "skipped": m.get("dev_skipped")})
+    return {"dev_calls": sum(int(r["model_calls"]) for r in dev_rows), "front_dev_calls": sum(calls.values()),
+            "hopeless_calls": hopeless, "did_not_qualify_calls": missed, "members": members}
+
+
+def dev_figures(study: Path) -> dict[str, Any]:
+    d = dev_phase(study)
+    figure("dev_phase_model_calls_on_members_that_could_not_qualify", d["hopeless_calls"], 0, d["hopeless_calls"] == 0,
+           dev_phase_model_calls=d["dev_calls"], front_member_dev_calls=d["front_dev_calls"],
+           share=round(d["hopeless_calls"] / max(d["dev_calls"], 1), 3), members=d["members"])
+    figure("dev_phase_model_calls_on_members_that_did_not_qualify_on_dev", d["did_not_qualify_calls"], None, None,
+           note="hindsight, the best on train exempt: neither cheaper (faster) than the incumbent on dev nor within the margin")
+    return d
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    parser.add_argument("--study", type=Path, help="only the dev-phase figures, of this finished study folder (runs/<study>)")
+    args = parser.parse_args(argv)
+    if args.study:
+        d = dev_figures(args.study)
+        print(f"summary: dev phase {d['dev_calls']} model calls, {d['hopeless_calls']} on members that could not qualify")
+        return 0
     cores = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="evoharness-bench-wall-") as tmp:
         cache = Path(tmp) / "cache"
@@ -108,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         floor = max(max(floors, default=0.0), sequential / workers)
         per = cpu_per_episode()
         ideal = max(episodes * per / cores, floor)
+        dev = dev_figures(next((Path(tmp) / "cold").glob("*/summary.json")).parent)
         warm_s, warm = search(Path(tmp) / "warm", cache)
         same = warm.returncode == 0 and outcome(Path(tmp) / "warm") == outcome(Path(tmp) / "cold")
     ratio = cold_s / ideal
@@ -128,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     figure("warm_rerun_identical_champion", same, True, same, warm_s=round(warm_s, 1))
     print(f"summary: main job {cold_s:.0f} s cold against an ideal of {ideal:.0f} s ({episodes} episodes x {per * 1000:.0f} ms CPU "
           f"/ {cores} cores, latency floor {floor:.0f} s): {ratio:.2f}x (target <= {TARGET}); warm rerun {warm_s:.0f} s, "
-          f"same champion: {same}")
+          f"same champion: {same}; dev phase {dev['dev_calls']} model calls, {dev['hopeless_calls']} on members that could not qualify")
     return 0
 
 

@@ -44,6 +44,38 @@ class DevCandidate:
 
 
 @dataclass(frozen=True)
+class TrainStanding:
+    """A variant's train result as the dev selection reads it: its train quality, its figure on
+    the resource a rule saves (cost per task or p95 latency; inf when unknown), and the interval of
+    its paired train difference against the reference (same tasks, clusters as the unit, the
+    claim's interval at search.confidence; None without paired evidence, and for the reference
+    itself)."""
+
+    quality: float
+    resource: float = float("inf")
+    low: float | None = None
+    high: float | None = None
+
+
+Reach = Literal["none", "possible", "likely", "shown"]
+
+
+@dataclass(frozen=True)
+class TrainChance:
+    """What a member's train result says about its chance to clear a rule's bar on dev:
+    ``none`` (``why`` says why, in a few words), ``possible`` (the upper end of its paired train
+    interval reaches the bar), ``likely`` (its point estimate does too) or ``shown`` (its whole
+    interval does)."""
+
+    reach: Reach
+    why: str | None = None
+
+
+def _figure(metric: str, value: float) -> str:
+    return f"${value:.4g}/task" if metric == "cost_per_task" else f"{value:.3g}s" if metric.startswith("latency") else f"{value:.4g}"
+
+
+@dataclass(frozen=True)
 class ClaimTest:
     """What a rule's holdout test found: the verdict, the quality test, how the test is described,
     and the rule's own fields of claim.json."""
@@ -105,15 +137,25 @@ class DecisionRule(ABC):
         """(dev metric, per-task row field) the rule saves on, or None."""
         return None
 
-    def train_qualifies(self, trains: Sequence[Mapping[str, float]], base: Mapping[str, float] | None, quality: str
-                        ) -> list[bool] | None:
-        """Which front members could win on train figures (they get dev runs first); None: no preference."""
+    def train_chance(self, member: TrainStanding, reference: TrainStanding, *, min_effect: float, quality: str = "quality",
+                     against: str = "reference") -> TrainChance:
+        """Whether ``member``'s train result leaves it a chance to clear this rule's bar on dev. The
+        bar is the claim's (``quality_bar``: -margin, or +min_effect for a superiority rule) on the
+        difference member minus reference. No chance: the upper end of its paired train interval is
+        below the bar, or, under a rule that saves a resource, it does not save it against the
+        reference on train. Without paired train evidence only the resource and the point estimate
+        (the difference of the train qualities) are judged: the dev run then decides."""
+        bar = self.quality_bar(min_effect)
         res = self.resource()
-        if res is None or not base or quality not in base or self.reference != "incumbent":
-            return None
-        metric = res[0]
-        bar, dear = float(base[quality]) - self.margin, float(base.get(metric, float("inf")))
-        return [float(t.get(quality, 0.0)) >= bar - _TOL and float(t.get(metric, 0.0)) < dear for t in trains]
+        if res is not None and not member.resource < reference.resource:
+            return TrainChance("none", f"not {self.comparative} than the {against} on train ({_figure(res[0], member.resource)} "
+                                       f"against {_figure(res[0], reference.resource)})")
+        if member.high is not None and member.high < bar - _TOL:
+            return TrainChance("none", f"train {quality} {member.quality:.3f} against the {against}'s {reference.quality:.3f}: the "
+                                       f"paired difference is at most {member.high:+.3f}, below the bar {bar:+g}")
+        if member.low is not None and member.low >= bar - _TOL:
+            return TrainChance("shown")
+        return TrainChance("likely" if member.quality - reference.quality >= bar - _TOL else "possible")
 
     def pick(self, candidates: Sequence[DevCandidate], *, reference: Mapping[str, float], quality: str
              ) -> tuple[int, Evidence] | None:

@@ -1,7 +1,8 @@
 """The finish's second stage, claim on the holdout: the chosen champion's one look at the sealed
 split (refused when it would be a second look not asked for), the claim against the incumbent or
 the named reference under the decision rule, the look journaled, and the champion's ablation on
-dev, which shares the holdout's batch."""
+dev. The champion's holdout run, the incumbent's (and reference's) when the dev stage left them
+to it, and the ablation's dev runs are one batch."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -17,7 +18,7 @@ from evoharness.search.evaluation.metrics import EvalReport
 from evoharness.search.evaluation.power import power
 from evoharness.search.genome import Genome, Pools
 from evoharness.search.optimise.ablation import ablation_jobs, ablation_rows
-from evoharness.search.optimise.select_dev import DevSelection, Evaluate, report_of
+from evoharness.search.optimise.select_dev import DevSelection, Evaluate, holdout_jobs, holdout_reports, report_of
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.records.looks import RegistryLooks, Seal, append_look, look_row, looked_at, read_looks, registry_row, seen_looks
 from evoharness.search.records.versions import versioned
@@ -26,12 +27,15 @@ from evoharness.search.records.versions import versioned
 @dataclass(frozen=True)
 class HoldoutClaim:
     """The stage's result: claim.json's record, the champion's holdout report (the incumbent's when
-    the incumbent stayed), the ablation rows and the champion's variant hash."""
+    the incumbent stayed), the ablation rows, the champion's variant hash, and the incumbent's and
+    the reference's holdout reports (the incumbent's twice without a named reference)."""
 
     claim: dict[str, Any]
     champion_hold: EvalReport
     ablation: list[dict[str, Any]]
     champion_hash: str
+    baseline_hold: EvalReport
+    reference_hold: EvalReport
 
 
 def power_fields(settings: RunSettings, claim: Mapping[str, Any], chosen: DevSelection) -> dict[str, Any]:
@@ -53,7 +57,7 @@ def claim_on_holdout(settings: RunSettings, paths: StudyPaths, hashes: Mapping[s
     champion_hash = variant_of(champion.genome).content_hash
     baseline_hash = chosen.baseline_variant.content_hash
     candidate = champion_hash != baseline_hash  # the incumbent itself is no look at a candidate
-    not_looks = {baseline_hash, *([chosen.reference_hold.variant_hash] if chosen.reference_genome else [])}
+    not_looks = {baseline_hash, *([variant_of(chosen.reference_genome).content_hash] if chosen.reference_genome else [])}
     with RegistryLooks(settings.registry_dir).locked() as registry:
         rows = registry.rows()
         seen = seen_looks(study=s.study, journal=paths.looks, evals=paths.evals, spend=paths.spend, registry_rows=rows, seal=seal,
@@ -67,14 +71,23 @@ def claim_on_holdout(settings: RunSettings, paths: StudyPaths, hashes: Mapping[s
             registry.append(registry_row(variant_hash=champion_hash, by="search", seal=seal, study=s.study,
                                          champion_hash=champion_hash, baseline_hash=baseline_hash))
     hold_jobs: list[tuple[Genome, Split, str]] = [(champion.genome, "holdout", "champion-holdout")] if candidate else []
+    # the incumbent's (and reference's) holdout the dev stage left to this batch runs beside the champion's
+    fixed_jobs = holdout_jobs(chosen.reference_genome) if chosen.baseline_hold is None else []
     ablate = bool(candidate and champion.dev and q in champion.dev)
     layers_todo, ablation_batch = (ablation_jobs(champion.genome, pools, base_format=settings.base_format,
                                                  base_steps=settings.base_steps) if ablate else ([], []))
-    # the ablation's dev runs need only the champion: they share the champion's holdout batch
-    both = evaluate([*hold_jobs, *ablation_batch]) if hold_jobs or ablation_batch else []
-    hold, ablation_results = both[:len(hold_jobs)], both[len(hold_jobs):]
-    champion_hold = report_of(hold[0], "champion holdout") if candidate else chosen.baseline_hold
-    claim = versioned("claim", make_claim(chosen.reference_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
+    # the ablation's dev runs need only the champion: they share the holdout batch, after its longest jobs
+    jobs = [*hold_jobs, *fixed_jobs, *ablation_batch]
+    done = evaluate(jobs) if jobs else []
+    n, m = len(hold_jobs), len(fixed_jobs)
+    hold, fixed, ablation_results = done[:n], done[n:n + m], done[n + m:]
+    if fixed_jobs:
+        baseline_hold, reference_hold = holdout_reports(fixed, chosen.reference_genome)
+    else:
+        assert chosen.baseline_hold is not None and chosen.reference_hold is not None
+        baseline_hold, reference_hold = chosen.baseline_hold, chosen.reference_hold
+    champion_hold = report_of(hold[0], "champion holdout") if candidate else baseline_hold
+    claim = versioned("claim", make_claim(reference_hold, champion_hold, confidence=s.confidence, resamples=s.resamples,
                                           min_effect=s.min_effect, seed=settings.seed, hashes=hashes, metric=q, rule=settings.rule))
     looks = len(seen) + (1 if candidate and champion_hash not in seen else 0)
     claim = {**claim, "looks": looks, "second_look": candidate and looks > 1,
@@ -86,7 +99,8 @@ def claim_on_holdout(settings: RunSettings, paths: StudyPaths, hashes: Mapping[s
     if ablate and champion.dev:
         ablation = ablation_rows(layers_todo, ablation_results, incumbent_q=float(chosen.baseline_dev.metrics.get(q, 0.0)),
                                  champion_q=float(champion.dev[q]), metric=q)
-    return HoldoutClaim(claim=claim, champion_hold=champion_hold, ablation=ablation, champion_hash=champion_hash)
+    return HoldoutClaim(claim=claim, champion_hold=champion_hold, ablation=ablation, champion_hash=champion_hash,
+                        baseline_hold=baseline_hold, reference_hold=reference_hold)
 
 
 def second_look_refusal(seen: Mapping[str, list[str]], champion_hash: str, seal: Seal) -> str:

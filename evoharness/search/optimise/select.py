@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Literal
 
-from evoharness.search.evaluation.decision import DevCandidate, Evidence, noninferior_pick
+from evoharness.search.evaluation.decision import DevCandidate, Evidence, Reach, noninferior_pick
 from evoharness.search.optimise.study import TrialRecord
 
 Standing = Literal["champion", "front", "dominated", "infeasible", "failed"]
@@ -31,33 +31,53 @@ def dev_picks(count: int, cap: int) -> list[int]:
     return sorted({round(i * (count - 1) / (cap - 1)) for i in range(cap)})
 
 
-def dev_members(costs: Sequence[float], cap: int, *, qualifies: Sequence[bool] | None = None, best_quality: bool = False) -> list[int]:
-    """Indices of the front members (ordered best train quality first, with their train costs)
-    re-evaluated on dev: all when they fit, else ``cap`` spread evenly along the cost axis, the
-    cheapest always among them (what a non-inferiority rule needs) and the best quality (index 0)
-    in place of the dearest pick. With three objectives quality order is not cost order, so
-    spacing by quality rank alone could skip the cheapest member.
+def dev_members(costs: Sequence[float], cap: int, *, chances: Sequence[Reach] | None = None, best_quality: bool = False) -> list[int]:
+    """Indices of the front members (ordered best train quality first, with their train costs, or
+    latencies under a rule that saves latency) re-evaluated on dev. The best on train (index 0)
+    always is: when nothing else qualifies, the decision's fallback and the report need its dev
+    figures.
 
-    ``qualifies`` (a non-inferiority rule: cheaper or faster than the reference and within the
-    margin of its train quality) sends the dev runs to the members that can win first: the best quality, then
-    the cheapest qualifying ones; the spread fills what is left. A member far below the bar on
-    train is the last that needs a dev run.
+    ``chances`` (what each member's train result says about its chance to clear the decision's
+    bar, ``DecisionRule.train_chance``): the other dev runs go only to members with a chance, at
+    most ``cap`` in all. Under a rule that saves cost (latency): first those whose train point
+    estimate already clears the bar, then those only their interval's upper end reaches, the
+    cheapest (fastest) first in each, since the rule ships the cheapest that qualifies; so a
+    cheaper member that cannot qualify is passed over for a dearer one that can. Under
+    ``best_quality``: the best on train first. A slot no member with a chance needs stays empty: a
+    dev run on a member that cannot win decides nothing.
 
-    ``best_quality`` (a rule that crowns the best dev quality): the ``cap`` best on train. The
-    cheap end of the front is there for its cost, which such a rule does not weigh, and a dev run
-    spent on it is one the dearer, better edits do not get."""
-    count = len(costs)
-    if count <= max(1, cap) or best_quality:
-        return list(range(min(count, max(1, cap))))
-    if qualifies is not None and any(qualifies[1:]):
-        ok = sorted((i for i in range(1, count) if qualifies[i]), key=lambda i: (costs[i], i))[: max(1, cap) - 1]
-        rest = sorted((i for i in dev_members(costs, cap) if i not in ok and i != 0), key=lambda i: (costs[i], i))
-        return sorted({0, *ok, *rest[: max(0, cap - 1 - len(ok))]})
+    Without ``chances`` (no train result of the reference to judge by): all when they fit, else
+    ``cap`` spread evenly along the cost axis with the cheapest among them and the best quality in
+    place of the dearest pick (with three objectives quality order is not cost order, so spacing
+    by quality rank alone could skip the cheapest); under ``best_quality`` the ``cap`` best on train."""
+    count, cap = len(costs), max(1, cap)
+    if count == 0:
+        return []
+    if chances is not None:
+        if len(chances) != count:
+            raise ValueError(f"chances names {len(chances)} members, costs {count}; pass one per front member")
+        able = [i for i in range(1, count) if chances[i] != "none"]
+        if not best_quality:
+            able.sort(key=lambda i: (chances[i] == "possible", costs[i], i))
+        return sorted({0, *able[: cap - 1]})
+    if count <= cap or best_quality:
+        return list(range(min(count, cap)))
     by_cost = sorted(range(count), key=lambda i: (costs[i], i))
     picks = [by_cost[i] for i in dev_picks(count, cap)]
     if 0 not in picks:
         picks[-1] = 0  # the dearest pick gives way to the best quality
     return sorted(set(picks))
+
+
+def dev_skips(count: int, picked: Collection[int], reasons: Sequence[str | None] | None, *, cap: int) -> dict[int, str]:
+    """Why each front member left out of the dev runs got none, in a few words: its own reason
+    (``reasons``, from the decision rule) or, for one with a chance, the cap."""
+    out: dict[int, str] = {}
+    for i in range(count):
+        if i not in picked:
+            own = reasons[i] if reasons is not None else None
+            out[i] = own or f"no dev run left (search.max_front_dev={cap})"
+    return out
 
 
 def champion_index(rank_keys: Sequence[tuple[float, ...]]) -> int:

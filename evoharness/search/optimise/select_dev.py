@@ -1,25 +1,29 @@
-"""The finish's first stage, select on dev: the distinct front re-evaluated on dev (with the
-incumbent, and a named reference), and the champion the decision rule picks from it. The
-incumbent's (and reference's) holdout runs share this batch, since no selection reads them."""
+"""The finish's first stage, select on dev: the front members whose train results leave them a
+chance to clear the decision's bar re-evaluated on dev (with the incumbent, and a named
+reference), and the champion the decision rule picks from it. The incumbent's (and reference's)
+holdout runs share this batch, since no selection reads them, unless a champion's holdout run is
+sure to follow: then they wait for it and run beside it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from evoharness.compiler.runtime.workload import Split
 from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.evaluation.criteria import evaluate_criteria, quality_objective, rank_key
-from evoharness.search.evaluation.decision import DevCandidate
+from evoharness.search.evaluation.decision import DevCandidate, TrainChance, TrainStanding
 from evoharness.search.evaluation.metrics import EvalReport, paired_clusters, paired_scores
 from evoharness.search.evaluation.stats import quality_test
 from evoharness.search.genome import BASELINE, Genome, Pools, authors, describe, edits
 from evoharness.search.optimise.mutation import losses
-from evoharness.search.optimise.select import champion_index, distinct_front
+from evoharness.search.optimise.select import champion_index, dev_skips, distinct_front
 from evoharness.search.optimise.select import dev_members as dev_members_of
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.study import TrialRecord
-from evoharness.search.optimise.trial import TrialResult
+from evoharness.search.optimise.trial import TrialResult, stored_result
 from evoharness.search.records.ledger import unified_diff
 from evoharness.search.records.outcome import Member
 
@@ -57,9 +61,9 @@ class DevSelection:
     decision: dict[str, Any]
     baseline_variant: HarnessVariant
     baseline_dev: EvalReport
-    baseline_hold: EvalReport
+    baseline_hold: EvalReport | None  # None: it runs beside the champion's holdout (claim_holdout)
     reference_dev: EvalReport
-    reference_hold: EvalReport
+    reference_hold: EvalReport | None
     reference_genome: Genome | None
 
 
@@ -92,28 +96,38 @@ def select_on_dev(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials
     records = [r for r in distinct_front([r for r in rounds.front if r.genome is not None], q) if r.genome is not None]
     front = [front_member(settings, r, pools, variant_of(r.genome), baseline_variant, paths=paths) for r in records
              if r.genome is not None]
-    base_train = next((r.train for rs in reversed(rounds.per_round) for r in rs if r.origin == "baseline" and r.train), None)
-    qualifies = rule.train_qualifies([m.train for m in front], base_train, q)
-    # spread along the axis the rule saves on (cost unless it saves latency), its lowest member always among them
-    axis = (rule.resource() or ("cost_per_task", "cost"))[0]
-    picked = dev_members_of([float(m.train.get(axis, 0.0)) for m in front], settings.search.max_front_dev, qualifies=qualifies,
-                            best_quality=rule.resource() is None)
-
     ref_genome = reference_genome(settings, pools)
-    # the incumbent's holdout run (and a named reference's) is the claim's whatever the champion, and
-    # no selection reads it: it shares the dev batch, first, as its longest jobs, so that no worker
-    # idles through the batch's last wave and the champion's holdout is then a wave of its own
-    fixed_hold: list[tuple[Genome, Split, str]] = [(BASELINE, "holdout", "baseline-holdout")]
+    chances = train_chances(settings, paths, rounds, records, reference=variant_of(ref_genome or BASELINE), variant_of=variant_of)
+    # the axis the rule saves on (cost unless it saves latency): its lowest members with a chance first
+    axis = (rule.resource() or ("cost_per_task", "cost"))[0]
+    cap = settings.search.max_front_dev
+    picked = dev_members_of([float(m.train.get(axis, 0.0)) for m in front], cap,
+                            chances=None if chances is None else [c.reach for c in chances], best_quality=rule.resource() is None)
+    skipped = dev_skips(len(front), picked, None if chances is None else [c.why for c in chances], cap=cap)
+    for i, why in skipped.items():
+        front[i] = replace(front[i], dev_skipped=why)
+    if skipped:
+        echo(f"dev runs: {len(picked)} of {len(front)} front members; no dev run for {len(skipped)}:")
+        for i, why in skipped.items():
+            echo(f"  trial {front[i].trial} (round {front[i].round}: {front[i].changes}): {why}")
+
+    # the incumbent's holdout run (and a named reference's) is the claim's whatever the champion, and no
+    # selection reads it. It is the finish's longest job: in the dev batch it is that batch's last wave,
+    # and beside the champion's it costs nothing more. So it waits for the champion's when there will
+    # surely be one (a rule that ships the best dev member; a member already shown non-inferior and
+    # cheaper on train), and otherwise shares the dev batch, first: a search that keeps its incumbent
+    # then has no second batch at all
+    sure = [front[i].variant_hash != baseline_variant.content_hash if not rule.against_reference
+            else chances is not None and chances[i].reach == "shown" for i in picked]
+    fixed_hold: list[tuple[Genome, Split, str]] = [] if any(sure) else holdout_jobs(ref_genome)
     dev_jobs: list[tuple[Genome, Split, str]] = [(BASELINE, "dev", "baseline-dev"),
                                                  *[(front[i].genome, "dev", f"front-{front[i].trial}-dev") for i in picked]]
     if ref_genome:
-        fixed_hold.append((ref_genome, "holdout", "reference-holdout"))
         dev_jobs.append((ref_genome, "dev", "reference-dev"))
     first_batch = evaluate([*fixed_hold, *dev_jobs])
     fixed_results, dev_results = first_batch[:len(fixed_hold)], first_batch[len(fixed_hold):]
     # a failed incumbent (or reference) holdout stops the finish here, before the champion's is paid for
-    baseline_hold = report_of(fixed_results[0], "baseline holdout")
-    reference_hold = report_of(fixed_results[-1], "reference holdout") if ref_genome else baseline_hold
+    baseline_hold, reference_hold = holdout_reports(fixed_results, ref_genome) if fixed_hold else (None, None)
     baseline_dev = report_of(dev_results[0], "baseline dev evaluation")
     reference_dev = report_of(dev_results[-1], "reference dev evaluation") if ref_genome else baseline_dev
     ranked: list[tuple[tuple[float, ...], int]] = []  # (rank key, index into front)
@@ -144,6 +158,76 @@ def select_on_dev(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials
     return DevSelection(front=front, champion=champion, decision=decision, baseline_variant=baseline_variant,
                         baseline_dev=baseline_dev, baseline_hold=baseline_hold, reference_dev=reference_dev,
                         reference_hold=reference_hold, reference_genome=ref_genome)
+
+
+def holdout_jobs(ref_genome: Genome | None) -> list[tuple[Genome, Split, str]]:
+    """The incumbent's holdout run, and a named reference's: the claim's side of the comparison."""
+    jobs: list[tuple[Genome, Split, str]] = [(BASELINE, "holdout", "baseline-holdout")]
+    return [*jobs, (ref_genome, "holdout", "reference-holdout")] if ref_genome else jobs
+
+
+def holdout_reports(results: Sequence[TrialResult | BaseException], ref_genome: Genome | None) -> tuple[EvalReport, EvalReport]:
+    """The incumbent's and the reference's holdout reports from ``holdout_jobs``' results (the
+    incumbent's twice without a named reference); a failed one stops the finish."""
+    baseline = report_of(results[0], "baseline holdout")
+    return baseline, (report_of(results[1], "reference holdout") if ref_genome else baseline)
+
+
+def stored_train(paths: StudyPaths, record: TrialRecord, variant: HarnessVariant) -> EvalReport | None:
+    """A trial's stored train evaluation, None when the study holds none under its key."""
+    if not record.eval_key:
+        return None
+    stored = stored_result(paths.evals / f"{record.eval_key}.json", variant)
+    return stored.report if stored is not None and stored.split == "train" else None
+
+
+def paired_interval(reference: EvalReport | None, member: EvalReport | None, *, metric: str, confidence: float
+                    ) -> tuple[float, float] | None:
+    """The interval of the paired difference member minus reference over the tasks both scored
+    (the claim's: clusters as the unit, two-sided at ``confidence``); None without pairs."""
+    if reference is None or member is None:
+        return None
+    tasks, a, b = paired_scores(reference, member, metric=metric)
+    if not tasks or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return None
+    try:
+        clusters = paired_clusters(reference, member)
+    except ValueError:  # another clustering of the workload: no pairing holds
+        return None
+    test = quality_test(a, b, null=0.0, clusters=clusters, confidence=confidence)
+    return test.low, test.high
+
+
+def train_chances(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials, front: Sequence[TrialRecord], *,
+                  reference: HarnessVariant, variant_of: Callable[[Genome], HarnessVariant]) -> list[TrainChance] | None:
+    """Each front member's chance to clear the decision's bar on dev, from its train result
+    (``DecisionRule.train_chance``: its paired train difference against the reference's stored
+    train evaluation, on the claim's interval, and whether it saves what the rule saves); None
+    when the reference has no train result to judge by (a named reference the search never ran on
+    train)."""
+    q, rule = quality_objective(settings.objectives), settings.rule
+    runs = [r for rs in rounds.per_round for r in rs if r.variant_hash == reference.content_hash and r.state == "COMPLETE" and r.train]
+    # a control re-draws the samples under another seed: the reference's own run pairs with the members'
+    ref = next((r for r in reversed(runs) if r.origin != "control"), runs[-1] if runs else None)
+    if ref is None:
+        return None
+    axis = (rule.resource() or ("cost_per_task", "cost"))[0]
+    ref_report = stored_train(paths, ref, reference)
+    against = "incumbent" if settings.reference == "incumbent" or not rule.against_reference else settings.reference
+    standing = TrainStanding(quality=float(ref.train.get(q, 0.0)), resource=float(ref.train.get(axis, float("inf"))))
+    out: list[TrainChance] = []
+    for r in front:
+        assert r.genome is not None
+        if r.variant_hash == reference.content_hash:
+            # a rule that ships the best on dev keeps the incumbent when it is the best: it stays in the running
+            out.append(TrainChance("none", f"the {against} itself") if rule.against_reference else TrainChance("possible"))
+            continue
+        paired = paired_interval(ref_report, stored_train(paths, r, variant_of(r.genome)), metric=q,
+                                 confidence=settings.search.confidence)
+        mine = TrainStanding(quality=float(r.train.get(q, 0.0)), resource=float(r.train.get(axis, float("inf"))),
+                             low=paired[0] if paired else None, high=paired[1] if paired else None)
+        out.append(rule.train_chance(mine, standing, min_effect=settings.search.min_effect, quality=q, against=against))
+    return out
 
 
 def incumbent_member(rounds: SearchTrials, baseline: HarnessVariant, dev: EvalReport) -> Member:

@@ -42,7 +42,7 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
     """Write every record of the finish and return summary.json's content."""
     s, objectives, claim = settings.search, settings.objectives, held.claim
     q = quality_objective(objectives)
-    baseline_variant, baseline_dev, baseline_hold = chosen.baseline_variant, chosen.baseline_dev, chosen.baseline_hold
+    baseline_variant, baseline_dev, baseline_hold = chosen.baseline_variant, chosen.baseline_dev, held.baseline_hold
     claim = Claim.from_dict(claim).to_dict()  # what claim.json holds is what Claim reads
     write_json_atomic(paths.claim, claim)
     per_round = trials_of.per_round
@@ -67,7 +67,7 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
                "solutions": [{"params": m.params, "values": m.values, "trial": m.trial, "round": m.round,
                               "variant_hash": m.variant_hash} for m in front]}
     write_text_atomic(paths.results, yaml.safe_dump(results, sort_keys=False))
-    ref_genome, reference_dev, reference_hold = chosen.reference_genome, chosen.reference_dev, chosen.reference_hold
+    ref_genome, reference_dev, reference_hold = chosen.reference_genome, chosen.reference_dev, held.reference_hold
     outcome = SearchOutcome(
         study=s.study, created_at=datetime.now(UTC).isoformat(), storage=paths.storage_public, objectives=directions,
         baseline=Member(variant_hash=baseline_variant.content_hash, genome=BASELINE, authors=[], train=baseline_train,

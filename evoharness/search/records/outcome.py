@@ -138,6 +138,7 @@ class Member:
     losses: Mapping[str, int] = ABSENT
     dev_verdict: Mapping[str, Any] = ABSENT
     dev_vs_reference: Mapping[str, float] | None = ABSENT
+    dev_skipped: str = ABSENT  # a front member with no dev run: why, in a few words
     holdout: Mapping[str, float] = ABSENT
 
     def to_dict(self) -> dict[str, Any]:

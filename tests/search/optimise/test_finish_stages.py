@@ -199,8 +199,29 @@ def test_the_incumbent_as_champion_spends_no_look(settings: Any, tmp_path: Path)
     assert not StudyPaths.of(settings).looks.exists() and registry_looks(settings) == []
 
 
+def test_the_champions_holdout_and_the_incumbents_run_as_one_batch(settings: Any) -> None:
+    """When the dev stage left the incumbent's holdout run to the claim, it is launched together
+    with the champion's; with no candidate it runs alone, and is no look."""
+    from dataclasses import replace
+
+    paths = StudyPaths.of(settings)
+    store = Store(paths)
+    waiting = replace(chosen(FAST, "fast"), baseline_hold=None, reference_hold=None)
+    held = claim_on_holdout(settings, paths, {"config": "c"}, waiting, Pools(sections={}), evaluate=store, variant_of=variant_of,
+                            seal=SEAL)
+    assert store.jobs == [[(FAST, "holdout", "champion-holdout"), (BASELINE, "holdout", "baseline-holdout")]]
+    assert (held.claim["baseline_hash"], held.claim["champion_hash"], held.claim["looks"]) == ("base", "fast", 1)
+    assert held.baseline_hold.variant_hash == held.reference_hold.variant_hash == "base"
+
+    store = Store(paths)
+    kept = replace(chosen(BASELINE, "base"), baseline_hold=None, reference_hold=None)
+    held = claim_on_holdout(settings, paths, {}, kept, Pools(sections={}), evaluate=store, variant_of=variant_of, seal=SEAL)
+    assert store.jobs == [[(BASELINE, "holdout", "baseline-holdout")]] and held.claim["looks"] == 1  # the earlier look, not a new one
+    assert held.champion_hold.variant_hash == "base"
+
+
 SLOW_CHEAP = Genome(tool_format="both")
-TABLE = {"bash": (0.02, 1.0), "both": (0.005, 6.0), None: (0.01, 4.0)}  # tool format -> (cost per task, latency)
+TABLE = {"bash": (0.02, 1.0), "both": (0.005, 6.0), "json": (0.008, 3.0), None: (0.01, 4.0)}  # tool format -> (cost per task, latency)
 
 
 def dev_report(genome: Genome, split: str) -> EvalReport:
@@ -230,12 +251,109 @@ def test_the_selection_stage_picks_by_the_rule_on_tables(tmp_path: Path, monkeyp
         return TrialRecord(number=n, round=0, state="COMPLETE", genome=g, variant_hash=variant_of(g).content_hash, feasible=True,
                            train={"pass_rate": 0.75, "cost_per_task": cost, "latency_p95": latency}, origin=origin)
     trials = (record(0, BASELINE, "baseline"), record(1, FAST, "sampler"), record(2, SLOW_CHEAP, "sampler"))
+    batches: list[list[tuple[Genome, str, str]]] = []
+    lines: list[str] = []
+
+    def evaluate(batch: Sequence[tuple[Genome, str, str]]) -> list[Any]:
+        batches.append(list(batch))
+        return [SimpleNamespace(report=dev_report(g, split)) for g, split, _ in batch]
+
     chosen = select_on_dev(settings, StudyPaths.of(settings), SearchTrials((trials,), (trials[1:],), trials[1:]), Pools(sections={}),
-                           evaluate=lambda batch: [SimpleNamespace(report=dev_report(g, split)) for g, split, _ in batch],
-                           variant_of=variant_of, echo=lambda _: None)
+                           evaluate=evaluate, variant_of=variant_of, echo=lines.append)
     assert chosen.champion.genome == ships and chosen.champion.champion and chosen.decision["rule"] == decision
     assert [m.champion for m in chosen.front] == [m.genome == ships for m in chosen.front]
-    assert all(m.dev_vs_reference and m.dev_vs_reference["n"] == 80 for m in chosen.front)
+    # the best on train (FAST) always has a dev run; the other only when it saves what the rule saves
+    ran = [m for m in chosen.front if m.dev]
+    assert all(m.dev_vs_reference and m.dev_vs_reference["n"] == 80 for m in ran)
+    if decision == "fastest_noninferior":
+        assert [m.genome for m in ran] == [FAST]
+        assert chosen.front[1].dev_skipped == "not faster than the incumbent on train (6s against 4s)"
+        assert lines[0] == "dev runs: 1 of 2 front members; no dev run for 1:" and "not faster than the incumbent" in lines[1]
+    else:
+        assert len(ran) == 2 and not any(m.dev_skipped for m in chosen.front) and lines == []
+    # no member is shown as good on train (no stored train evaluation to pair): the incumbent's holdout shares the dev batch
+    assert batches[0][0] == (BASELINE, "holdout", "baseline-holdout") and chosen.baseline_hold is not None and len(batches) == 1
+
+
+def test_with_no_dev_member_that_can_win_the_incumbents_holdout_shares_the_dev_batch(tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from evoharness.search.optimise import select_dev
+    from evoharness.search.optimise.select_dev import SearchTrials, select_on_dev
+    from evoharness.search.optimise.study import TrialRecord
+
+    monkeypatch.setattr(select_dev, "unified_diff", lambda a, b: "")
+    settings = _settings(tmp_path)  # cheapest_noninferior: only the dear FAST member is on the front
+    trials = (TrialRecord(number=0, round=0, state="COMPLETE", genome=BASELINE, variant_hash="base", feasible=True, origin="baseline",
+                          train={"pass_rate": 0.75, "cost_per_task": 0.01}),
+              TrialRecord(number=1, round=0, state="COMPLETE", genome=FAST, variant_hash="fast", feasible=True,
+                          train={"pass_rate": 0.8, "cost_per_task": 0.02}))
+    batches: list[list[tuple[Genome, str, str]]] = []
+
+    def evaluate(batch: Sequence[tuple[Genome, str, str]]) -> list[Any]:
+        batches.append(list(batch))
+        return [SimpleNamespace(report=dev_report(g, split)) for g, split, _ in batch]
+
+    chosen = select_on_dev(settings, StudyPaths.of(settings), SearchTrials((trials,), (trials[1:],), trials[1:]), Pools(sections={}),
+                           evaluate=evaluate, variant_of=variant_of, echo=lambda _: None)
+    assert [label for _, _, label in batches[0]] == ["baseline-holdout", "baseline-dev", "front-1-dev"]
+    assert chosen.champion.genome == BASELINE and chosen.baseline_hold is not None
+
+
+def stored_train(paths: StudyPaths, key: str, genome: Genome, passes: list[float], *, per_cluster: int = 4) -> None:
+    from evoharness.compiler.atomic import write_json_atomic
+    from evoharness.search.optimise.trial import TrialResult
+
+    variant = variant_of(genome)
+    rows = tuple(TaskRow(f"t{i:02d}", 2, p, p, 0.0, 0.01, 1.0, cluster=f"s{i // per_cluster}") for i, p in enumerate(passes))
+    report = EvalReport(variant.content_hash, "train", 2, (), {"pass_rate": sum(passes) / len(passes)}, rows)
+    write_json_atomic(paths.evals / f"{key}.json", TrialResult(label=key, split="train", variant=variant, report=report).to_dict())
+
+
+@pytest.mark.parametrize("json_passes, per_cluster, shown", [
+    ([1.0, 1.0, 0.0, 1.0] * 10, 4, False),
+    ([1.0] * 40, 4, False),  # ahead on every cluster, but 10 clusters cannot bound the difference within 0.05 of it
+    ([1.0] * 40, 1, True),  # 40 clusters can
+])
+def test_a_front_member_that_cannot_reach_the_margin_on_train_gets_no_dev_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_passes: list[float], per_cluster: int, shown: bool) -> None:
+    """Judged by the paired train difference against the incumbent's stored train evaluation: the
+    cheap member far below the bar is skipped with its reason, though a dev slot is free; the one
+    within reach, dearer, is run; the best on train is run although it is not cheaper. The
+    incumbent's holdout waits for the champion's only when a member is already shown as good on train."""
+    from evoharness.search.optimise import select_dev
+    from evoharness.search.optimise.select_dev import SearchTrials, select_on_dev
+    from evoharness.search.optimise.study import TrialRecord
+
+    monkeypatch.setattr(select_dev, "unified_diff", lambda a, b: "")
+    settings = _settings(tmp_path)
+    paths = StudyPaths.of(settings)
+    paths.evals.mkdir(parents=True, exist_ok=True)
+    table = [(BASELINE, "base", [1.0, 1.0, 1.0, 0.0] * 10, 0.01), (FAST, "fast", [1.0] * 40, 0.02),
+             (Genome(tool_format="json"), "json", json_passes, 0.008), (SLOW_CHEAP, "both", [1.0, 0.0, 0.0, 0.0] * 10, 0.005)]
+    trials = []
+    for n, (genome, key, passes, cost) in enumerate(table):
+        stored_train(paths, key, genome, passes, per_cluster=per_cluster)
+        trials.append(TrialRecord(number=n, round=0, state="COMPLETE", genome=genome, variant_hash=variant_of(genome).content_hash,
+                                  feasible=True, origin="baseline" if n == 0 else "sampler", eval_key=key,
+                                  train={"pass_rate": sum(passes) / len(passes), "cost_per_task": cost}))
+    batches: list[list[tuple[Genome, str, str]]] = []
+
+    def evaluate(batch: Sequence[tuple[Genome, str, str]]) -> list[Any]:
+        batches.append(list(batch))
+        return [SimpleNamespace(report=dev_report(g, split)) for g, split, _ in batch]
+
+    lines: list[str] = []
+    chosen = select_on_dev(settings, paths, SearchTrials((tuple(trials),), (tuple(trials[1:]),), tuple(trials)), Pools(sections={}),
+                           evaluate=evaluate, variant_of=variant_of, echo=lines.append)
+    # max_front_dev=4: a slot is left free rather than spent on the member that cannot qualify
+    dev = ["baseline-dev", "front-1-dev", "front-2-dev"]
+    assert [label for _, _, label in batches[0]] == (dev if shown else ["baseline-holdout", *dev])
+    assert (chosen.baseline_hold is None) == shown
+    skipped = {m.trial: m.dev_skipped for m in chosen.front if m.dev_skipped}
+    assert list(skipped) == [0, 3] and skipped[0] == "the incumbent itself"
+    assert skipped[3].startswith("train pass_rate 0.250 against the incumbent's 0.750: the paired difference is at most -")
+    assert lines[0] == "dev runs: 2 of 4 front members; no dev run for 2:"
+    assert lines[2].startswith("  trial 3 (round 0: ") and "below the bar -0.05" in lines[2]
 
 
 def _settings(tmp_path: Path) -> Any:

@@ -290,12 +290,98 @@ def test_under_cheapest_noninferior_the_cheap_anchor_is_the_cheapest_within_the_
     assert anchors([best, base], "pass_rate", margin=0.01) == [best.genome, base.genome]  # nothing cheaper at all
 
 
-def test_dev_runs_go_to_the_members_that_can_qualify_first() -> None:
-    from evoharness.search.optimise.select import dev_members
+def test_dev_runs_go_only_to_members_that_can_qualify_the_cheapest_first() -> None:
+    from evoharness.search.optimise.select import dev_members, dev_skips
 
     costs = [1.0, 0.04, 0.03, 0.025, 0.004, 0.003]  # best quality first
-    qualifies = [False, True, True, False, False, False]  # only two cheap members are near the bar on train
-    assert dev_members(costs, 4) == [0, 2, 3, 5]  # the spread alone skips a qualifying member
-    assert dev_members(costs, 4, qualifies=qualifies) == [0, 1, 2, 5]  # both qualifiers, then the cheapest of the rest
-    assert dev_members(costs, 4, qualifies=[False] * 6) == dev_members(costs, 4)
-    assert dev_members(costs, 2, qualifies=qualifies) == [0, 2]  # the cheapest qualifier beside the best
+    chances = ["none", "likely", "likely", "none", "none", "none"]  # only two cheap members are within reach of the bar on train
+    assert dev_members(costs, 4) == [0, 2, 3, 5]  # without chances: the spread, which skips a member within reach
+    # the free slots stay empty: the three cheapest cannot qualify, so no dev run is spent on them
+    assert dev_members(costs, 4, chances=chances) == [0, 1, 2]
+    assert dev_members(costs, 4, chances=["none"] * 6) == [0]  # the best on train always, however far it is from the bar
+    # one slot beside the best: the cheapest that can qualify (2), not the cheaper ones that cannot (3, 4, 5)
+    assert dev_members(costs, 2, chances=chances) == [0, 2]
+    # a member only the upper end of its interval brings within reach comes after those whose point estimate is,
+    # and still before any that cannot qualify
+    assert dev_members(costs, 3, chances=["none", "likely", "possible", "none", "possible", "none"]) == [0, 1, 4]
+    assert dev_members(costs, 4, chances=["none", "likely", "possible", "none", "possible", "none"]) == [0, 1, 2, 4]
+    assert dev_members(costs, 2, chances=["none", "possible", "shown", "none", "possible", "none"]) == [0, 2]
+    assert dev_members([], 4, chances=[]) == []
+    reasons = [None, None, None, "far below", "far below", "not cheaper"]
+    assert dev_skips(6, dev_members(costs, 2, chances=chances), reasons, cap=2) == {
+        1: "no dev run left (search.max_front_dev=2)", 3: "far below", 4: "far below", 5: "not cheaper"}
+    with pytest.raises(ValueError, match="chances names 2 members, costs 6"):
+        dev_members(costs, 4, chances=["likely", "likely"])
+
+
+def test_under_best_quality_the_dev_runs_go_to_the_best_on_train_that_can_beat_the_incumbent() -> None:
+    from evoharness.search.optimise.select import dev_members
+
+    costs = [0.07, 0.09, 0.08, 0.01, 0.05]
+    assert dev_members(costs, 3, best_quality=True, chances=["possible"] * 5) == [0, 1, 2]  # today's order: the best on train
+    assert dev_members(costs, 3, best_quality=True, chances=["likely", "none", "possible", "likely", "shown"]) == [0, 2, 3]
+
+
+def standing(quality: float, cost: float, low: float | None = None, high: float | None = None) -> Any:
+    from evoharness.search.evaluation.decision import TrainStanding
+
+    return TrainStanding(quality=quality, resource=cost, low=low, high=high)
+
+
+def test_a_member_has_a_dev_chance_only_within_reach_of_the_rules_bar() -> None:
+    from evoharness.search.evaluation.decision import decision_rule
+
+    rule, incumbent = decision_rule("cheapest_noninferior", margin=0.05), standing(0.725, 0.09)
+
+    def chance(member: Any) -> tuple[str, str | None]:
+        c = rule.train_chance(member, incumbent, min_effect=0.03, quality="pass_rate", against="incumbent")
+        return c.reach, c.why
+
+    # sim_small at 0.250 against 0.725: even the upper end of its paired difference is far below -0.05
+    assert chance(standing(0.250, 0.005, -0.62, -0.31)) == (
+        "none", "train pass_rate 0.250 against the incumbent's 0.725: the paired difference is at most -0.310, below the bar -0.05")
+    assert chance(standing(0.600, 0.024, -0.40, -0.02)) == ("possible", None)  # within reach on its interval only
+    assert chance(standing(0.600, 0.024, -0.40, -0.05)) == ("possible", None)  # at the bar
+    assert chance(standing(0.700, 0.024, -0.30, 0.25)) == ("likely", None)  # its point estimate is within the margin
+    assert chance(standing(0.900, 0.024, -0.02, 0.40)) == ("shown", None)
+    assert chance(standing(0.900, 0.134, 0.05, 0.30)) == (
+        "none", "not cheaper than the incumbent on train ($0.134/task against $0.09/task)")
+    assert chance(standing(0.725, 0.09, 0.0, 0.0))[0] == "none"  # the incumbent itself saves nothing
+    assert chance(standing(0.100, 0.005)) == ("possible", None)  # no paired evidence: the dev run decides on quality
+    fast = decision_rule("fastest_noninferior", margin=0.05).train_chance(standing(0.7, 2.5, -0.1, 0.1), standing(0.7, 1.9),
+                                                                          min_effect=0.03, quality="pass_rate", against="sim_large")
+    assert fast.why == "not faster than the sim_large on train (2.5s against 1.9s)"
+    # best quality: the bar is +min_effect, and cost is no reason
+    best = decision_rule("best_quality")
+    assert best.train_chance(standing(0.8, 9.0, -0.2, 0.02), incumbent, min_effect=0.03, quality="pass_rate").reach == "none"
+    assert best.train_chance(standing(0.8, 9.0, -0.2, 0.05), incumbent, min_effect=0.03, quality="pass_rate").reach == "likely"
+
+
+def _train(name: str, passes: list[float]) -> Any:
+    from evoharness.search.evaluation.metrics import EvalReport, TaskRow
+
+    rows = tuple(TaskRow(f"t{i:02d}", 2, p, p, 0.0, 0.01, 1.0, cluster=f"s{i // 4}") for i, p in enumerate(passes))
+    return EvalReport(name, "train", 2, (), {"pass_rate": sum(passes) / len(passes)}, rows)
+
+
+def test_the_paired_train_interval_has_clusters_as_the_unit() -> None:
+    from evoharness.search.optimise.select_dev import paired_interval
+
+    incumbent = _train("base", [1.0, 1.0, 1.0, 0.0] * 7 + [1.0, 0.0, 1.0, 1.0] * 3)  # 40 tasks in 10 clusters, 0.75
+    small = _train("small", [0.0, 0.0, 0.0, 0.0] * 10)
+    near = _train("near", [1.0, 1.0, 0.0, 0.0] + [1.0, 1.0, 1.0, 0.0] * 6 + [1.0, 0.0, 1.0, 1.0] * 3)  # 0.725
+    far = paired_interval(incumbent, small, metric="pass_rate", confidence=0.95)
+    close = paired_interval(incumbent, near, metric="pass_rate", confidence=0.95)
+    assert far is not None and far[1] < -0.05  # cannot qualify at a 0.05 margin
+    assert close is not None and close[0] < -0.05 < close[1]
+    flat = _train("flat", [1.0, 0.0, 0.0, 0.0] * 10)
+    clustered = paired_interval(incumbent, flat, metric="pass_rate", confidence=0.95)
+    one_per_task = paired_interval(_one_cluster_each(incumbent), _one_cluster_each(flat), metric="pass_rate", confidence=0.95)
+    assert clustered is not None and one_per_task is not None and clustered[1] != pytest.approx(one_per_task[1])
+    assert paired_interval(incumbent, None, metric="pass_rate", confidence=0.95) is None
+
+
+def _one_cluster_each(report: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(report, tasks=tuple(replace(r, cluster=r.task_id) for r in report.tasks))

@@ -228,16 +228,26 @@ def test_a_jobs_bad_input_stops_the_search_after_the_batchs_finished_results_are
     assert [r["label"] for r in read_spend(run.paths.spend)] == ["a"]  # the finished one is stored and journaled
 
 
-def test_a_failed_incumbent_holdout_stops_the_finish_before_the_champions_is_paid(settings: RunSettings) -> None:
-    """The incumbent's holdout run shares the dev batch; when it fails, nothing more is launched."""
+def test_the_incumbents_holdout_runs_beside_the_champions_and_a_failed_one_stops_the_claim(settings: RunSettings) -> None:
+    """The two holdout runs are one launch; when the incumbent's fails no claim is made, and a
+    resume pays only for it: the champion's was stored."""
     class Failing(Launcher):
-        def __call__(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
-            out = super().__call__(specs)
-            return [RuntimeError("node lost") if s.label == "baseline-holdout" else r for s, r in zip(specs, out)]
+        def __init__(self, fail: bool) -> None:
+            super().__init__()
+            self.fail, self.batches = fail, []  # type: bool, list[list[str]]
 
-    launcher = Failing()
+        def __call__(self, specs: Sequence[TrialSpec]) -> list[TrialResult | BaseException]:
+            self.batches.append([s.label for s in specs])
+            out = super().__call__(specs)
+            return [RuntimeError("node lost") if self.fail and s.label == "baseline-holdout" else r for s, r in zip(specs, out)]
+
+    launcher = Failing(fail=True)
     with pytest.raises(FinishAborted, match="baseline holdout failed: RuntimeError: node lost"):
         SearchRun(settings, launch=launcher, echo=lambda _: None).execute()
-    labels = [j.label for j in launcher.jobs]
-    assert "baseline-holdout" in labels and "baseline-dev" in labels
-    assert not [x for x in labels if x == "champion-holdout" or x.startswith("ablation-")]
+    [batch] = [b for b in launcher.batches if "baseline-holdout" in b]
+    assert batch[:2] == ["champion-holdout", "baseline-holdout"]  # the longest jobs first, then the ablation's dev runs
+    assert not any("holdout" in label for b in launcher.batches if b is not batch for label in b)
+    assert not (settings.runs_dir / "bfcl_sim" / "claim.json").exists()
+    again = Failing(fail=False)
+    summary = SearchRun(settings, launch=again, echo=lambda _: None).execute()
+    assert [j.label for j in again.jobs if j.split == "holdout"] == ["baseline-holdout"] and summary["claim"]["looks"] == 1
