@@ -77,6 +77,12 @@ def round_line(k: int, study: optuna.Study, rp: RoundPools, front: Sequence[Tria
     return "\n".join([head, *lines])
 
 
+def anchor_of(trial: optuna.Trial) -> Genome | None:
+    """The front member a proposal was tried on (its race pairs the two), or None for any other trial."""
+    anchor = trial.user_attrs.get("anchor")
+    return Genome.from_dict(anchor) if str(trial.user_attrs.get("origin", "")).startswith("new:") and isinstance(anchor, dict) else None
+
+
 class Rounds:
     """The rounds of one search. ``capped`` is the round in which search.budget_usd stopped new
     paid work (None while it has not)."""
@@ -191,12 +197,10 @@ class Rounds:
                 self.echo(f"search.budget_usd={self.s.budget_usd:g} reached in round {k}: ${self.watch.spent():.4f} spent, "
                           "no new trial starts; the search finishes with what it measured (the finish was reserved)")
                 break
-            trials, specs = self._ask_batch(k, study, dists, paid=size, asks=asks_left, known={*earlier, *eval_keys(study)},
-                                            feed=lambda: self._top_up(study, queue, earlier, queued_until))
-            asks_left -= len(trials)
-            anchors = [Genome.from_dict(t.user_attrs["anchor"]) if str(t.user_attrs.get("origin", "")).startswith("new:")
-                       and isinstance(t.user_attrs.get("anchor"), dict) else None for t in trials]
-            for t, spec, out in zip(trials, specs, self.racer.run(specs, anchors)):
+            trials, specs, settled = self._ask_batch(k, study, dists, paid=size, asks=asks_left, known={*earlier, *eval_keys(study)},
+                                                     feed=lambda: self._top_up(study, queue, earlier, queued_until))
+            asks_left -= len(trials) + settled
+            for t, spec, out in zip(trials, specs, self.racer.run(specs, [anchor_of(t) for t in trials])):
                 self.tell(study, t, spec, out)
             self.watch.note(best_records(study, k), records(study, k), self.quality)
             bar.show(paid_episodes(study, earlier), lambda: study_progress(study, self.quality, self.watch.spent(), self.watch.bar()))
@@ -212,14 +216,19 @@ class Rounds:
                                     f"first error: {first}")
 
     def _ask_batch(self, k: int, study: optuna.Study, dists: Any, *, paid: int, asks: int, known: Collection[str],
-                   feed: Callable[[], None] = lambda: None) -> tuple[list[optuna.Trial], list[TrialSpec]]:
-        """Trials asked until ``paid`` of them are new evaluations (or ``asks`` run out), all before
-        any is told. A repeat of a known genome is answered from the store, so counting it against
-        the batch would leave workers idle: a batch of six asks is often two evaluations."""
+                   feed: Callable[[], None] = lambda: None) -> tuple[list[optuna.Trial], list[TrialSpec], int]:
+        """Trials asked until ``paid`` of them are new evaluations (or ``asks`` run out), and the
+        number of repeats settled on the way. A repeat of a stored evaluation is answered from the
+        store, so counting it against the batch would leave workers idle (a batch of six asks is
+        often two evaluations), and it is told at once: a trial left running is read back from the
+        storage on every later ask, so a space with many repeats would cost its batch O(asks²) reads."""
         trials: list[optuna.Trial] = []
         specs: list[TrialSpec] = []
         new: set[str] = set()
-        while len(new) < paid and len(trials) < asks:
+        settled = pending = 0
+        # a genome asked again before its evaluation has run can only wait for it, running: past
+        # ``paid`` such asks the sampler is going round in a small space, and the batch goes with what it has
+        while len(new) < paid and len(trials) + settled < asks and pending <= paid:
             feed()  # the queue first, while its share of the budget lasts
             t = study.ask(dists)
             # enqueued trials have every param fixed, and Optuna then never consults the sampler,
@@ -228,11 +237,16 @@ class Rounds:
             seed = self.settings.seed + CONTROL_SEED_STRIDE * (k + 1) if t.user_attrs.get("control") else None
             spec = self.evaluations.spec(params_to_genome(t.params), "train", f"r{k}-t{t.number}", seed=seed)
             key = spec.eval_key(self.evaluations.variant_of(spec.genome).content_hash)
-            if key not in known:
-                new.add(key)
+            if key in known:  # nothing to launch: read from the store now, as the batch would
+                [out] = self.racer.run([spec], [anchor_of(t)])
+                self.tell(study, t, spec, out)
+                settled += 1
+                continue
+            pending += key in new
+            new.add(key)
             trials.append(t)
             specs.append(spec)
-        return trials, specs
+        return trials, specs, settled
 
     def tell(self, study: optuna.Study, trial: optuna.Trial, spec: TrialSpec, out: Outcome | TrialResult | BaseException) -> None:
         if not isinstance(out, Outcome):  # a result evaluated outside a race (a caller's own)
