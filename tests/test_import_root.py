@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 REFUNDS = ROOT / "examples" / "refunds"
 SHOP = ["plugins=[refunds_shop]", "workload=refunds", "agent=refunds_agent", "tool=refunds"]

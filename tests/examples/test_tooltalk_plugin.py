@@ -14,6 +14,8 @@ import pytest
 from tests.examples.install import install
 from tests.runs import ONE_AT_A_TIME
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ALL_PASS = ("gates: every split has tasks PASS, gold replay passes PASS, do-nothing model fails PASS, deterministic PASS, "
             "final state scored PASS")
 

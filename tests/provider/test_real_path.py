@@ -17,6 +17,8 @@ import pytest
 
 from tests.provider.stub import StubProvider, serve
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 REFUNDS = ROOT / "examples" / "refunds"
 KEY = "sk-stub-0123456789abcdef"

@@ -18,6 +18,8 @@ from evoharness.compiler.runtime.trajectory import ToolCallRecord, Trajectory
 from evoharness.compiler.workloads.tasks.workload import TasksFileWorkload, _hashed_split
 from tests.runs import ONE_AT_A_TIME
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "refunds"
 TOOLS = [f"refunds_shop.tools.{n}" for n in ("find_order", "order_status", "refund", "cancel_order")]

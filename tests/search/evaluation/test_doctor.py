@@ -21,6 +21,8 @@ from evoharness.compiler.toolspec import ToolSpec
 from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.evaluation.doctor import run_doctor
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 SPECS = (ToolSpec("read_x", "Read the stored number.", {"type": "object", "properties": {}}),
          ToolSpec("write_y", "Store a number as y.", {"type": "object", "properties": {"value": {"type": "integer"}},

@@ -23,6 +23,8 @@ from evoharness.compiler.catalog import build_catalog
 from evoharness.compiler.workloads.bfcl.workload import BfclWorkload
 from tests.runs import ONE_AT_A_TIME
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 TRAIN = 10
 

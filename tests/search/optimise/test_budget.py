@@ -17,6 +17,8 @@ from evoharness.search.optimise.settings import RunSettings
 from evoharness.search.records.spend import read_spend
 from tests.search.optimise.test_run import OVERRIDES, Launcher
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 
 @pytest.fixture()
 def make(tmp_path: Path) -> Iterator[Callable[[str, float | None], RunSettings]]:

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.runs import ONE_AT_A_TIME
+
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = [ONE_AT_A_TIME, "search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",

@@ -18,6 +18,8 @@ import pytest
 from evoharness.search.optimise.study import distinct_evaluations
 from tests.runs import ONE_AT_A_TIME
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = [ONE_AT_A_TIME, "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]", "search.samples=1",

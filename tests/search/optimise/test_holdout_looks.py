@@ -19,6 +19,8 @@ from evoharness.compiler.runtime.workload import workload_factory
 from evoharness.search.records.looks import Seal, holdout_hash, read_looks, seen_looks
 from tests.runs import ONE_AT_A_TIME
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 TINY = [ONE_AT_A_TIME, "search.study=look", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=10",
         "workload.options.categories=[multi_turn_base]", "+workload.options.limit_per_split=20", "search.samples=1",

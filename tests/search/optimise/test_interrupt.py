@@ -16,6 +16,8 @@ import pytest
 
 from evoharness.search.optimise.study import distinct_evaluations
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = ["search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]", "search.samples=1",

@@ -25,6 +25,8 @@ from evoharness.compiler.release.registry import Registry
 from evoharness.search.optimise.study import eval_keys, paid_evaluations
 from evoharness.search.records.spend import read_spend
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 ROUNDS, PER_ROUND = 2, 4
 # eight temperatures x three formats: 24 genomes, so the sampler finds four new ones a round well within its asks

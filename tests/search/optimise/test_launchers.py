@@ -25,6 +25,8 @@ import pytest
 
 from tests.servers import debian_program, hydra_launcher, missing, python_program
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = ["search.train_limit=4", "workload.options.categories=[multi_turn_base]", "+workload.options.limit_per_split=12",
         "search.samples=1", "search.allow_underpowered=true",  # 12 holdout tasks: a launcher test, not a claim

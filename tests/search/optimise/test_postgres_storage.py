@@ -25,6 +25,8 @@ import pytest
 from evoharness.search.optimise.study import distinct_evaluations
 from tests.servers import debian_program
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 PASSWORD = "pg-Secret-7f3a9c1e55"  # no provider key shape: only the by-value scrub can keep it out of files
 ARGS = ["search.study=pg", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=4",

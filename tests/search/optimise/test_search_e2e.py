@@ -13,6 +13,8 @@ import yaml
 
 from evoharness.search.optimise.study import distinct_evaluations, eval_keys, free_rereads, paid_evaluations
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 # the budget counts below are whole evaluations: no proposal runs on past the six train tasks here
 # (the extension is tested in test_race.py)

@@ -17,6 +17,8 @@ from evoharness.search.optimise.lock import OWNER_FILE, study_lock
 from evoharness.search.optimise.study import distinct_evaluations
 from tests.runs import ONE_AT_A_TIME
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = [ONE_AT_A_TIME, "search.study=both", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]",

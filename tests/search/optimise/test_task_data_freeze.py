@@ -11,7 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.runs import ONE_AT_A_TIME
+
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "refunds"

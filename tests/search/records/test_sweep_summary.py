@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from evoharness.search.records.sweep import pareto
+
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[3]
 
