@@ -108,16 +108,17 @@ class EpisodeCache(Protocol):
     def put_episode(self, key: str, value: Mapping[str, Any]) -> None: ...
 
 
+class Writes(Protocol):
+    """What a ``WriteBehind`` hands its entries to."""
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None: ...
+
+
 class EpisodeWrites:
     """``put`` as an episode cache's ``put_episode``: what a ``WriteBehind`` hands its entries to."""
 
-    remote = False
-
     def __init__(self, cache: EpisodeCache) -> None:
         self.cache = cache
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.cache.get_episode(key)
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         self.cache.put_episode(key, value)
@@ -140,7 +141,7 @@ class WriteBehind:
 
     IDLE_S = 0.5
 
-    def __init__(self, cache: ReplyCache) -> None:
+    def __init__(self, cache: Writes) -> None:
         self.cache = cache
         self._queue: queue.Queue[tuple[str, Mapping[str, Any]] | None] = queue.Queue()
         self._lock = threading.Lock()  # an entry is never queued behind a thread that has decided to end
