@@ -128,10 +128,12 @@ def test_a_damaged_or_foreign_entry_plays_the_episode(tmp_path: Path) -> None:
     second.write_text(first.read_text())  # another episode's entry under this one's key
     by_task[DEV[2].task_id].write_text("{not json")
     by_task[DEV[3].task_id].write_text(json.dumps({**json.loads(first.read_text()), "version": 99}))
+    own = json.loads(by_task[DEV[4].task_id].read_text())  # its replies named as paths: never looked up, never trusted
+    by_task[DEV[4].task_id].write_text(json.dumps({**own, "replies": ["../../" + r for r in own["replies"]]}))
 
     workload.played.clear()
     warm = evaluate_variant(v, workload, "dev", tasks=DEV, samples=1, cache=ResponseCache(tmp_path))
-    assert sorted(workload.played) == sorted(t.task_id for t in DEV[1:4])
+    assert sorted(workload.played) == sorted(t.task_id for t in DEV[1:5])
     assert [usage(r)[:14] for r in warm.episodes] == [usage(r)[:14] for r in cold.episodes]
 
 
