@@ -68,7 +68,8 @@ class MutatorContract:
             ``evoharness.plugins`` entry points are loaded too.
         may_be_silent: The mutator may honestly propose nothing in the case (say why in a comment).
         evidence_driven: The mutator draws its proposals from the failure records (``ctx.evidence``):
-            with the case's records it must propose entries other than those it proposes without any.
+            with the case's records it must propose entries other than those it proposes without any;
+            a mutator not so declared must propose the same entries with and without them.
         seed: The ``rng`` seed ``propose`` is called with.
 
     Raises:
@@ -161,14 +162,17 @@ class MutatorContract:
             assert variant_hash(mutation_case, using(anchor, p, pools, ctx.agent), pools) != base_hash, (
                 f"{mutator_name}: {p.kind} {p.key} compiles to the anchor's variant")
 
-    def test_an_evidence_driven_mutator_answers_its_evidence(self, mutator_name: str, mutation_case: MutationCase) -> None:
-        if not self.reads_evidence(mutator_name):
-            pytest.skip(f"{mutator_name} is not declared evidence-driven")
+    def test_a_mutator_reads_the_failure_records_as_it_declares(self, mutator_name: str, mutation_case: MutationCase) -> None:
         blind = replace(mutation_case, context=replace(mutation_case.context, evidence=()))
 
         def entries(case: MutationCase) -> list[tuple[str, str | None, str]]:  # notes left out: they always say what was read
             return [(p.kind, p.key, repr(p.entry.value)) for p in self.propose(mutator_name, case) if isinstance(p, Proposal)]
 
         seen = entries(mutation_case)
-        assert seen, f"{mutator_name} proposed nothing from the {mutation_case.name} case's failure records"
-        assert seen != entries(blind), f"{mutator_name} proposes the same entries with and without its failure records"
+        # a reader with nothing honest to propose here must stay silent without the records too
+        if self.reads_evidence(mutator_name) and (seen or not self.silent(mutator_name, mutation_case)):
+            assert seen, f"{mutator_name} proposed nothing from the {mutation_case.name} case's failure records"
+            assert seen != entries(blind), f"{mutator_name} proposes the same entries with and without its failure records"
+        else:  # an undeclared reader would be judged by the wrong contract: its answer to the records goes unchecked
+            assert seen == entries(blind), (
+                f"{mutator_name} proposes other entries when it is given failure records: declare evidence_driven = True")
