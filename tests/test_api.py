@@ -204,7 +204,10 @@ def test_an_interrupt_inside_a_running_loop_asks_the_search_on_the_worker_thread
             return _loop_safe(search_like)
 
         # a kernel's loop, as ipykernel runs it: SIGINT stays Python's KeyboardInterrupt (asyncio.run
-        # would install a handler of its own)
+        # would install a handler of its own). Set here, not inherited: a suite started as a background
+        # job of a non-interactive shell (nohup, `cmd &`) hands its children SIGINT ignored, and Python
+        # then installs no handler at all
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         print(asyncio.new_event_loop().run_until_complete(cell()))
         """)
     assert proc.returncode == 0, proc.stderr

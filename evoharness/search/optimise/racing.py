@@ -13,7 +13,7 @@ for the round's budget (study.episode_keys).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,18 +43,20 @@ class RaceRecord:
     anchor_key: str  # the anchor's stored evaluation
     extended: int = 0  # train tasks beyond the search's that the race ran (a promising proposal's extension)
     estimate: float | None = None  # the quality the search ranks the proposal by, when extended (race.estimate)
+    stopped: str = ""  # why an extension ended before its plan: "round budget" or "spend cap"
 
     def to_dict(self) -> dict[str, Any]:
         return {"decision": self.decision, "tasks": self.tasks, "of": self.of, "mean_diff": self.mean_diff, "low": self.low,
                 "high": self.high, "clusters": self.clusters, "steps": [s.to_dict() for s in self.steps], "anchor_key": self.anchor_key,
-                "extended": self.extended, "estimate": self.estimate}
+                "extended": self.extended, "estimate": self.estimate, "stopped": self.stopped}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RaceRecord:
         return cls(decision=str(d["decision"]), tasks=int(d["tasks"]), of=int(d["of"]), mean_diff=float(d["mean_diff"]),
                    low=float(d["low"]), high=float(d["high"]), clusters=int(d["clusters"]),
                    steps=tuple(RaceStep.from_dict(s) for s in d.get("steps", ())), anchor_key=str(d["anchor_key"]),
-                   extended=int(d.get("extended", 0)), estimate=None if d.get("estimate") is None else float(d["estimate"]))
+                   extended=int(d.get("extended", 0)), estimate=None if d.get("estimate") is None else float(d["estimate"]),
+                   stopped=str(d.get("stopped", "")))
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,14 @@ class Racer:
         sizes = plan(n_tasks, first_block=self.race.first_block, growth=self.race.growth, enabled=self.race.enabled)
         return sizes[0] / n_tasks
 
-    def run(self, specs: Sequence[TrialSpec], anchors: Sequence[Genome | None]) -> list[Outcome]:
+    def run(self, specs: Sequence[TrialSpec], anchors: Sequence[Genome | None], *, episodes_left: int | None = None,
+            free: Collection[str] = (), may_spend: Callable[[int], bool] = lambda episodes: True) -> list[Outcome]:
+        """The batch's outcomes. A promising proposal's extension runs beyond the full-price
+        evaluations the batch was sized for, so each extension block is held to what is left:
+        one that must be launched (a stored one is read for free) starts only while the batch's new
+        episodes (``free`` keys are evaluations earlier rounds paid for) stay within
+        ``episodes_left`` and ``may_spend`` (the spend cap) allows its episodes; else the proposal
+        keeps the evidence it has, and its record says why."""
         lanes = [self._lane(spec, anchor) for spec, anchor in zip(specs, anchors)]
         pending: dict[int, list[TrialSpec]] = {i: [lane.block(0)] for i, lane in enumerate(lanes)}
         while pending:
@@ -151,11 +160,26 @@ class Racer:
             results = iter(self.evaluations.run_jobs(jobs))
             taken = {i: [next(results) for _ in pending[i]] for i in order}
             pending = {}
+            committed: dict[str, int] = {}  # the extension jobs this wave starts, by key
             for i in order:
                 nxt = self._take(lanes[i], taken[i])
+                if nxt and lanes[i].whole is not None:
+                    paid = _paid(lanes, free)
+                    cost = {k: n for k, n in self._keyed(nxt).items() if k not in free and k not in paid and k not in committed}
+                    spent = sum(paid.values()) + sum(committed.values())
+                    over = episodes_left is not None and spent + sum(cost.values()) > episodes_left
+                    if over or not may_spend(sum(committed.values()) + sum(cost.values())):
+                        self._end_extension(lanes[i], stopped="round budget" if over else "spend cap")
+                        continue
+                    committed.update(cost)
                 if nxt:
                     pending[i] = nxt
         return [lane.outcome for lane in lanes if lane.outcome is not None]
+
+    def _keyed(self, jobs: Sequence[TrialSpec]) -> dict[str, int]:
+        """The jobs that would be launched (not read from the study's store), with their episodes."""
+        keys = {job.eval_key(self.evaluations.variant_of(job.genome).content_hash): len(job.task_ids) * job.samples for job in jobs}
+        return {k: n for k, n in keys.items() if not (self.evaluations.paths.evals / f"{k}.json").exists()}
 
     def _lane(self, spec: TrialSpec, anchor: Genome | None) -> _Lane:
         n = len(spec.task_ids)
@@ -243,15 +267,30 @@ class Racer:
         lane.steps.append(step)
         if step.decision == "continue":
             return lane.extension_jobs(e + 1)
+        self._end_extension(lane)
+        return []
+
+    def _end_extension(self, lane: _Lane, *, stopped: str = "") -> None:
+        """The proposal's outcome from every paired task it ran: with no extension block run, what
+        its whole train split said; else ranked by the estimate from all of them. ``stopped``: why
+        the extension ended before its plan did."""
+        assert lane.whole is not None and lane.anchor is not None and lane.anchor_result is not None
+        step, e = lane.steps[-1], len(lane.extra)
+        if step.decision == "continue":  # stopped before its evidence decided
+            step = replace(step, decision="undecided")
+        if not e:
+            lane.outcome = Outcome(lane.whole, dict(lane.episodes), self._record(lane, step, stopped=stopped))
+            return
+        anchor_all = merged([lane.anchor_result, *lane.anchor_extra], "anchor").report
+        mine_all = merged([lane.whole, *lane.extra], lane.spec.label).report
         _, a, b = paired_scores(anchor_all, mine_all, metric=self.quality)
         value = estimate(float(lane.anchor.metrics.get(self.quality, 0.0)), a, b)
-        record = self._record(lane, step, extended=lane.more[e], planned=lane.more[-1], estimate=value)
+        record = self._record(lane, step, extended=lane.more[e - 1], planned=lane.more[-1], estimate=value, stopped=stopped)
         full_key = lane.spec.eval_key(lane.whole.variant_hash)
         # kept beside the evaluation: a later trial that reads the same evaluation (a front re-read,
         # a repeat) is ranked by the same estimate, not by the luck of the search's train tasks
         write_json_atomic(self._estimate_path(full_key), {"metric": self.quality, "estimate": value, "tasks": step.tasks})
         lane.outcome = Outcome(lane.whole, dict(lane.episodes), record, estimate=value)
-        return []
 
     def _stored_estimate(self, full_key: str) -> float | None:
         path = self._estimate_path(full_key)
@@ -264,10 +303,11 @@ class Racer:
             return None
 
     @staticmethod
-    def _record(lane: _Lane, step: RaceStep, *, extended: int = 0, planned: int = 0, estimate: float | None = None) -> RaceRecord:
+    def _record(lane: _Lane, step: RaceStep, *, extended: int = 0, planned: int = 0, estimate: float | None = None,
+                stopped: str = "") -> RaceRecord:
         return RaceRecord(decision=step.decision, tasks=step.tasks, of=len(lane.spec.task_ids) + planned, mean_diff=step.mean_diff,
                           low=step.low, high=step.high, clusters=step.clusters, steps=tuple(lane.steps), anchor_key=lane.anchor_key,
-                          extended=extended, estimate=estimate)
+                          extended=extended, estimate=estimate, stopped=stopped)
 
     def _judge(self, anchor: EvalReport, proposal: EvalReport, *, ran: int, of: int) -> RaceStep:
         tasks, a, b = paired_scores(anchor, proposal, metric=self.quality)
@@ -279,6 +319,16 @@ class Racer:
             _, ca, cb = paired_scores(anchor, proposal, metric="cost_per_task")
             cheaper = is_cheaper(_mean(ca), _mean(cb))
         return judge(a, b, clusters=paired_clusters(anchor, proposal), ran=ran, of=of, confidence=self.confidence, cheaper=cheaper)
+
+
+def _paid(lanes: Sequence[_Lane], free: Collection[str]) -> dict[str, int]:
+    """The batch's new episodes so far by key, as the round's budget counts them (study.episode_keys)."""
+    out: dict[str, int] = {}
+    for lane in lanes:
+        for key, n in lane.episodes.items():
+            if key not in free:
+                out[key] = min(n, out.get(key, n))
+    return out
 
 
 def _mean(values: np.ndarray) -> float | None:

@@ -167,8 +167,12 @@ class Rounds:
         # after round 0 (whose one-change trials leave the sampler room already) the last share of the
         # budget is the sampler's: its recombinations of the pooled entries across slots and anchors
         queued_until = budget * (1.0 - self.s.sampler_share) if k else budget
-        # repeats are free but not endless: a tiny space can run out of new genomes
-        asks_left = math.ceil(3 * self.s.trials_per_round / share)
+        # repeats are free but not endless: a tiny space can run out of new genomes. A resumed round
+        # has used the asks its trials hold (an interrupted one's rerun stands for it): a round
+        # that ended on its asks asks nothing again
+        asked = sum(1 for t in study.get_trials(deepcopy=False)
+                    if t.state != optuna.trial.TrialState.WAITING and not t.user_attrs.get("interrupted"))
+        asks_left = math.ceil(3 * self.s.trials_per_round / share) - asked
         with progress_line(f"round {k}", budget) as bar:
             self._batches(k, study, dists, earlier, budget, asks_left, bar, queue=queue, queued_until=queued_until)
         return study
@@ -198,9 +202,12 @@ class Rounds:
                           "no new trial starts; the search finishes with what it measured (the finish was reserved)")
                 break
             trials, specs, settled = self._ask_batch(k, study, dists, paid=size, asks=asks_left, known={*earlier, *eval_keys(study)},
-                                                     feed=lambda: self._top_up(study, queue, earlier, queued_until))
+                                                     feed=lambda: self._top_up(study, queue, earlier, queued_until),
+                                                     left=lambda: budget - paid_episodes(study, earlier), free=earlier)
             asks_left -= len(trials) + settled
-            for t, spec, out in zip(trials, specs, self.racer.run(specs, [anchor_of(t) for t in trials])):
+            outcomes = self.racer.run(specs, [anchor_of(t) for t in trials], episodes_left=budget - paid_episodes(study, earlier),
+                                      free=earlier, may_spend=self._may_spend)
+            for t, spec, out in zip(trials, specs, outcomes):
                 self.tell(study, t, spec, out)
             self.watch.note(best_records(study, k), records(study, k), self.quality)
             bar.show(paid_episodes(study, earlier), lambda: study_progress(study, self.quality, self.watch.spent(), self.watch.bar()))
@@ -215,8 +222,13 @@ class Rounds:
                                     f"(search.max_failure_rate={self.s.max_failure_rate}); "
                                     f"first error: {first}")
 
+    def _may_spend(self, episodes: int) -> bool:
+        """Whether the spend cap lets ``episodes`` more start (priced as a share of a full evaluation)."""
+        return self.watch.may_start(math.ceil(episodes / self.full_episodes))
+
     def _ask_batch(self, k: int, study: optuna.Study, dists: Any, *, paid: int, asks: int, known: Collection[str],
-                   feed: Callable[[], None] = lambda: None) -> tuple[list[optuna.Trial], list[TrialSpec], int]:
+                   feed: Callable[[], None] = lambda: None, left: Callable[[], int] = lambda: 0,
+                   free: Collection[str] = ()) -> tuple[list[optuna.Trial], list[TrialSpec], int]:
         """Trials asked until ``paid`` of them are new evaluations (or ``asks`` run out), and the
         number of repeats settled on the way. A repeat of a stored evaluation is answered from the
         store, so counting it against the batch would leave workers idle (a batch of six asks is
@@ -238,7 +250,7 @@ class Rounds:
             spec = self.evaluations.spec(params_to_genome(t.params), "train", f"r{k}-t{t.number}", seed=seed)
             key = spec.eval_key(self.evaluations.variant_of(spec.genome).content_hash)
             if key in known:  # nothing to launch: read from the store now, as the batch would
-                [out] = self.racer.run([spec], [anchor_of(t)])
+                [out] = self.racer.run([spec], [anchor_of(t)], episodes_left=left(), free=free, may_spend=self._may_spend)
                 self.tell(study, t, spec, out)
                 settled += 1
                 continue

@@ -41,7 +41,8 @@ def fmt_metric(value: Any, metric: str, *, signed: bool = False, missing: str = 
 def race_text(race: Mapping[str, Any]) -> str:
     """A proposal's race record (search/optimise/racing.py) in one line, as the round line and the
     report print it: its decision, the tasks it ran (those beyond the search's train tasks named)
-    and its paired difference, and the quality it is ranked by when the race measured more."""
+    and its paired difference, the quality it is ranked by when the race measured more, and why
+    its extension stopped early when it did."""
     def signed(key: str) -> str:
         value = number(race.get(key))
         return "?" if value is None else f"{value:+.3f}"
@@ -49,4 +50,6 @@ def race_text(race: Mapping[str, Any]) -> str:
     more, ranked = number(race.get("extended")), number(race.get("estimate"))
     where = f"{race.get('tasks')} of {race.get('of')} tasks" + (f" ({more:g} beyond the search's train tasks)" if more else "")
     text = f"{race.get('decision')} after {where}, paired difference {signed('mean_diff')} [{signed('low')}, {signed('high')}]"
-    return text + (f"; ranked at quality {ranked:.3f}" if ranked is not None else "")
+    stopped = {"round budget": "its extension stopped where the round's episodes ran out",
+               "spend cap": "its extension stopped at search.budget_usd"}.get(str(race.get("stopped") or ""))
+    return text + (f"; ranked at quality {ranked:.3f}" if ranked is not None else "") + (f"; {stopped}" if stopped else "")

@@ -23,6 +23,7 @@ from evoharness.search.optimise.run import SearchRun
 from evoharness.search.optimise.settings import RunSettings
 from evoharness.search.optimise.study import episode_keys, paid_episodes
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
+from evoharness.search.records.format import race_text
 
 N_TRAIN = 20
 
@@ -264,7 +265,7 @@ class Reserve(Surface):
 def test_a_proposal_ahead_on_the_train_tasks_is_measured_on_more_and_ranked_by_all_of_them(tmp_path: Path) -> None:
     from evoharness.search.optimise.study import TrialRecord
 
-    settings = make_settings(tmp_path, "search.rounds=4", "search.race.max_tasks=60", "search.models=[]")
+    settings = make_settings(tmp_path, "search.rounds=4", "search.race.max_tasks=60", "search.models=[]", "search.trials_per_round=20")
     surface = Reserve()
     lines: list[str] = []
     SearchRun(settings, launch=surface, echo=lines.append).execute()
@@ -303,3 +304,30 @@ def Genome_of(t: optuna.trial.FrozenTrial) -> Any:
 
     return Genome.from_dict(t.user_attrs["genome"])
 
+
+
+def test_an_extension_stops_where_the_rounds_episodes_run_out_and_says_so(tmp_path: Path) -> None:
+    # 10 full evaluations' worth a round: four proposals ahead of their anchor on the 20 train tasks
+    # would extend by 40 more each (their anchor's 40 paid once), more than the round has left
+    settings = make_settings(tmp_path, "search.rounds=2", "search.race.max_tasks=60", "search.models=[]", "search.trials_per_round=10")
+    SearchRun(settings, launch=Reserve(), echo=lambda _: None).execute()
+    budget = 10 * N_TRAIN
+    assert paid_episodes(_round(settings, 1), _earlier(settings)) <= budget
+    races = [t.user_attrs["race"] for t in _round(settings, 1).trials if t.user_attrs.get("race")]
+    stopped = [r for r in races if r.get("stopped")]
+    assert stopped and all(r["stopped"] == "round budget" and r["decision"] == "undecided" and r["tasks"] < r["of"] for r in stopped)
+    assert any(r["extended"] for r in races)  # the extensions that fitted ran
+    assert "its extension stopped where the round's episodes ran out" in race_text(stopped[0])
+
+
+def test_an_extension_does_not_start_past_the_spend_cap(tmp_path: Path) -> None:
+    # a round budget that would buy every extension, and a cap that leaves room for the first
+    # blocks and the finish's reserve but not for every extension
+    settings = make_settings(tmp_path, "search.rounds=2", "search.race.max_tasks=60", "search.models=[]", "search.trials_per_round=20",
+                             "+search.budget_usd=1.5")
+    SearchRun(settings, launch=Reserve(), echo=lambda _: None).execute()
+    rows = [json.loads(line) for line in (settings.runs_dir / "bfcl_sim" / "spend.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sum(float(r["cost_usd"]) for r in rows) <= 1.5
+    races = [t.user_attrs["race"] for t in _round(settings, 1).trials if t.user_attrs.get("race")]
+    assert any(r.get("stopped") == "spend cap" and r["decision"] == "undecided" for r in races)
+    assert "its extension stopped at search.budget_usd" in race_text(next(r for r in races if r.get("stopped")))
