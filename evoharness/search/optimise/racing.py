@@ -159,14 +159,16 @@ class Racer:
             jobs = [job for i in order for job in pending[i]]
             results = iter(self.evaluations.run_jobs(jobs))
             taken = {i: [next(results) for _ in pending[i]] for i in order}
+            nexts = {i: self._take(lanes[i], taken[i]) for i in order}  # every lane's results counted before any check
             pending = {}
             committed: dict[str, int] = {}  # the extension jobs this wave starts, by key
             for i in order:
-                nxt = self._take(lanes[i], taken[i])
+                nxt = nexts[i]
                 if nxt and lanes[i].whole is not None:
                     paid = _paid(lanes, free)
                     cost = {k: n for k, n in self._keyed(nxt).items() if k not in free and k not in paid and k not in committed}
-                    spent = sum(paid.values()) + sum(committed.values())
+                    # the other lanes' blocks still to run on the search's train tasks were bought with the batch
+                    spent = sum(paid.values()) + sum(committed.values()) + sum(_unrun(lane) for lane in lanes)
                     over = episodes_left is not None and spent + sum(cost.values()) > episodes_left
                     if over or not may_spend(sum(committed.values()) + sum(cost.values())):
                         self._end_extension(lanes[i], stopped="round budget" if over else "spend cap")
@@ -329,6 +331,13 @@ def _paid(lanes: Sequence[_Lane], free: Collection[str]) -> dict[str, int]:
             if key not in free:
                 out[key] = min(n, out.get(key, n))
     return out
+
+
+def _unrun(lane: _Lane) -> int:
+    """The episodes of a lane's blocks on the search's train tasks not yet run (at most, if it is not raced out)."""
+    if lane.outcome is not None or lane.whole is not None or not lane.chunks:
+        return 0
+    return (lane.sizes[-1] - lane.sizes[len(lane.chunks) - 1]) * lane.spec.samples
 
 
 def _mean(values: np.ndarray) -> float | None:
