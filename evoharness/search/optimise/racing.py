@@ -281,7 +281,8 @@ class Racer:
         if step.decision == "continue":  # stopped before its evidence decided
             step = replace(step, decision="undecided")
         if not e:
-            lane.outcome = Outcome(lane.whole, dict(lane.episodes), self._record(lane, step, stopped=stopped))
+            lane.outcome = Outcome(lane.whole, dict(lane.episodes),
+                                   self._record(lane, step, planned=lane.more[-1] if stopped else 0, stopped=stopped))
             return
         anchor_all = merged([lane.anchor_result, *lane.anchor_extra], "anchor").report
         mine_all = merged([lane.whole, *lane.extra], lane.spec.label).report
