@@ -169,8 +169,8 @@ class Racer:
                     cost = {k: n for k, n in self._keyed(nxt).items() if k not in free and k not in paid and k not in committed}
                     # the other lanes' blocks still to run on the search's train tasks were bought with the batch
                     spent = sum(paid.values()) + sum(committed.values()) + sum(_unrun(lane) for lane in lanes)
-                    over = episodes_left is not None and spent + sum(cost.values()) > episodes_left
-                    if over or not may_spend(sum(committed.values()) + sum(cost.values())):
+                    over = bool(cost) and episodes_left is not None and spent + sum(cost.values()) > episodes_left
+                    if over or (cost and not may_spend(sum(committed.values()) + sum(cost.values()))):  # a stored block is free
                         self._end_extension(lanes[i], stopped="round budget" if over else "spend cap")
                         continue
                     committed.update(cost)
