@@ -171,8 +171,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cold.returncode != 0:
             raise SystemExit(f"search failed: {cold.stderr[-2000:]}")
         episodes, floors, jobs = 0, [], []
+        # a raced proposal's blocks merged into its full evaluation are stored beside the blocks, under
+        # the last block's worker record: per job, only the record with the fewest episodes is its own
+        own: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
         for path in (Path(tmp) / "cold").glob("*/evals/*.json"):
             record = json.loads(path.read_text(encoding="utf-8"))
+            w = record["worker"] or {}
+            key = (w.get("host"), w.get("pid"), w.get("started"))
+            if key not in own or len(record["report"]["episodes"]) < len(own[key]["report"]["episodes"]):
+                own[key] = record
+        for record in own.values():
             eps = record["report"]["episodes"]
             lat = [float(e["latency_s"]) for e in eps]
             episodes += len(eps)
