@@ -51,3 +51,21 @@ def make_claim(
         "hashes": dict(hashes),
         "note": "only verdict 'win' is an improvement; 'no_win', 'inconclusive' and 'equivalent' (within ±min_effect) are not",
     }
+
+
+def no_candidate_claim(*, baseline_hash: str, champion_hash: str, confidence: float, resamples: int, min_effect: float,
+                       hashes: Mapping[str, str], metric: str = "pass_rate", rule: DecisionRule | None = None) -> dict[str, Any]:
+    """The claim's record when the champion is the incumbent itself: there is nothing to test, so
+    the holdout is not run (no paid episode, no look) and the verdict is ``no_win`` on no tasks.
+    ``baseline_hash`` is the side a claim would be against (the incumbent, or a named reference)."""
+    rule = rule or BestQuality()
+    extra = {"margin": rule.margin} if rule.bar is not None else {}
+    return {
+        "verdict": "no_win", "metric": metric, "test": "none: the champion is the incumbent, so nothing was tested on the holdout",
+        "decision": rule.name, **extra, "mean_diff": 0.0, "low": 0.0, "high": 0.0, "p_value": 1.0, "alpha": (1.0 - confidence) / 2,
+        "n": 0, "clusters": 0, "discordant": 0, "min_discordant": MIN_DISCORDANT, "confidence": confidence, "min_effect": min_effect,
+        "resamples": resamples, "baseline_hash": baseline_hash, "champion_hash": champion_hash, "pass_rate_delta": 0.0,
+        "cost_delta": 0.0, "latency_delta": 0.0, "tasks": [], "hashes": dict(hashes),
+        "note": "no candidate was claimed: the incumbent stays and the holdout stays sealed",
+    }
+

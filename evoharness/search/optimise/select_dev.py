@@ -1,8 +1,7 @@
 """The finish's first stage, select on dev: the front members whose train results leave them a
 chance to clear the decision's bar re-evaluated on dev (with the incumbent, and a named
 reference), and the champion the decision rule picks from it. The incumbent's (and reference's)
-holdout runs share this batch, since no selection reads them, unless a champion's holdout run is
-sure to follow: then they wait for it and run beside it."""
+holdout runs wait for the champion's (claim_holdout): a search that keeps its incumbent runs none."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -61,9 +60,7 @@ class DevSelection:
     decision: dict[str, Any]
     baseline_variant: HarnessVariant
     baseline_dev: EvalReport
-    baseline_hold: EvalReport | None  # None: it runs beside the champion's holdout (claim_holdout)
     reference_dev: EvalReport
-    reference_hold: EvalReport | None
     reference_genome: Genome | None
 
 
@@ -111,23 +108,11 @@ def select_on_dev(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials
         for i, why in skipped.items():
             echo(f"  trial {front[i].trial} (round {front[i].round}: {front[i].changes}): {why}")
 
-    # the incumbent's holdout run (and a named reference's) is the claim's whatever the champion, and no
-    # selection reads it. It is the finish's longest job: in the dev batch it is that batch's last wave,
-    # and beside the champion's it costs nothing more. So it waits for the champion's when there will
-    # surely be one (a rule that ships the best dev member; a member already shown non-inferior and
-    # cheaper on train), and otherwise shares the dev batch, first: a search that keeps its incumbent
-    # then has no second batch at all
-    sure = [front[i].variant_hash != baseline_variant.content_hash if not rule.against_reference
-            else chances is not None and chances[i].reach == "shown" for i in picked]
-    fixed_hold: list[tuple[Genome, Split, str]] = [] if any(sure) else holdout_jobs(ref_genome)
     dev_jobs: list[tuple[Genome, Split, str]] = [(BASELINE, "dev", "baseline-dev"),
                                                  *[(front[i].genome, "dev", f"front-{front[i].trial}-dev") for i in picked]]
     if ref_genome:
         dev_jobs.append((ref_genome, "dev", "reference-dev"))
-    first_batch = evaluate([*fixed_hold, *dev_jobs])
-    fixed_results, dev_results = first_batch[:len(fixed_hold)], first_batch[len(fixed_hold):]
-    # a failed incumbent (or reference) holdout stops the finish here, before the champion's is paid for
-    baseline_hold, reference_hold = holdout_reports(fixed_results, ref_genome) if fixed_hold else (None, None)
+    dev_results = evaluate(dev_jobs)
     baseline_dev = report_of(dev_results[0], "baseline dev evaluation")
     reference_dev = report_of(dev_results[-1], "reference dev evaluation") if ref_genome else baseline_dev
     ranked: list[tuple[tuple[float, ...], int]] = []  # (rank key, index into front)
@@ -156,21 +141,7 @@ def select_on_dev(settings: RunSettings, paths: StudyPaths, rounds: SearchTrials
     else:
         champion = front[chosen] = replace(front[chosen], champion=True)
     return DevSelection(front=front, champion=champion, decision=decision, baseline_variant=baseline_variant,
-                        baseline_dev=baseline_dev, baseline_hold=baseline_hold, reference_dev=reference_dev,
-                        reference_hold=reference_hold, reference_genome=ref_genome)
-
-
-def holdout_jobs(ref_genome: Genome | None) -> list[tuple[Genome, Split, str]]:
-    """The incumbent's holdout run, and a named reference's: the claim's side of the comparison."""
-    jobs: list[tuple[Genome, Split, str]] = [(BASELINE, "holdout", "baseline-holdout")]
-    return [*jobs, (ref_genome, "holdout", "reference-holdout")] if ref_genome else jobs
-
-
-def holdout_reports(results: Sequence[TrialResult | BaseException], ref_genome: Genome | None) -> tuple[EvalReport, EvalReport]:
-    """The incumbent's and the reference's holdout reports from ``holdout_jobs``' results (the
-    incumbent's twice without a named reference); a failed one stops the finish."""
-    baseline = report_of(results[0], "baseline holdout")
-    return baseline, (report_of(results[1], "reference holdout") if ref_genome else baseline)
+                        baseline_dev=baseline_dev, reference_dev=reference_dev, reference_genome=ref_genome)
 
 
 def stored_train(paths: StudyPaths, record: TrialRecord, variant: HarnessVariant) -> EvalReport | None:

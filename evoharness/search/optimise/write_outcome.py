@@ -47,11 +47,13 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
     write_json_atomic(paths.claim, claim)
     per_round = trials_of.per_round
     baseline_train = next((dict(r.train) for r in per_round[0] if r.origin == "baseline" and r.values), {}) if per_round else {}
-    champion = replace(chosen.champion, holdout=dict(held.champion_hold.metrics))
+    # no holdout run when the incumbent stayed: its rows carry no holdout metrics
+    held_metrics = {} if baseline_hold is None else dict(baseline_hold.metrics)
+    champion = replace(chosen.champion, holdout=dict(held.champion_hold.metrics) if held.champion_hold else {})
     snapshots = snapshot_for_search(
         settings, paths, pools, trials_of.round_fronts, champion.to_dict(), claim, config_hash=config_hash, quality=q,
         variant_of=variant_of, champion_genome=champion.genome,
-        baseline_metrics={"train": baseline_train, "dev": dict(baseline_dev.metrics), "holdout": dict(baseline_hold.metrics)},
+        baseline_metrics={"train": baseline_train, "dev": dict(baseline_dev.metrics), "holdout": held_metrics},
     )
     # the claim where the trials are, so `promote --if-win` need not trust files placed beside a snapshot
     record_claim(paths.storage, s.study, [o.direction for o in objectives],
@@ -71,11 +73,12 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
     outcome = SearchOutcome(
         study=s.study, created_at=datetime.now(UTC).isoformat(), storage=paths.storage_public, objectives=directions,
         baseline=Member(variant_hash=baseline_variant.content_hash, genome=BASELINE, authors=[], train=baseline_train,
-                        dev=dict(baseline_dev.metrics), holdout=dict(baseline_hold.metrics)),
+                        dev=dict(baseline_dev.metrics), holdout=held_metrics),
         trials=trials, front=tuple(front), champion=champion, decision=Decision.from_dict(chosen.decision),
         claim=Claim.from_dict(claim), snapshots=Snapshots.from_dict(snapshots), ablation=held.ablation,
-        reference=(Member(name=settings.reference, variant_hash=reference_hold.variant_hash, genome=ref_genome,
-                          changes=f"model={settings.reference}", dev=dict(reference_dev.metrics), holdout=dict(reference_hold.metrics))
+        reference=(Member(name=settings.reference, variant_hash=reference_dev.variant_hash, genome=ref_genome,
+                          changes=f"model={settings.reference}", dev=dict(reference_dev.metrics),
+                          holdout={} if reference_hold is None else dict(reference_hold.metrics))
                    if ref_genome else ABSENT),
         splits=Splits(hash=splits_hash, strata={k: dict(v) for k, v in split_strata.items()}),
         spend={"spent_usd": round(spent(paths.spend), 6), **dict(budget or {})},

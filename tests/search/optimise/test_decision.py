@@ -89,5 +89,8 @@ def test_when_nothing_cheaper_is_as_good_the_incumbent_stays_and_the_holdout_sta
     assert summary["decision"]["evidence"] == "none"
     assert summary["champion"]["variant_hash"] == summary["baseline"]["variant_hash"]
     assert summary["claim"]["looks"] == 0 and not (tmp_path / "keep" / "holdout_looks.jsonl").exists()
+    # nothing was run on the holdout, so nothing was paid there: the claim is on no task
+    spend = [json.loads(line) for line in (tmp_path / "keep" / "spend.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert not [r for r in spend if r["split"] == "holdout"] and summary["claim"]["n"] == 0 and summary["baseline"]["holdout"] == {}
     assert not (tmp_path / "keep" / "champion.json").exists()
     assert "the holdout stays sealed" in summary["headline"] and "the holdout stays sealed" in proc.stdout

@@ -1,6 +1,6 @@
 """The finish's stages on tables, with no launcher. Select on dev: each rule ships its own member
 (the fastest or the cheapest that is as good). Claim on the holdout: the champion's holdout is the
-one job it asks for, the claim is the rule's, the look is journaled once (in the study and in the
+one job it asks for besides the incumbent's, the claim is the rule's, the look is journaled once (in the study and in the
 registry), and a second champion's look is refused before its holdout is run: counted from whatever
 is left of the study's journal, the registry's, its stored evaluations and its spend journal, and
 from other studies and `evaluate` runs on the same sealed split."""
@@ -53,7 +53,7 @@ def chosen(champion: Genome, variant: str) -> DevSelection:
     base = report("base", latency=4.0)
     member = Member(trial=1, round=0, variant_hash=variant, genome=champion, dev=None, champion=True)
     return DevSelection(front=[member], champion=member, decision={}, baseline_variant=SimpleNamespace(content_hash="base"),
-                        baseline_dev=base, baseline_hold=base, reference_dev=base, reference_hold=base, reference_genome=None)
+                        baseline_dev=base, reference_dev=base, reference_genome=None)
 
 
 def variant_of(genome: Genome) -> Any:
@@ -80,7 +80,8 @@ class Store:
         out = []
         for genome, split, label in batch:
             variant = variant_of(genome)
-            res = TrialResult(label=label, split=split, variant=variant, report=report(variant.content_hash, latency=1.0))
+            latency = 4.0 if variant.content_hash == "base" else 1.0  # the incumbent is the slow one
+            res = TrialResult(label=label, split=split, variant=variant, report=report(variant.content_hash, latency=latency))
             write_json_atomic(self.paths.evals / f"{variant.content_hash}-{split}.json", res.to_dict())
             append_spend(self.paths.spend, [spend_row(eval_key=f"{variant.content_hash}-{split}", label=label, split=split,
                                                       variant_hash=variant.content_hash, metrics=res.report.metrics, model_calls=1)])
@@ -106,7 +107,8 @@ def test_the_champion_is_claimed_once_under_its_rule_and_a_second_champion_is_re
     paths = StudyPaths.of(settings)
     store = Store(paths)
     held = claim(settings, FAST, store=store)
-    assert store.jobs == [[(FAST, "holdout", "champion-holdout")]]  # no dev run to ablate: the holdout alone
+    # no dev run to ablate: the two holdout runs alone
+    assert store.jobs == [[(FAST, "holdout", "champion-holdout"), (BASELINE, "holdout", "baseline-holdout")]]
     assert held.claim["decision"] == "fastest_noninferior" and held.claim["verdict"] == "win" and held.claim["looks"] == 1
     assert held.claim["second_look"] is False
     assert held.claim["latency_saving"] == pytest.approx(3.0) and held.champion_hash == "fast" and held.ablation == []
@@ -189,35 +191,34 @@ def test_an_evaluate_look_under_other_workload_options_is_counted_by_its_cluster
         claim(settings, Genome(tool_format="json"), study="b", seal=sealed)
 
 
-def test_the_incumbent_as_champion_spends_no_look(settings: Any, tmp_path: Path) -> None:
+def test_the_incumbent_as_champion_spends_no_look_and_runs_nothing_on_the_holdout(settings: Any, tmp_path: Path) -> None:
     def evaluate(batch: Sequence[tuple[Genome, str, str]]) -> list[Any]:
         raise AssertionError(f"nothing to evaluate, asked for {batch}")
 
     held = claim_on_holdout(settings, StudyPaths.of(settings), {}, chosen(BASELINE, "base"), Pools(sections={}), evaluate=evaluate,
                             variant_of=variant_of, seal=SEAL)
-    assert held.claim["looks"] == 0 and held.champion_hold.variant_hash == "base"
+    assert held.claim["looks"] == 0 and held.claim["verdict"] == "no_win" and held.claim["n"] == 0 and held.claim["tasks"] == []
+    assert held.champion_hold is None and held.baseline_hold is None and held.reference_hold is None
+    assert held.claim["baseline_hash"] == held.claim["champion_hash"] == "base"
     assert not StudyPaths.of(settings).looks.exists() and registry_looks(settings) == []
 
 
 def test_the_champions_holdout_and_the_incumbents_run_as_one_batch(settings: Any) -> None:
-    """When the dev stage left the incumbent's holdout run to the claim, it is launched together
-    with the champion's; with no candidate it runs alone, and is no look."""
-    from dataclasses import replace
-
+    """The incumbent's holdout run is launched together with the champion's; with no candidate
+    neither runs, and an earlier look is counted, not a new one."""
     paths = StudyPaths.of(settings)
     store = Store(paths)
-    waiting = replace(chosen(FAST, "fast"), baseline_hold=None, reference_hold=None)
-    held = claim_on_holdout(settings, paths, {"config": "c"}, waiting, Pools(sections={}), evaluate=store, variant_of=variant_of,
-                            seal=SEAL)
+    held = claim_on_holdout(settings, paths, {"config": "c"}, chosen(FAST, "fast"), Pools(sections={}), evaluate=store,
+                            variant_of=variant_of, seal=SEAL)
     assert store.jobs == [[(FAST, "holdout", "champion-holdout"), (BASELINE, "holdout", "baseline-holdout")]]
     assert (held.claim["baseline_hash"], held.claim["champion_hash"], held.claim["looks"]) == ("base", "fast", 1)
+    assert held.baseline_hold is not None and held.reference_hold is not None
     assert held.baseline_hold.variant_hash == held.reference_hold.variant_hash == "base"
 
     store = Store(paths)
-    kept = replace(chosen(BASELINE, "base"), baseline_hold=None, reference_hold=None)
-    held = claim_on_holdout(settings, paths, {}, kept, Pools(sections={}), evaluate=store, variant_of=variant_of, seal=SEAL)
-    assert store.jobs == [[(BASELINE, "holdout", "baseline-holdout")]] and held.claim["looks"] == 1  # the earlier look, not a new one
-    assert held.champion_hold.variant_hash == "base"
+    held = claim_on_holdout(settings, paths, {}, chosen(BASELINE, "base"), Pools(sections={}), evaluate=store, variant_of=variant_of,
+                            seal=SEAL)
+    assert store.jobs == [] and held.claim["looks"] == 1 and held.champion_hold is None  # the earlier look, not a new one
 
 
 SLOW_CHEAP = Genome(tool_format="both")
@@ -271,11 +272,11 @@ def test_the_selection_stage_picks_by_the_rule_on_tables(tmp_path: Path, monkeyp
         assert lines[0] == "dev runs: 1 of 2 front members; no dev run for 1:" and "not faster than the incumbent" in lines[1]
     else:
         assert len(ran) == 2 and not any(m.dev_skipped for m in chosen.front) and lines == []
-    # no member is shown as good on train (no stored train evaluation to pair): the incumbent's holdout shares the dev batch
-    assert batches[0][0] == (BASELINE, "holdout", "baseline-holdout") and chosen.baseline_hold is not None and len(batches) == 1
+    # the dev stage runs nothing on the holdout: the incumbent's run waits for a champion's
+    assert all(split == "dev" for _, split, _ in batches[0]) and len(batches) == 1
 
 
-def test_with_no_dev_member_that_can_win_the_incumbents_holdout_shares_the_dev_batch(tmp_path: Path,
+def test_with_no_dev_member_that_can_win_nothing_runs_on_the_holdout(tmp_path: Path,
                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from evoharness.search.optimise import select_dev
     from evoharness.search.optimise.select_dev import SearchTrials, select_on_dev
@@ -295,8 +296,8 @@ def test_with_no_dev_member_that_can_win_the_incumbents_holdout_shares_the_dev_b
 
     chosen = select_on_dev(settings, StudyPaths.of(settings), SearchTrials((trials,), (trials[1:],), trials[1:]), Pools(sections={}),
                            evaluate=evaluate, variant_of=variant_of, echo=lambda _: None)
-    assert [label for _, _, label in batches[0]] == ["baseline-holdout", "baseline-dev", "front-1-dev"]
-    assert chosen.champion.genome == BASELINE and chosen.baseline_hold is not None
+    assert [[label for _, _, label in b] for b in batches] == [["baseline-dev", "front-1-dev"]]
+    assert chosen.champion.genome == BASELINE
 
 
 def stored_train(paths: StudyPaths, key: str, genome: Genome, passes: list[float], *, per_cluster: int = 4) -> None:
@@ -318,8 +319,8 @@ def test_a_front_member_that_cannot_reach_the_margin_on_train_gets_no_dev_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_passes: list[float], per_cluster: int, shown: bool) -> None:
     """Judged by the paired train difference against the incumbent's stored train evaluation: the
     cheap member far below the bar is skipped with its reason, though a dev slot is free; the one
-    within reach, dearer, is run; the best on train is run although it is not cheaper. The
-    incumbent's holdout waits for the champion's only when a member is already shown as good on train."""
+    within reach, dearer, is run; the best on train is run although it is not cheaper. Nothing
+    runs on the holdout in this stage."""
     from evoharness.search.optimise import select_dev
     from evoharness.search.optimise.select_dev import SearchTrials, select_on_dev
     from evoharness.search.optimise.study import TrialRecord
@@ -347,8 +348,7 @@ def test_a_front_member_that_cannot_reach_the_margin_on_train_gets_no_dev_run(
                            evaluate=evaluate, variant_of=variant_of, echo=lines.append)
     # max_front_dev=4: a slot is left free rather than spent on the member that cannot qualify
     dev = ["baseline-dev", "front-1-dev", "front-2-dev"]
-    assert [label for _, _, label in batches[0]] == (dev if shown else ["baseline-holdout", *dev])
-    assert (chosen.baseline_hold is None) == shown
+    assert [label for _, _, label in batches[0]] == dev
     skipped = {m.trial: m.dev_skipped for m in chosen.front if m.dev_skipped}
     assert list(skipped) == [0, 3] and skipped[0] == "the incumbent itself"
     assert skipped[3].startswith("train pass_rate 0.250 against the incumbent's 0.750: the paired difference is at most -")

@@ -76,7 +76,11 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     results = yaml.safe_load((tmp / "e2e" / "optimization_results.yaml").read_text())
     assert results["solutions"] and all(len(s["values"]) == len(results["objectives"]) for s in results["solutions"])
     claim = json.loads((tmp / "e2e" / "claim.json").read_text())
-    assert claim["verdict"] in ("win", "no_win", "inconclusive", "equivalent") and claim["n"] == claim["clusters"] == 81
+    assert claim["verdict"] in ("win", "no_win", "inconclusive", "equivalent")
+    # the holdout's 81 scenarios for a candidate; none when the incumbent stays, and nothing paid there
+    assert claim["n"] == claim["clusters"] == (0 if kept else 81)
+    holdout_rows = [r for r in map(json.loads, (tmp / "e2e" / "spend.jsonl").read_text().splitlines()) if r["split"] == "holdout"]
+    assert (holdout_rows == []) == kept
     assert set(claim["hashes"]) == {"config", "workload", "splits", "scorer"}
     assert claim["low"] <= claim["mean_diff"] <= claim["high"] and 0 <= claim["p_value"] <= 1 and claim["metric"] == "pass_rate"
     ledger = [json.loads(line) for line in (tmp / "e2e" / "ledger.jsonl").read_text().splitlines()]
