@@ -89,6 +89,9 @@ def _banner(made: Claim | None, has_champion: bool) -> dict[str, str]:
     if not made:
         why = "no holdout claim was made" if has_champion else "the search selected no champion"
         return {"cls": "none", "headline": "Holdout: no claim – no improvement claimed", "detail": f"{why.capitalize()}."}
+    if present(made.n, None) == 0 and not made.tasks:  # the incumbent stayed (claim.no_candidate_claim)
+        return {"cls": "none", "headline": "Holdout: sealed – the incumbent stays",
+                "detail": "No candidate was claimed, so nothing was run on the holdout: no episode paid there, no look spent."}
     claim = made.to_dict()
     ci = _ci_text(made)
     if made.second_look:

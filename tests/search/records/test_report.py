@@ -271,3 +271,15 @@ def test_losses_count_failed_episodes_per_kind(tmp_path: Path) -> None:
     p.evals = evals  # type: ignore[attr-defined]
     assert losses(p, "k1") == {"wrong_value": 2, "missed_call": 1}  # type: ignore[arg-type]
     assert losses(p, "missing") == {} and losses(p, None) == {}  # type: ignore[arg-type]
+
+
+def test_a_kept_incumbent_says_the_holdout_stayed_sealed_not_a_zero_width_interval() -> None:
+    from evoharness.search.evaluation.claim import no_candidate_claim
+    from evoharness.search.evaluation.decision import decision_rule
+
+    summary = make_summary("no_win")
+    summary["claim"] = {**no_candidate_claim(baseline_hash="h0", champion_hash="h0", confidence=0.95, resamples=100, min_effect=0.03,
+                                             hashes={}, rule=decision_rule("cheapest_noninferior", margin=0.05)), "looks": 0}
+    text = visible_text(render_report(summary))
+    assert "Holdout: sealed – the incumbent stays" in text and "nothing was run on the holdout" in text
+    assert "CI [" not in text and "n = 0" not in text  # no interval of a test that was never run
