@@ -40,13 +40,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     summary = json.loads(summaries[0].read_text(encoding="utf-8"))
     claim, champion, base = summary.get("claim") or {}, summary["champion"], summary["baseline"]
-    ratio = champion["holdout"]["cost_per_task"] / base["holdout"]["cost_per_task"]
+    # on the holdout when a candidate was claimed there; a kept incumbent runs nothing on it: dev then
+    split = "holdout" if champion.get("holdout") and base.get("holdout") else "dev"
+    ratio = champion[split]["cost_per_task"] / base[split]["cost_per_task"]
     figure("main_job_decision", summary["decision"]["rule"], None, None, evidence=summary["decision"].get("evidence"))
     kept = champion.get("variant_hash") == base.get("variant_hash")
     # a verdict is measured, not a target: the search may rightly keep the incumbent or leave a claim inconclusive
     figure("main_job_verdict", "none (incumbent kept)" if kept else claim["verdict"], "reported", None,
            **{k: claim.get(k) for k in ("mean_diff", "low", "high", "n", "clusters", "design_effect")})
-    figure("main_job_cost_ratio", round(ratio, 3), "< 1 (cheaper than the incumbent)", ratio < 1, changes=champion.get("changes"))
+    figure("main_job_cost_ratio", round(ratio, 3), "< 1 (cheaper than the incumbent)", ratio < 1, changes=champion.get("changes"),
+           split=split)
     # of the champion's dev gain over its own model with the base harness, the share the mutators' edits earned
     gains = {r["layer"]: r["gain"] for r in summary.get("ablation", []) if r.get("gain") is not None}
     harness = gains.get("harness settings", 0.0) + gains.get("mutator edits", 0.0)
