@@ -41,17 +41,18 @@ class HoldoutClaim:
     reference_hold: EvalReport | None
 
 
-def power_fields(settings: RunSettings, claim: Mapping[str, Any], chosen: DevSelection) -> dict[str, Any]:
+def power_fields(settings: RunSettings, chosen: DevSelection, *, tasks: int, clusters: int, metric: str) -> dict[str, Any]:
     """The claim's reach, and whether its splits were too small for its question (run anyway under
-    search.allow_underpowered): the same checks the preflight made, on the tasks actually paired."""
-    checked = power(holdout_tasks=int(claim["n"]), holdout_clusters=int(claim["clusters"]), dev_tasks=len(chosen.reference_dev.tasks),
-                    samples=settings.search.samples, margin=settings.rule.bar, confidence=settings.search.confidence,
-                    metric=str(claim["metric"]))
+    search.allow_underpowered): the same checks the preflight made, on the tasks actually paired
+    (on the sealed split's, when no candidate was claimed: what a claim could have shown)."""
+    checked = power(holdout_tasks=tasks, holdout_clusters=clusters, dev_tasks=len(chosen.reference_dev.tasks),
+                    samples=settings.search.samples, margin=settings.rule.bar, confidence=settings.search.confidence, metric=metric)
     return {"reach": checked.reach, "underpowered": bool(checked.problems())}
 
 
 def claim_on_holdout(settings: RunSettings, paths: StudyPaths, hashes: Mapping[str, str], chosen: DevSelection, pools: Pools, *,
-                     evaluate: Evaluate, variant_of: Callable[[Genome], HarnessVariant], seal: Seal) -> HoldoutClaim:
+                     evaluate: Evaluate, variant_of: Callable[[Genome], HarnessVariant], seal: Seal,
+                     holdout_tasks: int = 0) -> HoldoutClaim:
     """Count the looks, run the champion's holdout and ablation, make the claim and journal the look
     (claim.json is the caller's to write). The look is journaled in the registry before the holdout
     is run, under the registry journal's lock: a process killed during the run has still looked."""
@@ -79,7 +80,8 @@ def claim_on_holdout(settings: RunSettings, paths: StudyPaths, hashes: Mapping[s
                                                       resamples=s.resamples, min_effect=s.min_effect, hashes=hashes, metric=q,
                                                       rule=settings.rule))
         claim = {**claim, "looks": len(seen), "second_look": False,
-                 "reference": settings.reference if chosen.reference_genome else "incumbent"}
+                 "reference": settings.reference if chosen.reference_genome else "incumbent",
+                 **(power_fields(settings, chosen, tasks=holdout_tasks, clusters=len(seal.clusters), metric=q) if holdout_tasks else {})}
         return HoldoutClaim(claim=claim, champion_hold=None, ablation=[], champion_hash=champion_hash, baseline_hold=None,
                             reference_hold=None)
     hold_jobs: list[tuple[Genome, Split, str]] = [(champion.genome, "holdout", "champion-holdout")]
@@ -98,7 +100,8 @@ def claim_on_holdout(settings: RunSettings, paths: StudyPaths, hashes: Mapping[s
                                           min_effect=s.min_effect, seed=settings.seed, hashes=hashes, metric=q, rule=settings.rule))
     looks = len(seen) + (1 if champion_hash not in seen else 0)
     claim = {**claim, "looks": looks, "second_look": looks > 1,
-             "reference": settings.reference if chosen.reference_genome else "incumbent", **power_fields(settings, claim, chosen)}
+             "reference": settings.reference if chosen.reference_genome else "incumbent",
+             **power_fields(settings, chosen, tasks=int(claim["n"]), clusters=int(claim["clusters"]), metric=q)}
     if champion_hash not in {looked_at(r) for r in read_looks(paths.looks)}:  # a resume's is the same look
         append_look(paths.looks, look_row(champion_hash=champion_hash, baseline_hash=baseline_hash, claim=claim, look=looks,
                                           study=s.study, seal=seal))

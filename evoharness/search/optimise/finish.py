@@ -54,7 +54,8 @@ def finish(
 ) -> dict[str, Any]:
     chosen = select_on_dev(settings, paths, trials_of, pools, evaluate=evaluate, variant_of=variant_of, echo=echo)
     seal = Seal(holdout_hash=frozen.holdout_hash or "", splits_hash=frozen.splits_hash, clusters=frozen.holdout_clusters)
-    held = claim_on_holdout(settings, paths, frozen.hashes(), chosen, pools, evaluate=evaluate, variant_of=variant_of, seal=seal)
+    held = claim_on_holdout(settings, paths, frozen.hashes(), chosen, pools, evaluate=evaluate, variant_of=variant_of, seal=seal,
+                            holdout_tasks=sum(int(n) for n in frozen.split_strata.get("holdout", {}).values()))
     return write_outcome(settings, paths, trials_of, pools, chosen, held, config_hash=frozen.config_hash,
                          splits_hash=frozen.splits_hash, split_strata=frozen.split_strata, variant_of=variant_of, budget=budget,
                          live_tools=frozen.live_tools)
