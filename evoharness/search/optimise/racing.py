@@ -25,6 +25,7 @@ from evoharness.search.evaluation.metrics import EvalReport, aggregate, paired_c
 from evoharness.search.genome import Genome
 from evoharness.search.optimise.evaluations import Evaluations
 from evoharness.search.optimise.race import RaceSettings, RaceStep, estimate, extension, is_cheaper, judge, plan, promising
+from evoharness.search.optimise.study import least_counts
 from evoharness.search.optimise.trial import TrialResult, TrialSpec, stored_result
 
 
@@ -326,12 +327,7 @@ class Racer:
 
 def _paid(lanes: Sequence[_Lane], free: Collection[str]) -> dict[str, int]:
     """The batch's new episodes so far by key, as the round's budget counts them (study.episode_keys)."""
-    out: dict[str, int] = {}
-    for lane in lanes:
-        for key, n in lane.episodes.items():
-            if key not in free:
-                out[key] = min(n, out.get(key, n))
-    return out
+    return {k: n for k, n in least_counts(lane.episodes for lane in lanes).items() if k not in free}
 
 
 def _unrun(lane: _Lane) -> int:

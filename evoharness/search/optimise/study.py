@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,12 +166,15 @@ def episode_keys(study: optuna.Study) -> dict[str, int]:
     evaluation is listed at 0 (its blocks paid for it), and a key several trials hold counts at the
     least any of them says, so reading that merged evaluation again is free. A failed trial counts
     the episodes it was asked to run, under its own key."""
+    return least_counts(held for t in finished(study) if isinstance(held := t.user_attrs.get("episodes"), dict))
+
+
+def least_counts(held: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Each evaluation key's episodes, at the least any holder says (a merged evaluation its blocks
+    paid for is held at 0 by the trial that merged it)."""
     out: dict[str, int] = {}
-    for t in finished(study):
-        held = t.user_attrs.get("episodes")
-        if not isinstance(held, dict):
-            continue
-        for key, n in held.items():
+    for counts in held:
+        for key, n in counts.items():
             out[key] = min(int(n), out.get(key, int(n)))
     return out
 
