@@ -37,14 +37,19 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, fsync: bool = 
     still means no reader sees half a file, but a power cut may leave an empty one."""
     from evoharness.compiler.secrets import scrub
 
-    text = scrub(text)
+    return write_bytes_atomic(path, scrub(text).encode("utf-8"), fsync=fsync)
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> Path:
+    """``write_text_atomic`` for bytes the caller has already scrubbed (a compressed file cannot be
+    scrubbed here)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _open_beside(target)
     try:
         os.fchmod(fd, 0o644)  # whatever the umask (and mkstemp's 0600): outputs are shared like any other file
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())

@@ -182,7 +182,7 @@ class _Episode:
             task_id=self.task.task_id, sample=self.sample, seed=self.seed, variant_hash=self.v.content_hash, status=status,  # type: ignore[arg-type]
             model_calls=tuple(self.model_calls), tool_calls=tuple(self.tool_calls), responses=tuple(self.responses),
             infra_error=infra, final_state=_jsonable(self.env.snapshot()),
-            lost_attempts=lost.attempts if lost else 0, lost_infra_s=lost.infra_s if lost else 0.0,
+            lost_attempts=lost.attempts if lost else 0, lost_infra_s=lost.infra_s if lost else 0.0, messages=tuple(self.messages),
         )
 
 

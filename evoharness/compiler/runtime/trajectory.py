@@ -77,6 +77,8 @@ class Trajectory:
         final_state: The environment's snapshot at the end.
         lost_attempts: Attempts of the model call that outlived its retries.
         lost_infra_s: The time those attempts took.
+        messages: The conversation as the model was last sent it (system prompt, user turns,
+            replies with their tool calls, tool results), with the episode's final reply last.
     """
 
     task_id: str
@@ -91,6 +93,7 @@ class Trajectory:
     final_state: Mapping[str, Any] = field(default_factory=dict)
     lost_attempts: int = 0  # attempts of the call that outlived its retries (an infra_error episode)
     lost_infra_s: float = 0.0  # and the time they took
+    messages: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def cost_usd(self) -> float | None:
@@ -146,4 +149,5 @@ class Trajectory:
 
         return build(cls, {**data, "model_calls": tuple(build(ModelCallRecord, dict(c)) for c in data["model_calls"]),
                            "tool_calls": tuple(build(ToolCallRecord, dict(c)) for c in data["tool_calls"]),
-                           "responses": tuple(data["responses"]), "final_state": dict(data["final_state"])})
+                           "responses": tuple(data["responses"]), "final_state": dict(data["final_state"]),
+                           "messages": tuple(dict(m) for m in data.get("messages", ()))})

@@ -1,6 +1,7 @@
 """Config-driven commands of the search side (Hydra tasks): evaluate."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sys
@@ -129,8 +130,9 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     from evoharness.compiler.runtime.workload import live_tools
     from evoharness.compiler.secrets import public_url
     from evoharness.search.evaluation.coverage import coverage_warning
-    from evoharness.search.evaluation.evaluate import evaluate_variant
+    from evoharness.search.evaluation.evaluate import evaluate_variant_async
     from evoharness.search.records import doctor_record as doctor
+    from evoharness.search.records import transcripts
     from evoharness.search.records.provenance import provenance
     from evoharness.search.records.tables import metrics_table
     from evoharness.search.records.versions import versioned
@@ -161,7 +163,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         with RegistryLooks(str(cfg.registry_dir)).locked() as looks:
             looks.append(registry_row(variant_hash=variant.content_hash, by="evaluate", seal=seal, tasks=len(tasks), eval=str(out)))
         print_whole(f"holdout look recorded in {looks.path}: a search's claim on this split counts it", sys.stderr)
-    report = evaluate_variant(
+    report, trajectories = asyncio.run(evaluate_variant_async(
         variant,
         workload,
         checked_split(cfg.workload.split),  # chosen_tasks refused any other
@@ -171,7 +173,8 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         tasks=tasks,
         cache=open_cache(cfg.cache_dir) if cfg.cache_dir else None,
         progress=len(tasks) * samples >= 20,
-    )
+        keep_trajectories=True,
+    ))
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     if resolved.get("search", {}).get("storage"):
         resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))  # never a database password
@@ -191,6 +194,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         "provenance": provenance(resolved, tasks, packages=tuple(getattr(workload, "packages", ()) or ())),
         "live_tools": list(live_tools(workload)),  # tools that called their service (no replayed snapshot): outputs may drift
     })
+    transcripts.write(out, transcripts.pack(report.episodes, trajectories))  # first: a record has its transcripts beside it
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     print_whole(metrics_table([(label, report)]))  # whole, as evaluate -m's jobs print beside each other

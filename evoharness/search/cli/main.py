@@ -21,6 +21,7 @@ commands:
   versions    list snapshots of a component, --show HASH for one
   rollback    move a component's slot back to its previous promoted snapshot
   report      render runs/<study>/report.html from a search summary
+  view        the transcripts of a study or of evaluations, side by side, as an HTML page
   serve-sim   serve the simulated model over an OpenAI-compatible HTTP endpoint on loopback (plugins=[m] for a plugin's tasks)
 
 examples:
@@ -108,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from evoharness.search.cli.report import report_main
 
         return report_main(rest)
+    if command == "view":
+        from evoharness.search.cli.view import view_main
+
+        return view_main(rest)
     if command == "serve-sim":
         from evoharness.compiler.errors import ConfigError
         from evoharness.compiler.hydra_argv import load_argv_plugins
@@ -139,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sharing_workloads():
             return run_hydra(command, rest, task, validate)
     print(f"error: unknown command {command!r}. "
-          f"Fix: use one of {sorted([*commands, 'promote', 'versions', 'rollback', 'report', 'serve-sim'])}", file=sys.stderr)
+          f"Fix: use one of {sorted([*commands, 'promote', 'versions', 'rollback', 'report', 'view', 'serve-sim'])}", file=sys.stderr)
     return 2
 
 

@@ -16,6 +16,7 @@ from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.genome import Genome, Pools, canonical
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.trial import JobInputError, TrialResult, TrialSpec, stored_result
+from evoharness.search.records import transcripts
 from evoharness.search.records.spend import append_spend, spend_row
 
 Launch = Callable[[Sequence[TrialSpec]], list[TrialResult | BaseException]]
@@ -89,6 +90,7 @@ class Evaluations:
             if isinstance(res, TrialResult) and not res.report.metrics.get("skipped"):
                 # an evaluation with skipped episodes is not final: a resume retries them (the response
                 # cache replays every finished model call, so only the failed ones are paid again)
+                transcripts.write(path, res.transcripts)  # first: a record on disk has its transcripts beside it
                 write_json_atomic(path, res.to_dict())
             by_path[path] = res.error if isinstance(res, JobInputError) else res
         for i, (_, path) in expected.items():

@@ -27,6 +27,7 @@ from evoharness.search.optimise.evaluations import Evaluations
 from evoharness.search.optimise.race import RaceSettings, RaceStep, estimate, extension, is_cheaper, judge, plan, promising
 from evoharness.search.optimise.study import least_counts
 from evoharness.search.optimise.trial import TrialResult, TrialSpec, stored_result
+from evoharness.search.records import transcripts
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,11 @@ class Racer:
         if len(lane.chunks) > 1:
             full_key = lane.spec.eval_key(res.variant_hash)
             if not so_far.report.metrics.get("skipped"):  # as run_jobs: an evaluation with skipped episodes is not final
-                write_json_atomic(self.evaluations.paths.evals / f"{full_key}.json", so_far.to_dict())
+                evals = self.evaluations.paths.evals
+                # the blocks' transcripts, from their sidecars: a block read back from the store has none in memory
+                blocks = [transcripts.sidecar(evals / f"{lane.block(b).eval_key(res.variant_hash)}.json") for b in range(len(lane.chunks))]
+                transcripts.write(evals / f"{full_key}.json", transcripts.concatenated([p.read_bytes() for p in blocks if p.exists()]))
+                write_json_atomic(evals / f"{full_key}.json", so_far.to_dict())
             lane.episodes[full_key] = 0  # its blocks paid for it: reading it again in this round is free
         if lane.more and promising(step):  # ahead of its anchor, undecided: more paired tasks, beyond the search's
             lane.whole = so_far

@@ -37,6 +37,7 @@ from evoharness.compiler.variant import HarnessVariant, compile_agent, content_h
 from evoharness.search.evaluation.metrics import EvalReport
 from evoharness.search.genome import Genome, Pools, genome_to_config
 from evoharness.search.mutators.base import FailedEpisode
+from evoharness.search.records import transcripts
 from evoharness.search.records.versions import checked, versioned
 
 
@@ -144,6 +145,7 @@ class TrialResult:
     # where and when the job ran: host, pid, started and ended (Unix seconds), and the CPU seconds its
     # process spent on it (a worker runs one job at a time): wall against CPU shows a job that waited
     worker: Mapping[str, Any] | None = None
+    transcripts: bytes = b""  # the played episodes' transcripts (records/transcripts.py), kept beside the stored record
 
     @property
     def variant_hash(self) -> str:
@@ -267,6 +269,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     )
     failed = {(e.task_id, e.sample) for e in report.episodes if e.scored and not e.passed}
     errors = _tool_errors(trajectories, failed)
+    blob = transcripts.pack(report.episodes, trajectories)  # compressed here, where the episodes ran
     return TrialResult(
         label=spec.label, split=checked_split(spec.split), variant=variant, report=report,
         evidence=tuple(FailedEpisode(e.task_id, e.sample, e.detail, tuple(errors.get((e.task_id, e.sample), [])),
@@ -274,4 +277,5 @@ def run_trial(spec: TrialSpec) -> TrialResult:
                        for e in report.episodes if (e.task_id, e.sample) in failed),
         worker={"host": socket.gethostname(), "pid": os.getpid(), "started": round(started, 3), "ended": round(time.time(), 3),
                 "cpu_s": round(time.process_time() - cpu, 3)},
+        transcripts=blob,
     )

@@ -16,7 +16,7 @@ from evoharness.compiler.errors import ConfigError
 
 # record kind -> the version this code writes and reads
 VERSIONS = {"summary": 2, "claim": 1, "freeze": 1, "eval": 2, "trial_result": 1, "spend": 2, "holdout_look": 1,
-            "sweep_summary": 2, "doctor": 1}
+            "sweep_summary": 2, "doctor": 1, "transcript": 1}
 
 # record kind -> older versions this code still reads as they are (a later version only added to them)
 ALSO_READ: dict[str, tuple[int, ...]] = {"summary": (1,)}

@@ -4,6 +4,7 @@ of every file under the working folder (runs/, Hydra's saved configs and logs, t
 cache) finds neither, and the markers that replaced them are there (so the values were in play)."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -54,10 +55,15 @@ def test_no_secret_value_lands_in_any_file(tmp_path: Path) -> None:
     assert len(files) > 50  # the run wrote its records, Hydra its configs and logs, the cache its entries
     for path in files:
         data = path.read_bytes()
+        if path.name.endswith(".gz"):  # the transcripts: their system prompts carried the team's token
+            data = gzip.decompress(data)
         hits += [f"{path.relative_to(tmp_path)}: {v[:6]}..." for v in (SHAPED, PLAIN, LITERAL) if v.encode() in data]
         markers += data.count(b"${oc.env:TEAM_TOKEN_PLAIN}") + data.count(b"${oc.env:EVO_SERVICE_PASSWORD}")
     assert hits == []
     assert markers > 0
+    sidecars = list(tmp_path.rglob("*.transcripts.jsonl.gz"))  # evaluate's and the search's
+    assert any("evaluate" in p.parts for p in sidecars) and any("evals" in p.parts for p in sidecars)
+    assert all(b"${oc.env:TEAM_TOKEN_PLAIN}" in gzip.decompress(p.read_bytes()) for p in sidecars)
     prompts = list((tmp_path / "runs" / "compiled").glob("*/system_prompt.md"))
     assert prompts and all("team ${oc.env:TEAM_TOKEN_PLAIN}" in p.read_text(encoding="utf-8") for p in prompts)
     snapshots = list((tmp_path / "runs" / "registry" / "snapshots").glob("*.json"))

@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from evoharness.search.optimise.study import distinct_evaluations, eval_keys, free_rereads, paid_evaluations
+from evoharness.search.records import transcripts
+from evoharness.search.records.transcript_view import pick_sides
 
 pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
 
@@ -103,6 +105,31 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
         assert json.loads(snap.read_text())["content_hash"] == summary["snapshots"]["champion"]
     trial_hashes = {r["variant_hash"] for r in ledger}
     assert all(m["variant_hash"] in trial_hashes for m in summary["front"]), "the front must be the variants the trials evaluated"
+
+
+def test_every_evaluation_keeps_its_transcripts_and_view_shows_the_study(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, proc = first_run
+    assert proc.returncode == 0
+    records = sorted((tmp / "e2e" / "evals").glob("*.json"))
+    assert len(records) > 4
+    for record in records:  # a raced proposal's whole evaluation included: its blocks' transcripts, concatenated
+        played = {(e["task_id"], e["sample"]) for e in json.loads(record.read_text())["report"]["episodes"]}  # one sample: no stand-ins
+        assert {(t["task_id"], t["sample"]) for t in transcripts.read(record)} == played, record.name
+    view = subprocess.run([sys.executable, "-m", "evoharness", "view", "e2e", "--runs", str(tmp), "--split", "train"], cwd=tmp,
+                          capture_output=True, text=True, timeout=300)
+    assert view.returncode == 0, view.stderr
+    page = Path(view.stdout.strip())
+    assert page == tmp / "e2e" / "transcripts.html"
+    text = page.read_text(encoding="utf-8")
+    data = json.loads(text.split('<script type="application/json" id="data">', 1)[1].split("</script>", 1)[0])
+    summary = json.loads((tmp / "e2e" / "summary.json").read_text())
+    assert [s["variant"] for s in data["sides"]] == [h for _, h in pick_sides(summary)]
+    assert all(len(s["episodes"]) == 6 for s in data["sides"])  # every train task, with its conversation
+    assert all(e["messages"][0]["role"] == "system" and len(e["messages"]) > 2 for s in data["sides"] for e in s["episodes"])
+    assert str(tmp) not in text  # where the study lives on this machine stays out of a page that is shared
+    missing = subprocess.run([sys.executable, "-m", "evoharness", "view", "nosuch", "--runs", str(tmp)], cwd=tmp,
+                             capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "evoharness search search.study=nosuch" in missing.stderr
 
 
 def test_rerun_resumes_keeps_trials_and_does_not_repay(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
