@@ -28,12 +28,16 @@ def compile_task(cfg: DictConfig) -> HarnessVariant:
 
     from evoharness.compiler.atomic import print_whole
     from evoharness.compiler.config_compile import compile_config
+    from evoharness.compiler.release.merge import promoted_for
     from evoharness.compiler.writer import write_variant
 
     variant = compile_config(released(cfg))
     path = write_variant(variant, Path(cfg.runs_dir) / "compiled")
     write_variant(variant, HydraConfig.get().runtime.output_dir)
     print_whole(f"{variant.content_hash}  {path}")  # a sweep's jobs print beside each other
+    snapshot = promoted_for(cfg)
+    if snapshot is not None:  # which release this is: a user checks it against what promote said it shipped
+        print_whole(f"release: {snapshot.described(str(cfg.release_slot))}, under this command's overrides", sys.stderr)
     return variant
 
 

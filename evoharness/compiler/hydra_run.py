@@ -1,6 +1,8 @@
 """Run an evoharness command as a Hydra app over conf/, after the preflight."""
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from collections.abc import Callable, Sequence
 
@@ -16,6 +18,40 @@ from evoharness.compiler.secrets import install_log_scrubber, remember_credentia
 from evoharness.conf import CONF_DIR
 
 _FLAGS = ("-m", "--multirun", "-h", "--help")  # besides --config-dir DIR
+# Hydra's own ways to look at a config instead of running it, with the values each flag takes
+# (None: any value; a flag missing here takes none)
+_SHOW: dict[str, tuple[str, ...] | None] = {
+    "--cfg": ("job", "hydra", "all"), "-c": ("job", "hydra", "all"), "--package": None, "-p": None,
+    "--info": ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath"),
+    "-i": ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath"), "--resolve": ()}
+
+
+def _show_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Hydra's config-showing flags and their values taken out of argv: (those, the rest)."""
+    show: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a not in _SHOW:
+            rest.append(a)
+            i += 1
+            continue
+        values, nxt = _SHOW[a], argv[i + 1] if i + 1 < len(argv) else None
+        if a in ("--cfg", "-c", "--package", "-p"):
+            if nxt is None or nxt.startswith("-") or (values is not None and nxt not in values):
+                raise UsageError(f"{a} needs a value{f' among {list(values)}' if values else ''}, got {nxt!r}. "
+                                 f"Fix: e.g. {a} {values[0] if values else 'agent'}")
+            show += [a, nxt]
+            i += 2
+        elif a in ("--info", "-i"):  # its value is optional, and argparse would take the next override for it
+            given = nxt is not None and values is not None and nxt in values
+            show += [a, nxt if given and nxt is not None else "all"]
+            i += 2 if given else 1
+        else:
+            show.append(a)
+            i += 1
+    return show, rest
 
 
 Task = Callable[[DictConfig], object]
@@ -50,21 +86,25 @@ def _run_command(command: str, argv: Sequence[str], task: Task, validate: Valida
     register_configs()
     remember_credential_env()  # before anything can fail and print a value
     watch_env_resolver()
+    show, argv = _show_flags(argv)  # first: their values are not overrides
+    if show and command != "search" and any(a in ("-m", "--multirun") for a in argv):  # a search is always a sweep
+        raise UsageError(f"{show[0]} shows one config, and -m asks for a sweep. Fix: drop -m and give one value per key")
     cp, argv = resolve_config_path(argv)
     unknown = [a for a in argv if a.startswith("-") and a not in _FLAGS]
     if unknown:
-        raise UsageError(f"unknown flag {unknown[0]!r}: evoharness {command} takes Hydra overrides (key=value), -m and "
-                         f"--config-dir DIR. Fix: drop it, or write it as an override")
+        raise UsageError(f"unknown flag {unknown[0]!r}: evoharness {command} takes Hydra overrides (key=value), -m, "
+                         f"--config-dir DIR and Hydra's --cfg, --package, --resolve and --info. Fix: drop it, or write it as an override")
     plain = [*[a for a in argv if not a.startswith("-")], f"hydra.job.name={command}"]
     if any(a in ("-m", "--multirun") for a in argv):
         plain.append(f"++hydra.callbacks.note_sweep_dir._target_={NoteSweepDir.__module__}.{NoteSweepDir.__qualname__}")
     # one run (no sweep, no help) is composed once: the composition validated here is the one that runs
-    single = not any(a in _FLAGS for a in argv)
+    single = not any(a in _FLAGS for a in argv) and not show
     composed = preflight([*plain, *[a for a in argv if a.startswith("-")]], validate, cp, for_run=single)
     install_log_scrubber()  # before Hydra logs its first line (a launcher logs every job's overrides)
     saved = sys.argv
     # argparse cannot interleave flags and positional overrides: flags go first.
-    flags = [a for a in argv if a.startswith("-")]
+    # Hydra shows a config instead of running, a sweep's (a search's) included: one mode at a time
+    flags = [a for a in argv if a.startswith("-") and not (show and a in ("-m", "--multirun"))] + show
     searchpath = cp.searchpath_override()
     sys.argv = [f"evoharness {command}", *flags, *(["--config-dir", cp.first] if cp.first else []),
                 *(["--config-name", cp.primary] if cp.primary != "config" else []), *plain, *([searchpath] if searchpath else [])]
@@ -77,8 +117,15 @@ def _run_command(command: str, argv: Sequence[str], task: Task, validate: Valida
             except TaskFailed as failed:
                 raise failed.error from None
         GlobalHydra.instance().clear()  # hydra.main composes on its own Hydra
+        app = hydra.main(config_path=CONF_DIR, config_name="config", version_base=VERSION_BASE)(scrubbed_task(task))
         try:
-            hydra.main(config_path=CONF_DIR, config_name="config", version_base=VERSION_BASE)(scrubbed_task(task))()
+            if show:  # Hydra prints the config: a value it resolved from the environment is shown as its marker
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    app()
+                sys.stdout.write(scrub(out.getvalue()))
+            else:
+                app()
         finally:
             scrub_sweep_records()
         return None

@@ -64,6 +64,15 @@ class Snapshot:
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(dataclasses.asdict(self)))  # type: ignore[no-any-return]
 
+    def described(self, slot: str) -> str:
+        """What a release slot holding this snapshot ships, as promote and compile both say it: the
+        snapshot, the variant it compiled to when it was made, and the search trial it came from."""
+        p = self.provenance
+        where = [f"variant {str(p.get('variant_hash') or '?')[:12]}"]
+        if p.get("study") is not None and p.get("trial") is not None:
+            where.append(f"study {p['study']}, trial {p['trial']}")
+        return f"slot {slot} of {self.component} is snapshot {self.content_hash[:12]} ({', '.join(where)})"
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
         return cls(**dict(data))

@@ -305,6 +305,9 @@ def doctor_validate(cfg: DictConfig, overrides: Sequence[str] = ()) -> HarnessVa
     return variant
 
 
+MAX_LISTED = 25  # gold replay failures the doctor lists one by one: more than that is a workload to fix at its root
+
+
 def doctor_task(cfg: DictConfig) -> None:
     """`evoharness doctor`: the workload check on every split (``workload.limit`` tasks of each)."""
     from evoharness.compiler.cli import released
@@ -326,8 +329,12 @@ def doctor_task(cfg: DictConfig) -> None:
                  checked=len(tasks), total=total)
     from evoharness.compiler.secrets import scrub
 
+    failures = report.failures()
+    shown = failures if len(failures) <= MAX_LISTED else failures[:MAX_LISTED - 1]
     lines = [f"doctor: workload {workload.name!r}, {len(tasks)} of {total} tasks, hash {digest[:12]}", doctor_table(report),
-             *[f"  gold replay failed: {failure}" for failure in report.failures()],
+             *[f"  gold replay failed: {failure}" for failure in shown],
+             *([f"  and {len(failures) - len(shown)} more gold replay failures (workload.limit=N checks fewer tasks)"]
+               if len(shown) < len(failures) else []),
              "gates: " + ", ".join(f"{name} {'n/a' if ok is None else 'PASS' if ok else 'FAIL'}" for name, ok in gates.items()),
              power]
     print_whole(scrub("\n".join(lines)))  # a tool's error text may carry an environment value

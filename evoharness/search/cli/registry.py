@@ -112,7 +112,7 @@ def _promote(argv: list[str]) -> int:
     # the snapshot checked above, by its hash: a file swapped at the ref since it was read is not what ships
     registry.write_snapshot(snapshot)
     snapshot = registry.promote(snapshot.content_hash, slot=args.slot, by=args.by)
-    print(f"{snapshot.component}  {args.slot}  {snapshot.content_hash}")
+    print(f"promoted: {snapshot.described(args.slot)}; the next `evoharness compile` ships it")
     if second:
         print(f"warning: {second}", file=sys.stderr)
     return 0

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from evoharness.compiler.errors import ConfigError, OneLineParser
 from evoharness.compiler.names import is_name
-from evoharness.compiler.runtime.workload import SPLITS
 from evoharness.compiler.secrets import scrub
 
 DESCRIPTION = """Show what the agent did, episode by episode: each task's conversation (messages, tool calls and
@@ -36,7 +35,8 @@ def view_main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog="evoharness view", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", nargs="+", help="a study's name, or one or two eval.json files (or their folders)")
     parser.add_argument("--runs", default="runs", help="output root holding <study>/ (default: runs)")
-    parser.add_argument("--split", choices=SPLITS, default="dev", help="a study's evaluations on this split (default: dev)")
+    # the holdout stays sealed here too: read task by task, it would become one more dev split
+    parser.add_argument("--split", choices=("train", "dev"), default="dev", help="a study's evaluations on this split (default: dev)")
     parser.add_argument("--variant", action="append", default=[], metavar="HASH",
                         help="a variant hash prefix from the study (once: beside the incumbent; twice: these two)")
     parser.add_argument("--out", help="where to write the page (default: beside the study or the first record)")
@@ -47,12 +47,14 @@ def view_main(argv: Sequence[str] | None = None) -> int:
     try:
         if len(args.target) > 2 or len(args.variant) > 2:
             raise ConfigError("evoharness view", "shows at most two evaluations side by side", "name one or two")
+        if len(set(args.target)) < len(args.target) or len(set(args.variant)) < len(args.variant):
+            raise ConfigError("evoharness view", "was given the same evaluation twice", "name two different ones, or one")
         records = [_record_path(t) for t in args.target]
         if all(r is not None for r in records):
             first = records[0]
             assert first is not None
             page = Path(args.out) if args.out else first.parent / "transcripts.html"
-            sides: list[Side] = [evaluation_side(r, label=r.parent.name, page=page) for r in records if r is not None]
+            sides: list[Side] = [evaluation_side(r, page=page) for r in records if r is not None]
             title = " vs ".join(s.source for s in sides)
         elif len(args.target) == 1 and is_name(args.target[0]):
             study = Path(args.runs) / args.target[0]
@@ -66,8 +68,15 @@ def view_main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError(str(source), f"cannot be read ({exc})", f"rerun `evoharness search search.study={args.target[0]}`") \
                     from None
             page = Path(args.out) if args.out else study / "transcripts.html"
+            try:
+                chosen = pick_sides(summary, args.variant)
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a summary of the wrong shape
+                raise ConfigError(str(source), f"is not a search summary this view can read ({type(exc).__name__}: {exc})",
+                                  f"rerun `evoharness search search.study={args.target[0]}`") from None
+            if len({v for _, v in chosen}) < len(chosen):
+                raise ConfigError("--variant", "names the same variant as the other side", "name two different ones, or one")
             sides = []
-            for label, variant in pick_sides(summary, args.variant):
+            for label, variant in chosen:
                 side = study_side(study / "evals", variant, args.split, label=label, page=page)
                 if side is None:
                     raise ConfigError(f"--split {args.split}", f"the study holds no evaluation of {label} ({variant[:12]}) on "
@@ -82,9 +91,6 @@ def view_main(argv: Sequence[str] | None = None) -> int:
         print(write_view(sides, page, title=title))
     except ConfigError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
-        return 2
-    except IsADirectoryError as exc:
-        print(f"error: {exc.filename} is a folder, not the page's file. Fix: move it away, or give --out", file=sys.stderr)
         return 2
     return 0
 

@@ -117,9 +117,10 @@ class DoctorReport:
     def passed(self) -> bool:
         return all(v is not False for v in self.gates().values())
 
-    def failures(self, limit: int = 5) -> list[str]:
+    def failures(self) -> list[str]:
+        """Every task whose gold replay failed, with why."""
         bad = [c for c in self.checks if c.has_gold and not (c.gold and c.gold.passed)]
-        return [f"{c.task_id}: {c.detail or (c.gold.detail if c.gold else '')}"[:300] for c in bad[:limit]]
+        return [f"{c.task_id}: {c.detail or (c.gold.detail if c.gold else '')}"[:300] for c in bad]
 
 
 async def _score(variant: HarnessVariant, workload: Workload, task: Task, calls: Sequence[Sequence[ToolCall]],

@@ -78,7 +78,7 @@ class SpendWatch:
         self.baseline_cost: float = 0.0
         self.front_costs: list[float] = []
         self.baseline_q: float | None = None
-        self.projected = False
+        self.projected: float | None = None  # the projection printed once the baseline's cost is known
 
     def spent(self) -> float:
         return spent(self.journal)
@@ -90,10 +90,10 @@ class SpendWatch:
         baseline = next((r for r in done if r.origin == "baseline" and r.train), None)
         if baseline is not None:
             self.baseline_q, self.baseline_cost = baseline.quality(quality), float(baseline.train.get("cost_per_task", 0.0))
-        if not self.projected and self.baseline_cost:
-            self.projected = True
-            total = projection(self.baseline_cost, tasks=self.tasks, rounds=self.s.rounds, per_round=self.s.trials_per_round,
-                               dev_members=self.s.max_front_dev, references=self.references, samples=self.s.samples)
+        if self.projected is None and self.baseline_cost:
+            total = self.projected = projection(self.baseline_cost, tasks=self.tasks, rounds=self.s.rounds,
+                                                per_round=self.s.trials_per_round, dev_members=self.s.max_front_dev,
+                                                references=self.references, samples=self.s.samples)
             cap = f"; search.budget_usd={self.s.budget_usd:g} caps it" if self.s.budget_usd is not None else ""
             self.echo(f"projected spend: at most about ${total:.2f}, every evaluation at the baseline's ${self.baseline_cost:.4f} "
                       f"per task and {self.s.samples} sample(s) ({self.s.rounds} rounds x {self.s.trials_per_round} paid train "

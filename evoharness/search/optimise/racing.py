@@ -237,7 +237,8 @@ class Racer:
                 evals = self.evaluations.paths.evals
                 # the blocks' transcripts, from their sidecars: a block read back from the store has none in memory
                 blocks = [transcripts.sidecar(evals / f"{lane.block(b).eval_key(res.variant_hash)}.json") for b in range(len(lane.chunks))]
-                transcripts.write(evals / f"{full_key}.json", transcripts.concatenated([p.read_bytes() for p in blocks if p.exists()]))
+                if all(p.exists() for p in blocks):  # a block stored by an older evoharness has none: then neither has the whole
+                    transcripts.write(evals / f"{full_key}.json", transcripts.concatenated([p.read_bytes() for p in blocks]))
                 write_json_atomic(evals / f"{full_key}.json", so_far.to_dict())
             lane.episodes[full_key] = 0  # its blocks paid for it: reading it again in this round is free
         if lane.more and promising(step):  # ahead of its anchor, undecided: more paired tasks, beyond the search's

@@ -129,5 +129,6 @@ class SearchRun:
                               front=tuple(front_over(studies, self.objectives)))
         summary = finish(self.settings, self.paths, frozen, trials, self.pools,
                          evaluate=self.evaluate, variant_of=self.variant_of, echo=self.echo,
-                         budget={"budget_usd": self.s.budget_usd, "capped_in_round": self.capped})
+                         budget={"budget_usd": self.s.budget_usd, "capped_in_round": self.capped,
+                                 "projected_usd": None if self.watch.projected is None else round(self.watch.projected, 6)})
         return summary

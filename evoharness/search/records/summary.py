@@ -19,7 +19,54 @@ def _fmt(metrics: Mapping[str, Any] | None, key: str) -> str:
 
 
 def _short(text: str, width: int = 100) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """``text`` up to ``width`` characters, cut at a word's end (a name is never shown half)."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut).rstrip(" ,;:") + "…"
+
+
+# dev metrics that a shipped change can make worse while its objectives improve: (metric, higher is worse)
+WATCHED = (("pass_rate", False), ("tool_failure_rate", True), ("tokens_per_task", True), ("cost_per_task", True),
+           ("latency_p95", True))
+
+
+def worse_line(champion: Mapping[str, Any], incumbent: Mapping[str, Any]) -> str | None:
+    """What the champion does worse than the incumbent on dev, by the watched metrics; None when nothing."""
+    parts = []
+    for metric, higher_is_worse in WATCHED:
+        new, old = champion.get(metric), incumbent.get(metric)
+        if not isinstance(new, (int, float)) or not isinstance(old, (int, float)) or new == old or (new > old) != higher_is_worse:
+            continue
+        rel = f" ({100 * (new - old) / old:+.0f}%)" if old else ""
+        parts.append(f"{metric} {fmt_metric(old, metric)} -> {fmt_metric(new, metric)}{rel}")
+    return f"  Worse than the incumbent on dev: {'; '.join(parts)}" if parts else None
+
+
+def _answer(o: SearchOutcome) -> str:
+    """The verdict in one short line: what to do, and which variant that is."""
+    champion, base, claim = o.champion or ABSENT, o.baseline or ABSENT, o.claim or ABSENT
+    kept = f"keep the incumbent (variant {str(base.variant_hash)[:12]})"
+    if champion.variant_hash == base.variant_hash:
+        return f"Answer: {kept}; no candidate qualified, nothing ships"
+    who = f"trial {champion.trial} (variant {str(champion.variant_hash)[:12]})"
+    verdict = present(claim.verdict, "none")
+    if verdict == "win":
+        return f"Answer: ship {who}: a win on the sealed holdout"
+    return f"Answer: {kept}; the champion, {who}, is not confirmed on the holdout (verdict {verdict})"
+
+
+def _spend(o: SearchOutcome) -> str:
+    spend = dict(o.spend or {})
+    spent, projected, cap = (spend.get(k) for k in ("spent_usd", "projected_usd", "budget_usd"))
+    line = f"  Spent: {fmt_metric(spent, 'cost', missing='?')}"
+    if isinstance(projected, (int, float)):
+        line += f", against a projection of at most {fmt_metric(projected, 'cost')}"
+    if isinstance(cap, (int, float)):
+        line += f" (search.budget_usd={cap:g}" + (f", reached in round {spend['capped_in_round']})" if spend.get("capped_in_round")
+                                                  is not None else ")")
+    return line
 
 
 def ablation_line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[str], metric: str) -> str:
@@ -46,7 +93,7 @@ def answer_lines(summary: SearchOutcome | Mapping[str, Any]) -> list[str]:
     q = quality_objective(o.objectives)
     champion, claim = o.champion or ABSENT, o.claim or ABSENT
     verdict = present(claim.verdict, "none")
-    lines = [f"Decision: {str(o.headline or headline(o)).removeprefix('decision ')}"]
+    lines = [_answer(o), f"  Why: {str(o.headline or headline(o)).removeprefix('decision ')}"]
     if claim.second_look:
         lines.append(f"  Second look at the holdout (look {present(claim.looks, None)}): read the verdict as weaker than its "
                      "interval says")
@@ -59,8 +106,12 @@ def answer_lines(summary: SearchOutcome | Mapping[str, Any]) -> list[str]:
     elif snap:
         lines.append(f"  Not shipped: {snap} is not a win, so `evoharness promote --if-win` leaves it "
                      "(--force would ship an unconfirmed change)")
-    else:
-        lines.append("  Nothing to ship: the champion is the incumbent itself.")
+    lines.append(_spend(o))
+    base = o.baseline or ABSENT
+    if champion.variant_hash != base.variant_hash:
+        worse = worse_line(present(champion.dev, None) or {}, present(base.dev, None) or {})
+        if worse:
+            lines.append(worse)
     rows = champion.edits or []
     if rows:
         width = max(len(r["edit"]) for r in rows)
@@ -86,7 +137,8 @@ def summary_text(summary: SearchOutcome | Mapping[str, Any]) -> str:
                      _fmt(present(m.dev, None), q), _short(m.changes or ", ".join(m.authors or []) or "-")])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [*answer_lines(o), ""]
-    lines.append(f"Pareto front of study {o.study} ({len(o.front)} members; * = champion):")
+    n = len(o.front)
+    lines.append(f"Pareto front of study {o.study}: {n} member{'' if n == 1 else 's'}, below the baseline's row (* = champion):")
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     base_dev = present(base.dev, {}).get(q)
     better = [m for m in o.front if m.dev and base_dev is not None and m.dev.get(q, 0) > base_dev]
@@ -111,11 +163,8 @@ def summary_text(summary: SearchOutcome | Mapping[str, Any]) -> str:
         lines.append(f"Report: {report}")
         return "\n".join(lines)
     lines.append(
-        f"Holdout verdict: {verdict} ({word}); {present(claim.metric, 'score')} difference {present(claim.mean_diff, 0):+.3f}, "
-        f"{round(100 * present(claim.confidence, 0.95))}% CI [{present(claim.low, 0):+.3f}, {present(claim.high, 0):+.3f}]"
-        f"{f', p = {p:.3g}' if isinstance(p, (int, float)) else ''} over {present(claim.n, 0)} tasks "
-        f"({present(claim.discordant, '?')} differ); "
-        f"cost/task {present(claim.cost_delta, 0):+.5f} USD, latency p95 {present(claim.latency_delta, 0):+.2f}s"
+        f"Holdout verdict: {verdict} ({word}), over {present(claim.n, 0)} tasks ({present(claim.discordant, '?')} differ)"
+        f"{f', p = {p:.3g}' if isinstance(p, (int, float)) else ''}; the interval and the cost are in the answer above"
     )
     lines.append(f"Report: {report}")
     return "\n".join(lines)

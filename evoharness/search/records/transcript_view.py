@@ -117,23 +117,36 @@ def pick_sides(summary: Mapping[str, Any], wanted: Sequence[str] = ()) -> list[t
 
 # ---------------------------------------------------------------- I/O
 
+GENERATOR = '<meta name="generator" content="evoharness view">'  # a file without it is not one this command may overwrite
+
+
 def _record(path: Path) -> dict[str, Any]:
     try:
         return dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, RecursionError) as exc:
         raise ConfigError(str(path), f"is not an evaluation record ({type(exc).__name__}: {exc})",
                           "point at an eval.json that `evoharness evaluate` wrote, or a study's name") from None
 
 
-def evaluation_side(record: Path, *, label: str, page: Path) -> Side:
-    """An ``evoharness evaluate`` record (eval.json) and its transcripts."""
+def _complete(record: Path, rows: Any, episodes: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the transcripts cover every task the record evaluated (a repeat that stood in has none
+    of its own; a task with none at all means the sidecar is not the whole record's)."""
+    tasks = {str(r.get("task_id")) for r in rows or () if isinstance(r, Mapping)}
+    return bool(tasks) and tasks <= {str(e["task_id"]) for e in episodes}
+
+
+def evaluation_side(record: Path, *, page: Path) -> Side:
+    """An ``evoharness evaluate`` record (eval.json) and its transcripts, labelled by its model,
+    variant and folder."""
     d = checked("eval", _record(record), record)
     episodes = transcripts.read(record)
-    if not episodes:
-        raise ConfigError(str(record), "has no transcripts beside it",
+    if not episodes or not _complete(record, d.get("episodes"), episodes):
+        raise ConfigError(str(record), f"has {'no' if not episodes else 'incomplete'} transcripts beside it",
                           f"evaluate again with this evoharness (it keeps them in {transcripts.sidecar(record).name})")
-    return Side(label=label, variant_hash=str(d.get("variant_hash", "")), split=str(d.get("split", "")),
-                source=os.path.relpath(record, page.parent), metrics=dict(d.get("metrics") or {}), episodes=tuple(episodes))
+    variant = str(d.get("variant_hash", ""))
+    return Side(label=f"{d.get('model', '?')} {variant[:10]} ({record.parent.name})", variant_hash=variant,
+                split=str(d.get("split", "")), source=os.path.relpath(record, page.parent), metrics=dict(d.get("metrics") or {}),
+                episodes=tuple(episodes))
 
 
 def study_side(evals: Path, variant_hash: str, split: str, *, label: str, page: Path) -> Side | None:
@@ -152,10 +165,32 @@ def study_side(evals: Path, variant_hash: str, split: str, *, label: str, page: 
     if best is None:
         return None
     _, path, d = best
+    episodes = transcripts.read(path)
+    if not _complete(path, (d.get("report") or {}).get("episodes"), episodes):
+        raise ConfigError(str(transcripts.sidecar(path)), f"does not cover every task of {path.name} (part of it was evaluated "
+                          "by an evoharness that kept no transcripts)", "delete the record and the sidecar; a resumed search "
+                          "evaluates them again, with transcripts")
     return Side(label=label, variant_hash=variant_hash, split=split, source=os.path.relpath(path, page.parent),
-                metrics=dict((d.get("report") or {}).get("metrics") or {}), episodes=tuple(transcripts.read(path)))
+                metrics=dict((d.get("report") or {}).get("metrics") or {}), episodes=tuple(episodes))
 
 
 def write_view(sides: Sequence[Side], path: Path, *, title: str) -> Path:
-    """Render and write atomically; a render error leaves any earlier page in place."""
-    return write_text_atomic(path, render_view(sides, title=title))
+    """Render and write atomically; a render error leaves any earlier page in place. Only a new
+    ``.html`` file, or a page this command wrote, is written: never a record it read, nor a report."""
+    fix = "give --out a new .html file"
+    if path.suffix != ".html":
+        raise ConfigError(f"--out {path}", "is not an .html file", fix)
+    if path.is_dir():
+        raise ConfigError(f"--out {path}", "is a folder", fix)
+    if path.exists():
+        try:
+            ours = GENERATOR in path.read_text(encoding="utf-8", errors="replace")[:2000]
+        except OSError:
+            ours = False
+        if not ours:
+            raise ConfigError(f"--out {path}", "exists and is not a page `evoharness view` wrote", fix)
+    page = render_view(sides, title=title)
+    try:
+        return write_text_atomic(path, page)
+    except OSError as exc:
+        raise ConfigError(f"--out {path}", f"cannot be written ({exc.strerror or exc})", fix) from None

@@ -21,31 +21,41 @@ from typing import Any
 
 from evoharness.compiler.atomic import write_bytes_atomic
 from evoharness.compiler.runtime.trajectory import Trajectory
-from evoharness.compiler.secrets import holds_secret, scrub
+from evoharness.compiler.secrets import scrub
 from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.records.versions import checked, versioned
 
 MAX_MESSAGE_CHARS = 6000  # a tool result or reply longer than this keeps its head and tail
 SUFFIX = ".transcripts.jsonl.gz"
+MAX_SIDECAR_BYTES = 256 << 20  # uncompressed: a dev evaluation's is a few MB; more is a forged or broken file
 
 
 def clipped(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``text`` whole, or its head and tail around a marker naming how much was cut."""
+    """``text`` whole, or its head and tail around a marker naming how much was cut, in at most
+    ``limit`` characters (so clipping a clipped text changes nothing)."""
     if len(text) <= limit:
         return text
-    head, tail = limit * 2 // 3, limit // 3
+    keep = limit - 48  # the marker's room, whatever the count in it
+    head, tail = keep * 2 // 3, keep - keep * 2 // 3
     return f"{text[:head]}\n[… {len(text) - head - tail} characters cut …]\n{text[-tail:]}"
 
 
 def _message(m: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": str(m.get("role", "")), "content": clipped(str(m.get("content") or ""))}
+    out: dict[str, Any] = {"role": str(m.get("role", "")), "content": str(m.get("content") or "")}
     calls = m.get("tool_calls") or ()
     if calls:
         out["tool_calls"] = [{"id": str(c.get("id", "")), "name": str((c.get("function") or {}).get("name", "")),
-                              "arguments": clipped(str((c.get("function") or {}).get("arguments", "")))} for c in calls]
+                              "arguments": str((c.get("function") or {}).get("arguments", ""))} for c in calls]
     if m.get("tool_call_id"):
         out["tool_call_id"] = str(m["tool_call_id"])
     return out
+
+
+def _clip_line(line: Mapping[str, Any]) -> dict[str, Any]:
+    messages = [{**m, "content": clipped(str(m.get("content", ""))),
+                 **({"tool_calls": [{**c, "arguments": clipped(str(c.get("arguments", "")))} for c in m["tool_calls"]]}
+                    if m.get("tool_calls") else {})} for m in line.get("messages", ())]
+    return {**line, "messages": messages}
 
 
 def transcript(result: EpisodeResult, trajectory: Trajectory) -> dict[str, Any]:
@@ -64,8 +74,9 @@ def transcript(result: EpisodeResult, trajectory: Trajectory) -> dict[str, Any]:
 
 
 def pack(results: Iterable[EpisodeResult], trajectories: Iterable[Trajectory]) -> bytes:
-    """The sidecar's bytes for the played episodes among ``results`` (a stand-in, with no trajectory
-    of its own, has no line), in the results' order; not yet scrubbed: see ``write``."""
+    """The played episodes among ``results`` (a stand-in, with no trajectory of its own, has no
+    line), in the results' order, whole: ``write`` scrubs them, then clips them (a secret cut in two
+    by a clip could no longer be found). Compressed where they ran: the blob crosses a process."""
     played = {(t.task_id, t.sample): t for t in trajectories}
     lines = "".join(json.dumps(transcript(r, played[(r.task_id, r.sample)]), ensure_ascii=False, separators=(",", ":")) + "\n"
                     for r in results if (r.task_id, r.sample) in played)
@@ -78,14 +89,15 @@ def sidecar(record: Path) -> Path:
 
 
 def write(record: Path, blob: bytes) -> None:
-    """Keep ``blob`` (``pack``'s bytes, several concatenated) as the sidecar of ``record``, with every
-    secret value this process knows replaced by its marker. Nothing to keep: no file."""
+    """Keep ``blob`` (``pack``'s bytes, several concatenated) as the sidecar of ``record``: every
+    secret value this process knows replaced by its marker (raw or JSON-escaped, in the whole text,
+    before anything is cut), then long text clipped. Nothing to keep: no file."""
     if not blob:
         return
-    text = gzip.decompress(blob).decode("utf-8")
-    if holds_secret(text):
-        blob = gzip.compress(scrub(text).encode("utf-8"), compresslevel=6, mtime=0)
-    write_bytes_atomic(sidecar(record), blob)
+    lines = scrub(gzip.decompress(blob).decode("utf-8")).splitlines()
+    text = "".join(json.dumps(_clip_line(json.loads(line)), ensure_ascii=False, separators=(",", ":")) + "\n"
+                   for line in lines if line.strip())
+    write_bytes_atomic(sidecar(record), gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0))
 
 
 def read(record: Path) -> list[dict[str, Any]]:
@@ -96,14 +108,22 @@ def read(record: Path) -> list[dict[str, Any]]:
     path = sidecar(record)
     if not path.exists():
         return []
+    fix = "delete it; the next evaluation of the variant writes it again"
     try:
-        lines = gzip.decompress(path.read_bytes()).decode("utf-8").splitlines()
-        return [checked("transcript", json.loads(line), path) for line in lines if line.strip()]
+        with gzip.open(path, "rb") as fh:
+            data = fh.read(MAX_SIDECAR_BYTES + 1)
+        if len(data) > MAX_SIDECAR_BYTES:
+            raise ConfigError(str(path), f"holds more than {MAX_SIDECAR_BYTES >> 20} MiB of transcripts", fix)
+        lines = [checked("transcript", json.loads(line), path) for line in data.decode("utf-8").splitlines() if line.strip()]
     except ConfigError:
         raise
-    except (OSError, EOFError, ValueError, gzip.BadGzipFile) as exc:
-        raise ConfigError(str(path), f"is not a transcripts file ({type(exc).__name__}: {exc})",
-                          "delete it; the next evaluation of the variant writes it again") from None
+    except (OSError, EOFError, ValueError, RecursionError) as exc:  # gzip.BadGzipFile is an OSError
+        raise ConfigError(str(path), f"is not a transcripts file ({type(exc).__name__}: {exc})", fix) from None
+    for line in lines:
+        if not (isinstance(line.get("task_id"), str) and type(line.get("sample")) is int and isinstance(line.get("messages"), list)
+                and all(isinstance(m, dict) for m in line["messages"])):
+            raise ConfigError(str(path), "holds a line that is not an episode's transcript (task_id, sample and messages)", fix)
+    return lines
 
 
 def concatenated(blobs: Sequence[bytes]) -> bytes:

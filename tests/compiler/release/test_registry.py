@@ -306,7 +306,10 @@ def test_cli_promote_versions_rollback(tmp_path: Path, capsys: pytest.CaptureFix
     assert promote_main([b, "--class", "fast", "--registry", str(tmp_path)]) == 0
     assert promote_main([b, "--registry", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"files_agent  default  {a}", f"files_agent  fast  {b}", f"files_agent  default  {b}"]
+    tail = "(variant ?); the next `evoharness compile` ships it"  # hand-made snapshots: no search made them
+    assert out == [f"promoted: slot default of files_agent is snapshot {a[:12]} {tail}",
+                   f"promoted: slot fast of files_agent is snapshot {b[:12]} {tail}",
+                   f"promoted: slot default of files_agent is snapshot {b[:12]} {tail}"]
     assert versions_main(["--registry", str(tmp_path)]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["hash", "component", "author", "created_at", "dev_pass", "dev_cost", "promoted"]

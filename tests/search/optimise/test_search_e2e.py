@@ -13,6 +13,7 @@ import yaml
 
 from evoharness.search.optimise.study import distinct_evaluations, eval_keys, free_rereads, paid_evaluations
 from evoharness.search.records import transcripts
+from evoharness.search.records.format import fmt_metric
 from evoharness.search.records.transcript_view import pick_sides
 
 pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
@@ -65,7 +66,9 @@ def test_search_writes_front_claim_ledger_and_report(first_run: tuple[Path, subp
     # a claim for a candidate, or plainly none when the incumbent stays (never a verdict of the incumbent against itself)
     holdout = "Holdout: no candidate was claimed; the incumbent stays" if kept else "Holdout verdict:"
     assert "Pareto front of study e2e" in proc.stdout and holdout in proc.stdout and "Report:" in proc.stdout
-    assert proc.stdout.index("Decision:") < proc.stdout.index("Pareto front")  # the answer comes first
+    assert proc.stdout.index("Answer: ") < proc.stdout.index("Pareto front")  # the answer comes first
+    spent = summary["spend"]["spent_usd"]
+    assert summary["spend"]["projected_usd"] > 0 and f"  Spent: {fmt_metric(spent, 'cost')}" in proc.stdout.split("Pareto front")[0]
     assert "+trial=" not in proc.stdout + proc.stderr  # the launcher's per-job lines are off unless hydra.verbose=true
     assert evaluations(tmp, "e2e", 0) == 4 and evaluations(tmp, "e2e", 1) == 4
     # round 1 re-reads the baseline and round 0's front for free: its 4 paid evaluations are all new genomes
@@ -175,9 +178,14 @@ def test_promote_champion_then_compile_ships_it(first_run: tuple[Path, subproces
         promote = subprocess.run([*cli, "promote", str(champion), "--force", "--registry", str(tmp / "registry")],
                                  cwd=ROOT, env=env, capture_output=True, text=True)
     assert promote.returncode == 0, promote.stderr
+    # promote says what it promoted and compile which release it shipped, in the same words
+    shipped = (f"slot default of {snap['component']} is snapshot {snap['content_hash'][:12]} "
+               f"(variant {snap['provenance']['variant_hash'][:12]}, study e2e, trial {snap['provenance']['trial']})")
+    assert promote.stdout == f"promoted: {shipped}; the next `evoharness compile` ships it\n"
     compiled = subprocess.run([*cli, "compile", f"runs_dir={tmp}"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stderr
     assert compiled.stdout.split()[0] == snap["provenance"]["variant_hash"]
+    assert f"release: {shipped}, under this command's overrides" in compiled.stderr
 
 
 def test_interrupted_search_resumes_without_redoing_trials(tmp_path: Path) -> None:

@@ -116,8 +116,8 @@ def test_long_text_keeps_its_head_and_tail_and_says_how_much_was_cut() -> None:
     text = "H" * 5000 + "M" * 5000 + "T" * 5000
     cut = transcripts.clipped(text)
     assert cut.startswith("H" * 100) and cut.endswith("T" * 100)
-    assert f"[… {15000 - transcripts.MAX_MESSAGE_CHARS} characters cut …]" in cut
-    assert len(cut) < transcripts.MAX_MESSAGE_CHARS + 60
+    assert f"[… {15000 - transcripts.MAX_MESSAGE_CHARS + 48} characters cut …]" in cut
+    assert len(cut) <= transcripts.MAX_MESSAGE_CHARS and transcripts.clipped(cut) == cut  # a block's lines, merged, stay as they were
     assert transcripts.clipped("short") == "short"
 
 
@@ -132,3 +132,75 @@ def test_every_transcript_key_is_documented() -> None:
     line = transcripts.transcript(EpisodeResult.from_episode(played, None), played)
     keys = {*line, *line["calls"][0], *(k for m in line["messages"] for k in m), *line["messages"][0]["tool_calls"][0]}
     assert sorted(k for k in keys if f"`{k}`" not in section) == []
+
+
+QUOTED = 'Qx7\\Lm9"Rt4pZk2Wv8Nb3Hy6Jc1Fd5Gs0Ae7Ui9'  # a value with JSON's escapes in it
+
+
+def played_with(text: str) -> tuple[EpisodeResult, Trajectory]:
+    messages = ({"role": "system", "content": text}, {"role": "user", "content": "go"}, {"role": "assistant", "content": text})
+    call = ModelCallRecord(turn=0, prompt_tokens=1, completion_tokens=1, cost_usd=0.0, latency_s=0.1, finish_reason="stop")
+    t = Trajectory(task_id="t", sample=0, seed=0, variant_hash="h", status="completed", model_calls=(call,), messages=messages)
+    return EpisodeResult.from_episode(t, None), t
+
+
+@pytest.mark.parametrize("text", [f"team {QUOTED}", "p" * 3951 + f" team {QUOTED} " + "q" * 2500],
+                         ids=["escaped-in-json", "across-the-clip"])
+def test_a_secret_is_scrubbed_whole_before_anything_is_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    from evoharness.compiler import secrets
+
+    monkeypatch.setattr(secrets, "_KNOWN", {})
+    monkeypatch.setenv("TEAM_TOKEN", QUOTED)
+    secrets.remember_env("TEAM_TOKEN")
+    result, played = played_with(text)
+    record = tmp_path / "eval.json"
+    transcripts.write(record, transcripts.pack([result], [played]))  # packed where the secret was not known
+    raw = gzip.decompress(transcripts.sidecar(record).read_bytes()).decode("utf-8")
+    for fragment in (QUOTED, json.dumps(QUOTED)[1:-1], QUOTED[:30], json.dumps(QUOTED)[1:31]):
+        assert fragment not in raw
+    assert ("team ${oc.env:TEAM_TOKEN}" in raw) == (len(text) < transcripts.MAX_MESSAGE_CHARS)  # the marker, unless cut itself
+
+
+def test_a_forged_line_is_refused(tmp_path: Path) -> None:
+    record = tmp_path / "x.json"
+    transcripts.sidecar(record).write_bytes(gzip.compress(b'{"schema_version":1}\n'))
+    with pytest.raises(ConfigError, match="not an episode's transcript"):
+        transcripts.read(record)
+
+
+def evaluate_record(folder: Path, model: str) -> Path:
+    """An evaluate record and its sidecar, as `evoharness evaluate` leaves them."""
+    folder.mkdir(parents=True)
+    record = folder / "eval.json"
+    record.write_text(json.dumps(versioned("eval", {"variant_hash": model[-1] * 64, "split": "dev", "model": model,
+                                                     "metrics": {"pass_rate": 0.5}, "episodes": [{"task_id": "t1"}, {"task_id": "t2"}]})))
+    lines = "".join(json.dumps(episode(t, passed=p)) + "\n" for t, p in (("t1", True), ("t2", False)))
+    transcripts.write(record, gzip.compress(lines.encode()))
+    return record
+
+
+def test_view_writes_only_its_own_pages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from evoharness.search.cli.view import view_main
+
+    a, b = evaluate_record(tmp_path / "a", "sim/small"), evaluate_record(tmp_path / "b", "sim/large")
+    assert view_main([str(a), str(b.parent)]) == 0
+    page = Path(capsys.readouterr().out.strip())
+    assert page == tmp_path / "a" / "transcripts.html"
+    data = json.loads(page.read_text().split('id="data">', 1)[1].split("</script>", 1)[0])
+    assert [s["label"] for s in data["sides"]] == ["sim/small llllllllll (a)", "sim/large eeeeeeeeee (b)"]
+    assert view_main([str(a), str(b), "--out", str(page)]) == 0  # its own page: written again
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    for out, why in ((a, "is not an .html file"), (transcripts.sidecar(a), "is not an .html file"),
+                     (tmp_path / "a", "is not an .html file"), (tmp_path / "report.html", "is not a page `evoharness view` wrote"),
+                     (a / "x.html", "cannot be written")):
+        if out.name == "report.html":
+            out.write_text("<html>the search's report</html>")
+            before[out] = out.read_bytes()
+        assert view_main([str(a), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err, err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # nothing it read was written over
+    assert view_main([str(a), str(a)]) == 2 and "the same evaluation twice" in capsys.readouterr().err
+    transcripts.sidecar(b).write_bytes(gzip.compress((json.dumps(episode("t1", passed=True)) + "\n").encode()))  # t2 missing
+    assert view_main([str(b)]) == 2 and "has incomplete transcripts" in capsys.readouterr().err
+    assert view_main(["s", "--split", "holdout"]) == 2 and "invalid choice: 'holdout'" in capsys.readouterr().err
