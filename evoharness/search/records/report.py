@@ -25,6 +25,7 @@ from evoharness.search.records.format import number as _num
 from evoharness.search.records.headline import headline
 from evoharness.search.records.outcome import ABSENT, Claim, Member, SearchOutcome, as_dict, present
 from evoharness.search.records.report_svg import COMPARE, COST, LABELS, LATENCY, Point, scatter_svg
+from evoharness.search.records.summary import answer_lines
 
 # ---------------------------------------------------------------- view model
 
@@ -196,10 +197,28 @@ def report_context(summary: SearchOutcome | Mapping[str, Any]) -> dict[str, Any]
         "n_unplotted": sum(1 for t in trials if not t.get("values")),
         "banner": _banner(made, champion is not None), "decision_line": headline(o) if made else None,
         "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
-        "compare": _compare(o, quality) if champion else None, "claim": claim_view, "storage": present(o.storage, None),
-        "paths": sorted(as_dict(o.paths).items()),
+        "compare": _compare(o, quality) if champion else None, "claim": claim_view, "storage": _storage(o),
+        "paths": _relative_paths(as_dict(o.paths)), "answer": answer_lines(o) if made else [],
         "splits": _splits(as_dict(o.splits)),
     }
+
+
+def _relative_paths(paths: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The study's files as seen from the report's own folder: the page travels, the machine's paths do not."""
+    report = paths.get("report")
+    if not report:
+        return sorted((k, os.path.basename(str(v))) for k, v in paths.items() if k != "report")
+    here = os.path.dirname(str(report))
+    return sorted((k, os.path.relpath(str(v), here)) for k, v in paths.items() if k != "report")
+
+
+def _storage(o: SearchOutcome) -> str | None:
+    """The dashboard's storage URL: a SQLite file beside the report by its name (run the command in
+    the report's folder), any other URL with its password already masked."""
+    url = present(o.storage, None)
+    if isinstance(url, str) and url.startswith("sqlite:///"):
+        return f"sqlite:///{os.path.basename(url.removeprefix('sqlite:///'))}  (in this page's folder)"
+    return url
 
 
 def _splits(splits: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -54,7 +54,7 @@ def _answer(o: SearchOutcome) -> str:
     verdict = present(claim.verdict, "none")
     if verdict == "win":
         return f"Answer: ship {who}: a win on the sealed holdout"
-    return f"Answer: {kept}; the champion, {who}, is not confirmed on the holdout (verdict {verdict})"
+    return f"Answer: {kept}; the champion, {who}, did not win on the holdout (verdict {verdict})"
 
 
 def _spend(o: SearchOutcome) -> str:

@@ -114,11 +114,16 @@ def test_full_report_is_well_formed_and_complete() -> None:
     assert doc.count("polygon", "champion") == 2 * 2 and doc.count("rect", "baseline") == 2 * 2
     assert doc.count("path", "front-line") == 2
     assert sum(1 for t, _ in doc.starts if t == "title") >= 2 * len(plotted)
-    assert sum(1 for t, _ in doc.starts if t == "details") == 3  # three non-empty diffs
+    assert sum(1 for t, _ in doc.starts if t == "details") == 1 + 3  # the answer as printed, and three non-empty diffs
     assert doc.count("span", "add") == 3 and doc.count("span", "del") == 3
     text = visible_text(html)
     assert "Holdout: improvement confirmed (win)" in text and "95% CI [0.020, 0.100]" in text
-    assert "optuna-dashboard sqlite:///runs/demo/study.db" in text and "runs/demo/ledger.jsonl" in text
+    # paths as seen from the report's folder: the page travels, the machine's folders do not
+    flat = " ".join(text.split())
+    assert "optuna-dashboard sqlite:///study.db (in this page's folder)" in flat and "ledger: ledger.jsonl" in flat
+    assert "runs/demo" not in text
+    answer = next(t for t in doc.text if "Answer: ship" in t)
+    assert answer.index("Answer: ship trial 8") < answer.index("Why: ") < answer.index("Spent: ")
     assert "c" * 12 in text and "$0.0009" in text and "1.40s" in text
     assert text.count("★") == 1  # champion marker in the front table
     assert not re.search(r"<(script|link|img)\b", html) and "http://" not in html.replace("http://www.w3.org/2000/svg", "")

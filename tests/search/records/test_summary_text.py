@@ -75,7 +75,7 @@ def test_no_win_says_nothing_ships_and_a_second_look_is_flagged_in_the_answer() 
     head = text.split("Pareto front")[0]
     assert "Ship it" not in text and "Not shipped: runs/s/champion.json is not a win" in head
     assert head.startswith("Answer: keep the incumbent (variant bbbbbbbbbbbb); the champion, trial 7 (variant cccccccccccc), "
-                           "is not confirmed on the holdout (verdict inconclusive)\n")
+                           "did not win on the holdout (verdict inconclusive)\n")
     assert "Second look at the holdout (look 2)" in head
 
 

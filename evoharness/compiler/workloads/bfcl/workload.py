@@ -35,6 +35,19 @@ from evoharness.compiler.workloads.bfcl.tools import (
 WORKLOAD_NAME = "bfcl"
 CATEGORIES: tuple[str, ...] = tuple(MULTI_TURN_CATEGORY)
 
+_LONG_TURN = ("its reference makes 34 tool calls in one turn, and the example agent's max_turns (12) allows 12 replies a turn: "
+              "a model that makes one call a reply, as the replay and the simulated models do, cannot finish it")
+# Tasks left out of every split because their reference solution cannot pass here, each with why
+# (docs/workloads.md lists them). Three are BFCL's data; two are the example agent's limit. `task(id)`
+# still returns them, so a record that names one can be read.
+EXCLUDED: Mapping[str, str] = MappingProxyType({
+    **{f"bfcl/{c}_173": "its reference calls close_ticket(ticket_id='ticket_001'), a string, where BFCL's own function doc "
+                        "types ticket_id as an integer, so the loop's argument check refuses it" for c in MULTI_TURN_CATEGORY},
+    "bfcl/multi_turn_miss_func_49": "its reference calls tail in turn 1, but BFCL's data withholds tail until turn 3",
+    "bfcl/multi_turn_long_context_38": _LONG_TURN,
+    "bfcl/multi_turn_long_context_46": _LONG_TURN,
+})
+
 
 class UnknownTaskError(KeyError):
     """A task id that names no BFCL multi-turn entry."""
@@ -207,7 +220,7 @@ class BfclWorkload:
         wanted = checked_split(split)
         indices = [i for i, s in scenario_splits().items() if s == wanted]
         order = stratified_order(indices, scenario_classes())[: self.limit_per_split]
-        return tuple(_category_task(c, i) for i in order for c in self.categories)
+        return tuple(t for t in (_category_task(c, i) for i in order for c in self.categories) if t.task_id not in EXCLUDED)
 
     def task(self, task_id: str) -> Task:
         """Any category's task, whether or not it is among the configured categories."""
