@@ -129,6 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from evoharness.search.cli import registry
 
         return int(getattr(registry, f"{command}_main")(rest))
+    if any(a in ("-h", "--help") for a in rest):  # before Hydra composes anything: a help is instant
+        from evoharness.search.cli.help import command_help
+
+        text = command_help(command)
+        if text is not None:
+            print(text)
+            return 0
     commands = hydra_commands()
     if command in commands:
         from evoharness.compiler.hydra_errors import UsageError
