@@ -6,9 +6,10 @@ import hashlib
 import json
 import logging
 import queue
+import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -221,6 +222,10 @@ def open_cache(location: str | Path) -> ReplyCache:
     return ResponseCache(location)
 
 
+_SHARD = re.compile(r"[0-9a-f]{2}")
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+
+
 class ResponseCache:
     remote = False  # a local file: read on the event loop
 
@@ -236,6 +241,17 @@ class ResponseCache:
 
     def has_all(self, keys: Sequence[str]) -> bool:
         return all(self._path(k).is_file() for k in keys)
+
+    def entries(self) -> Iterator[tuple[str, Path]]:
+        """Every entry the cache holds, as ("reply" | "episode", its file): only files laid out as
+        entries are (a folder of two hex digits, a 64-hex-digit name), never anything else in the folder."""
+        for kind, base in (("reply", self.root), ("episode", self.root / "episodes")):
+            if not base.is_dir():
+                continue
+            for folder in sorted(base.iterdir()):
+                if folder.is_dir() and not folder.is_symlink() and _SHARD.fullmatch(folder.name):
+                    yield from ((kind, f) for f in sorted(folder.iterdir())
+                                if f.is_file() and not f.is_symlink() and _ENTRY.fullmatch(f.name) and f.name[:2] == folder.name)
 
     def get_episode(self, key: str) -> dict[str, Any] | None:
         """The stored episode, or None; an entry that is not JSON is a miss (the episode runs)."""

@@ -22,6 +22,7 @@ commands:
   rollback    move a component's slot back to its previous promoted snapshot
   report      render runs/<study>/report.html from a search summary
   view        the transcripts of a study or of evaluations, side by side, as an HTML page
+  cache       the response cache: path, stats, clear [--older-than DAYS] [--yes]
   serve-sim   serve the simulated model over an OpenAI-compatible HTTP endpoint on loopback (plugins=[m] for a plugin's tasks)
 
 examples:
@@ -109,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from evoharness.search.cli.report import report_main
 
         return report_main(rest)
+    if command == "cache":
+        from evoharness.search.cli.cache_cmd import cache_main
+
+        return cache_main(rest)
     if command == "view":
         from evoharness.search.cli.view import view_main
 
@@ -150,8 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         with sharing_workloads():
             return run_hydra(command, rest, task, validate)
-    print(f"error: unknown command {command!r}. "
-          f"Fix: use one of {sorted([*commands, 'promote', 'versions', 'rollback', 'report', 'view', 'serve-sim'])}", file=sys.stderr)
+    others = ["promote", "versions", "rollback", "report", "view", "cache", "serve-sim"]
+    print(f"error: unknown command {command!r}. Fix: use one of {sorted([*commands, *others])}", file=sys.stderr)
     return 2
 
 
