@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -69,12 +69,12 @@ def repeats_identical(probed: Sequence[Trajectory]) -> bool:
     return bool(by_task) and all(len(v) == 1 and "infra" not in v for v in by_task.values())
 
 
-async def _gather(jobs: Sequence[Awaitable[Any]], *, progress: str | None) -> list[Any]:
-    if progress is None:
-        return list(await asyncio.gather(*jobs))
-    from tqdm.asyncio import tqdm
+def _bar(desc: str, total: int) -> Any:
+    """One progress line for the whole evaluation, every episode counted as it ends (a repeat the
+    probe lets stand in is taken off the total, not shown as work left)."""
+    from tqdm import tqdm
 
-    return list(await tqdm.gather(*jobs, desc=progress, unit="ep", leave=False))
+    return tqdm(total=total, desc=desc, unit="ep", leave=False, dynamic_ncols=True)
 
 
 _WARNED: set[tuple[str, int, int]] = set()
@@ -120,6 +120,8 @@ async def evaluate_variant_async(
     gate = asyncio.Semaphore(max(1, concurrency))
     fatal: list[ConfigError] = []  # a setup error found mid-run (a tool-output replay miss): it stops the evaluation
 
+    bar = _bar(f"{split} {variant.model.route}", len(chosen) * samples) if progress else None
+
     async def guarded(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory]:
         async with gate:
             if fatal:  # no new episode starts; the ones in flight finish, so nothing is left half-done
@@ -129,17 +131,19 @@ async def evaluate_variant_async(
             except ConfigError as exc:
                 fatal.append(exc)
                 return None  # type: ignore[return-value]
+            finally:
+                if bar is not None:
+                    bar.update(1)
 
     def stop_if_fatal() -> None:
         if fatal:
             raise fatal[0]
 
-    desc = f"{split} {variant.model.route}" if progress else None
     judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
     try:
         async with client:  # flushes the cache's writes on the way out, an error included
             if not judged:
-                done = await _gather([guarded(t, s) for t in chosen for s in range(samples)], progress=desc)
+                done = list(await asyncio.gather(*[guarded(t, s) for t in chosen for s in range(samples)]))
                 stop_if_fatal()
                 stand_ins: list[EpisodeResult] = []
             else:
@@ -152,17 +156,24 @@ async def evaluate_variant_async(
                     await asyncio.gather(*firsts)
                     stop_if_fatal()
                 repeat = not repeats_identical([traj for _, traj in probed])
-                extra = await _gather([guarded(t, s) for t in tail for s in range(1, samples)] if repeat else [], progress=desc)
+                if bar is not None and not repeat:  # the repeats the probe found identical stand in: not run
+                    bar.total -= len(tail) * (samples - 1)
+                    bar.refresh()
+                extra = list(await asyncio.gather(*[guarded(t, s) for t in tail for s in range(1, samples)] if repeat else []))
                 ran = await asyncio.gather(*firsts)
                 stop_if_fatal()
                 # a task whose one sample was lost to the infrastructure has nothing to stand in for: its other samples run
                 lost = [] if repeat else [t for t, (_, traj) in zip(tail, ran) if traj.status == "infra_error"]
+                if bar is not None and lost:
+                    bar.total += len(lost) * (samples - 1)
                 extra += await asyncio.gather(*[guarded(t, s) for t in lost for s in range(1, samples)])
                 stop_if_fatal()
                 done = [*probed, *ran, *extra]
                 stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error"
                                                for s in range(1, samples)]
     finally:  # the episodes stored so far land, an error included, as the replies do
+        if bar is not None:
+            bar.close()
         if store is not None:
             await asyncio.to_thread(store.flush)
     await drain_litellm_logging()

@@ -190,3 +190,16 @@ def test_a_later_task_lost_to_the_infrastructure_runs_its_other_samples() -> Non
     row = report.task(victim)
     assert row is not None and row.scored == 2  # its other two samples ran and were scored
     assert report.metrics["samples_skipped"] == 7 * 2  # stand-ins only for the seven other later tasks
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_the_progress_line_counts_every_episode_run_and_ends_full(temperature: float, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    report = evaluate_variant(variant("sim/small", temperature=temperature), WORKLOAD, "dev", tasks=DEV, samples=2, seed=1,
+                              progress=True)
+    ran = len(report.episodes)  # the episodes played: an identical repeat that stands in is not among them
+    assert ran == 24 - int(report.metrics.get("samples_skipped", 0))
+    counts = [(int(a), int(b)) for a, b in re.findall(r"\| *(\d+)/(\d+) \[", capsys.readouterr().err)]
+    assert counts and counts[-1] == (ran, ran) and ran > 0
+    assert all(n <= total for n, total in counts) and max(n for n, _ in counts) == ran
