@@ -173,6 +173,7 @@ async def evaluate_variant_async(
                                                for s in range(1, samples)]
     finally:  # the episodes stored so far land, an error included, as the replies do
         if bar is not None:
+            bar.refresh()  # its last count shown, whatever the refresh interval skipped
             bar.close()
         if store is not None:
             await asyncio.to_thread(store.flush)
