@@ -4,7 +4,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,6 +124,31 @@ def check_seal(cfg: DictConfig) -> None:
                           "set registry_dir (default ${runs_dir}/registry), or evaluate on dev")
 
 
+@contextlib.contextmanager
+def _ctrl_c_stops() -> Iterator[threading.Event]:
+    """While an evaluation runs: the first Ctrl-C stops new episodes (those in flight finish, and the
+    record is written with what ran); a second one aborts. Only the main thread can catch a signal:
+    elsewhere (a sweep's job in a worker) Ctrl-C does what it did before."""
+    stopping = threading.Event()
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        if stopping.is_set():
+            raise KeyboardInterrupt
+        stopping.set()
+        print_whole("stopping: the episodes in flight finish, then the record is written with what ran (Ctrl-C again to abort)",
+                    sys.stderr)
+
+    try:
+        previous = signal.signal(signal.SIGINT, on_interrupt)
+    except ValueError:  # not the main thread
+        yield stopping
+        return
+    try:
+        yield stopping
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def evaluate_task(cfg: DictConfig) -> EvalReport:
     from hydra.core.hydra_config import HydraConfig
 
@@ -163,18 +190,22 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         with RegistryLooks(str(cfg.registry_dir)).locked() as looks:
             looks.append(registry_row(variant_hash=variant.content_hash, by="evaluate", seal=seal, tasks=len(tasks), eval=str(out)))
         print_whole(f"holdout look recorded in {looks.path}: a search's claim on this split counts it", sys.stderr)
-    report, trajectories = asyncio.run(evaluate_variant_async(
-        variant,
-        workload,
-        checked_split(cfg.workload.split),  # chosen_tasks refused any other
-        samples=samples,
-        concurrency=int(cfg.workload.concurrency),
-        seed=int(cfg.seed),
-        tasks=tasks,
-        cache=open_cache(cfg.cache_dir) if cfg.cache_dir else None,
-        progress=len(tasks) * samples >= 20,
-        keep_trajectories=True,
-    ))
+    with _ctrl_c_stops() as stopping:
+        report, trajectories = asyncio.run(evaluate_variant_async(
+            variant,
+            workload,
+            checked_split(cfg.workload.split),  # chosen_tasks refused any other
+            samples=samples,
+            concurrency=int(cfg.workload.concurrency),
+            seed=int(cfg.seed),
+            tasks=tasks,
+            cache=open_cache(cfg.cache_dir) if cfg.cache_dir else None,
+            progress=len(tasks) * samples >= 20,
+            keep_trajectories=True,
+            stop=stopping.is_set,
+        ))
+    # stopped before every episode ran (a Ctrl-C after the last one started stops nothing)
+    partial = stopping.is_set() and len(report.episodes) + int(report.metrics.get("samples_skipped", 0)) < len(tasks) * samples
     resolved: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     if resolved.get("search", {}).get("storage"):
         resolved["search"]["storage"] = public_url(str(resolved["search"]["storage"]))  # never a database password
@@ -193,12 +224,17 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         "config": resolved,
         "provenance": provenance(resolved, tasks, packages=tuple(getattr(workload, "packages", ()) or ())),
         "live_tools": list(live_tools(workload)),  # tools that called their service (no replayed snapshot): outputs may drift
+        "partial": partial,  # stopped by Ctrl-C: only the episodes that ran
     })
     transcripts.write(out, transcripts.pack(report.episodes, trajectories))  # first: a record has its transcripts beside it
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     print_whole(metrics_table([(label, report)]))  # whole, as evaluate -m's jobs print beside each other
     print_whole(f"eval: {out}", sys.stderr)
+    if partial:
+        raise RunFailed(f"stopped by Ctrl-C after {len(report.episodes)} of {len(tasks) * samples} episodes: {out} holds them, "
+                        "marked partial. Fix: run the same command again to evaluate every task (the replies already paid for "
+                        "come from the response cache)", result=report)
     why = too_many_skipped(report.episodes, check_max_skip_rate(cfg.workload.get("max_skip_rate", DEFAULT_MAX_SKIP_RATE)))
     if why:  # the record stays: a rerun once the route is up pays only for what was skipped
         raise RunFailed(f"{why}. Fix: rerun once what failed answers again (replies already paid for come from the "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -106,7 +106,11 @@ async def evaluate_variant_async(
     progress: bool = False,
     keep_trajectories: bool = False,
     probe: int = REPEAT_PROBE,
+    stop: Callable[[], bool] = lambda: False,
 ) -> tuple[EvalReport, list[Trajectory]]:
+    """The evaluation's report (and the played episodes' trajectories, with ``keep_trajectories``).
+    Once ``stop()`` is true no new episode starts: those in flight finish, and the report holds the
+    episodes that ran (no repeat stands in for one that did not)."""
     if samples < 1:
         raise ValueError(f"workload.samples={samples}: need at least one sample per task")
     chosen = list(tasks) if tasks is not None else list(workload.tasks(split))
@@ -124,7 +128,7 @@ async def evaluate_variant_async(
 
     async def guarded(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory]:
         async with gate:
-            if fatal:  # no new episode starts; the ones in flight finish, so nothing is left half-done
+            if fatal or stop():  # no new episode starts; the ones in flight finish, so nothing is left half-done
                 return None  # type: ignore[return-value]
             try:
                 return await _episode(variant, workload, task, sample, seed, client, store)
@@ -152,10 +156,11 @@ async def evaluate_variant_async(
                 probing = [asyncio.ensure_future(guarded(t, s)) for t in head for s in range(samples)]
                 firsts = [asyncio.ensure_future(guarded(t, 0)) for t in tail]
                 probed = await asyncio.gather(*probing)
-                if fatal:
-                    await asyncio.gather(*firsts)
+                if fatal or stop():
+                    ran = await asyncio.gather(*firsts)
                     stop_if_fatal()
-                repeat = not repeats_identical([traj for _, traj in probed])
+                probed_all = [p for p in probed if p is not None]
+                repeat = not repeats_identical([traj for _, traj in probed_all]) or stop()
                 if bar is not None and not repeat:  # the repeats the probe found identical stand in: not run
                     bar.total -= len(tail) * (samples - 1)
                     bar.refresh()
@@ -163,14 +168,15 @@ async def evaluate_variant_async(
                 ran = await asyncio.gather(*firsts)
                 stop_if_fatal()
                 # a task whose one sample was lost to the infrastructure has nothing to stand in for: its other samples run
-                lost = [] if repeat else [t for t, (_, traj) in zip(tail, ran) if traj.status == "infra_error"]
+                lost = [] if repeat else [t for t, r in zip(tail, ran) if r is not None and r[1].status == "infra_error"]
                 if bar is not None and lost:
                     bar.total += len(lost) * (samples - 1)
                 extra += await asyncio.gather(*[guarded(t, s) for t in lost for s in range(1, samples)])
                 stop_if_fatal()
                 done = [*probed, *ran, *extra]
-                stand_ins = [] if repeat else [replace(r, sample=s) for r, traj in ran if traj.status != "infra_error"
+                stand_ins = [] if repeat else [replace(x[0], sample=s) for x in ran if x is not None and x[1].status != "infra_error"
                                                for s in range(1, samples)]
+            done = [d for d in done if d is not None]  # those a stop kept from starting
     finally:  # the episodes stored so far land, an error included, as the replies do
         if bar is not None:
             bar.refresh()  # its last count shown, whatever the refresh interval skipped
