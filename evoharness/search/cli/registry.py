@@ -138,7 +138,7 @@ def _metric(metrics: Mapping[str, Any], split: str, key: str) -> str:
 
 def versions_table(snapshots: Sequence[Snapshot], current: Mapping[tuple[str, str], str]) -> str:
     """One row per snapshot; ``current`` maps (component, slot) to the promoted hash."""
-    header = ("hash", "component", "author", "created_at", "dev_pass", "dev_cost", "promoted")
+    header = ("hash", "component", "author", "created_at", "model", "dev_pass", "dev_cost", "promoted", "changes")
     rows = [header]
     for s in snapshots:
         slots = ",".join(sorted(slot for (comp, slot), h in current.items() if comp == s.component and h == s.content_hash))
@@ -148,13 +148,24 @@ def versions_table(snapshots: Sequence[Snapshot], current: Mapping[tuple[str, st
                 s.component,
                 s.author,
                 s.created_at,
+                str((s.definition.get("model") or {}).get("route") or "-"),
                 _metric(s.metrics, "dev", "pass_rate"),
                 _metric(s.metrics, "dev", "cost_per_task"),
                 f"* {slots}" if slots else "",
+                _changes(s.provenance),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _changes(provenance: Mapping[str, Any]) -> str:
+    """What a snapshot changed against its study's baseline, as the search described it."""
+    role, changes = provenance.get("role"), provenance.get("changes")
+    if changes:
+        text = str(changes)
+        return text if len(text) <= 80 else text[:79].rsplit(" ", 1)[0] + "…"
+    return {"baseline": "baseline", "round_winner": f"round {provenance.get('round')} winner"}.get(str(role), "-")
 
 
 def _versions(argv: list[str]) -> int:

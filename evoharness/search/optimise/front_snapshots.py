@@ -43,7 +43,7 @@ def snapshot_for_search(
                           metrics={"train": champion.get("train") or {}, "dev": champion.get("dev") or {},
                                    "holdout": champion.get("holdout") or {}},
                           provenance={**common, "round": champion["round"], "trial": champion["trial"],
-                                      "variant_hash": variant_of(g).content_hash, "role": "champion",
+                                      "variant_hash": variant_of(g).content_hash, "role": "champion", "changes": champion.get("changes"),
                                       "claim": {k: claim[k] for k in ("verdict", "mean_diff", "low", "high", "n", "confidence")}})
     registry.write_snapshot(champ)
     rounds = []

@@ -301,22 +301,24 @@ def test_concurrent_promotes_lose_no_history_entry(tmp_path: Path) -> None:
 def test_cli_promote_versions_rollback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     reg = Registry(tmp_path)
     a = reg.write_snapshot(snap("A", metrics={"dev": {"pass_rate": 0.625, "cost_per_task": 0.0012}}))
-    b = reg.write_snapshot(snap("B", author="rule_miner", parent_hash=a))
+    b = reg.write_snapshot(snap("B", author="rule_miner", parent_hash=a,
+                                provenance={"role": "champion", "changes": "tool ls#1 (rule_miner)", "variant_hash": "f" * 64}))
     assert promote_main([a[:8], "--registry", str(tmp_path)]) == 0
     assert promote_main([b, "--class", "fast", "--registry", str(tmp_path)]) == 0
     assert promote_main([b, "--registry", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     tail = "(variant ?); the next `evoharness compile` ships it"  # hand-made snapshots: no search made them
+    searched = "(variant ffffffffffff); the next `evoharness compile` ships it"
     assert out == [f"promoted: slot default of files_agent is snapshot {a[:12]} {tail}",
-                   f"promoted: slot fast of files_agent is snapshot {b[:12]} {tail}",
-                   f"promoted: slot default of files_agent is snapshot {b[:12]} {tail}"]
+                   f"promoted: slot fast of files_agent is snapshot {b[:12]} {searched}",
+                   f"promoted: slot default of files_agent is snapshot {b[:12]} {searched}"]
     assert versions_main(["--registry", str(tmp_path)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["hash", "component", "author", "created_at", "dev_pass", "dev_cost", "promoted"]
+    assert table[0].split() == ["hash", "component", "author", "created_at", "model", "dev_pass", "dev_cost", "promoted", "changes"]
     row_a = next(r for r in table if r.startswith(a[:12]))
     row_b = next(r for r in table if r.startswith(b[:12]))
-    assert "0.625" in row_a and "$0.00120" in row_a and "*" not in row_a
-    assert "rule_miner" in row_b and row_b.endswith("* default,fast")
+    assert "0.625" in row_a and "$0.00120" in row_a and "*" not in row_a and " sim/small " in row_a and row_a.endswith("-")
+    assert "rule_miner" in row_b and "* default,fast" in row_b and row_b.endswith("tool ls#1 (rule_miner)")
     assert rollback_main(["files_agent", "--registry", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == f"files_agent  default  {a}  (was {b[:12]})"
     assert versions_main(["--show", b[:10], "--registry", str(tmp_path)]) == 0
