@@ -153,6 +153,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     from hydra.core.hydra_config import HydraConfig
 
     from evoharness.compiler.cli import released
+    from evoharness.compiler.release.merge import promoted_for
     from evoharness.compiler.runtime.cache import open_cache
     from evoharness.compiler.runtime.workload import live_tools
     from evoharness.compiler.secrets import public_url
@@ -164,6 +165,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     from evoharness.search.records.tables import metrics_table
     from evoharness.search.records.versions import versioned
 
+    snapshot = promoted_for(cfg)  # the release this evaluation runs on, named in its record and a sweep's table
     cfg = released(cfg)
     variant = compile_config(cfg)
     workload = make_workload(cfg)
@@ -225,6 +227,8 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         "provenance": provenance(resolved, tasks, packages=tuple(getattr(workload, "packages", ()) or ())),
         "live_tools": list(live_tools(workload)),  # tools that called their service (no replayed snapshot): outputs may drift
         "partial": partial,  # stopped by Ctrl-C: only the episodes that ran
+        "release": None if snapshot is None else {"slot": str(cfg.release_slot), "snapshot": snapshot.content_hash,
+                                                  "component": snapshot.component},
     })
     transcripts.write(out, transcripts.pack(report.episodes, trajectories))  # first: a record has its transcripts beside it
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")

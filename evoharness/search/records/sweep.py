@@ -61,7 +61,7 @@ def collect(sweep_dir: Path) -> list[dict[str, Any]]:
         failed = float(data["metrics"].get("skipped_rate", 0.0)) > float(allowed)
         out.append({"job": int(job.name), "variant": label, "overrides": overrides, "status": "failed" if failed else "ok",
                     "variant_hash": data["variant_hash"],
-                    "split": data["split"], "priced": data.get("priced", True),
+                    "split": data["split"], "priced": data.get("priced", True), "release": data.get("release"),
                     "metrics": {k: data["metrics"].get(k) for k in COLUMNS}})
     front = pareto([r["metrics"] if r["status"] == "ok" else {} for r in out])
     for r, on in zip(out, front):
@@ -76,8 +76,12 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
                for k in COLUMNS)] for r in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *body)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header, *body]]
+    releases = sorted({(r["release"]["component"], r["release"]["slot"], r["release"]["snapshot"][:12])
+                       for r in rows if isinstance(r.get("release"), Mapping)})
+    on = [f"evaluated on the promoted release: slot {slot} of {comp} is snapshot {snap}; each job's overrides apply on top "
+          "of it (release_slot=null evaluates the base config)" for comp, slot, snap in releases]
     return "\n".join(lines + ["* on the Pareto front (pass_rate up, cost_per_task and latency_p95 down; an unpriced variant is on "
-                               "no front); x failed"])
+                               "no front); x failed", *on])
 
 
 def write(sweep_dir: Path, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -26,6 +26,17 @@ def test_pareto_marks_the_non_dominated_rows() -> None:
     assert pareto(rows) == [True, True, False, True, False]
 
 
+def test_a_sweep_on_a_promoted_release_says_so_under_its_table() -> None:
+    from evoharness.search.records.sweep import table
+
+    row = {"status": "ok", "pareto": True, "variant": "model=sim_small", "metrics": {"pass_rate": 0.5}, "priced": True}
+    released = {**row, "release": {"component": "bfcl_agent", "slot": "default", "snapshot": "ab" * 32}}
+    assert "promoted release" not in table([{**row, "release": None}])
+    assert table([released, {**released, "variant": "model=sim_large"}]).splitlines()[-1] == (
+        "evaluated on the promoted release: slot default of bfcl_agent is snapshot abababababab; each job's overrides apply on "
+        "top of it (release_slot=null evaluates the base config)")
+
+
 def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.run([sys.executable, "-m", "evoharness",
@@ -52,6 +63,7 @@ def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
     assert [r["pareto"] == "True" for r in rows] == [j["pareto"] for j in jobs]
     table = proc.stdout[proc.stdout.index("   variant"):]
     assert "model=sim_large agent.tool_format=bash" in table and "on the Pareto front" in table
+    assert "promoted release" not in table and all(j["release"] is None for j in jobs)  # nothing promoted here
 
 
 def test_a_sweep_stopped_by_a_failed_job_still_leaves_its_comparison(tmp_path: Path) -> None:
