@@ -171,7 +171,7 @@ def test_a_real_studys_winning_champion_is_promoted(studies: Path, tmp_path: Pat
     runs = copy_of(studies, tmp_path, "won")  # a moved folder: its study.db is found beside its records
     champion = read_snapshot(runs / "won" / "champion.json")
     assert promote(runs, runs / "won" / "champion.json") == 0
-    assert capsys.readouterr().out.split() == [champion.component, "default", champion.content_hash]
+    assert capsys.readouterr().out.startswith(f"promoted: slot default of {champion.component} is snapshot {champion.content_hash[:12]} ")
     assert Registry(runs / "registry").promoted(champion.component).content_hash == champion.content_hash
 
 
@@ -396,7 +396,7 @@ def test_if_win_refuses_a_second_look_win_without_force_and_ships_it_with_force(
     assert "study 'second' records its win as a second look at the sealed holdout (look 2" in err and "pass --force" in err
     assert promote(runs, runs / "second" / "champion.json", "--force") == 0
     out, err = capsys.readouterr()
-    assert out.split() == [champion.component, "default", champion.content_hash]
+    assert out.startswith(f"promoted: slot default of {champion.component} is snapshot {champion.content_hash[:12]} ")
     assert "warning: shipped a second-look win (--force): study 'second' claimed it on look 2" in err
     assert Registry(runs / "registry").promoted(champion.component).content_hash == champion.content_hash
 
