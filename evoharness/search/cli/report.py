@@ -23,7 +23,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     if not is_name(args.study):
         print(f"error: study {args.study!r} is not a plain name (a study is a folder under --runs). "
-              f"Fix: give the search.study name, e.g. bfcl_sim, and --runs for its folder", file=sys.stderr)
+              f"Fix: give the search.study name, e.g. bfcl, and --runs for its folder", file=sys.stderr)
         return 2
     source = Path(args.runs) / args.study / "summary.json"
     if not source.is_file():

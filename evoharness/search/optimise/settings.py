@@ -69,7 +69,9 @@ class SearchSettings:
 
     @classmethod
     def from_config(cls, node: DictConfig) -> SearchSettings:
-        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SearchConfig), node))
+        # resolved where it sits in the whole config: a default such as ${workload.name} reads a key outside the node
+        plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SearchConfig), plain))
         assert isinstance(typed, SearchConfig)
         values: dict[str, Any] = {f.name: getattr(typed, f.name) for f in dataclasses.fields(cls)}
         frozen: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
@@ -79,7 +81,7 @@ class SearchSettings:
 
     def checked(self) -> SearchSettings:
         """These settings, or a ConfigError naming the first bad one and the fix."""
-        checked_name("search.study", self.study, example="bfcl_sim")  # runs/<study>/ must stay under runs/
+        checked_name("search.study", self.study, example="bfcl")  # runs/<study>/ must stay under runs/
         if holds_secret(self.study):  # a folder name, a database key and a printed line: never a secret's value
             raise ConfigError("search.study", "reads a secret's value from the environment", "name the study in plain text")
         if self.study in RESERVED_STUDY_NAMES:

@@ -50,7 +50,7 @@ def test_run_settings_hold_plain_data_and_skip_the_incumbents_own_model(compose:
     assert [m.name for m in st.mutators][:1] == ["identity"] and st.pool_size >= 1
     assert st.base_format == "json" and st.base_steps == {s["name"]: bool(s.get("enabled", True)) for s in st.agent["workflow"]}
     paths = StudyPaths.of(st)
-    assert paths.dir == tmp_path.resolve() / "bfcl_sim" and paths.storage == "sqlite:///x.db"
+    assert paths.dir == tmp_path.resolve() / "bfcl" and paths.storage == "sqlite:///x.db"
     assert paths.pools(2) == paths.dir / "pools" / "r2.json"
 
 
