@@ -156,11 +156,55 @@ def dev_figures(study: Path) -> dict[str, Any]:
     return d
 
 
+def _schedule(ready: float, durations: Sequence[float], slots: list[float]) -> float:
+    """Start each job, in order, on the slot free first (none before ``ready``); when the last ends."""
+    end = ready
+    for d in durations:
+        i = min(range(len(slots)), key=slots.__getitem__)
+        slots[i] = max(slots[i], ready) + d
+        end = max(end, slots[i])
+    return end
+
+
+def stream_vs_waves(study: Path, workers: int) -> dict[str, float]:
+    """The rounds' race blocks, their recorded job times replayed two ways on ``workers`` slots: in
+    waves as the search runs them (every proposal's next block starts once the whole wave ends), and
+    as a stream (a proposal's next block starts the moment its own last one ends). What a stream
+    would save, with the work and its order fixed: the race's blocks stay sequential per proposal."""
+    import re
+
+    chains: dict[tuple[int, int], list[tuple[int, float]]] = {}
+    for path in (study / "evals").glob("*.json"):
+        d = json.loads(path.read_text(encoding="utf-8"))
+        m, w = re.fullmatch(r"r(\d+)-t(\d+)(?:-([bx])(\d+))?", str(d.get("label"))), d.get("worker")
+        if m and w:  # a merged whole carries its last block's worker record: only the blocks count
+            order = int(m.group(4) or 0) + (1000 if m.group(3) == "x" else 0)
+            chains.setdefault((int(m.group(1)), int(m.group(2))), []).append((order, float(w["ended"]) - float(w["started"])))
+    waves = stream = 0.0
+    for k in sorted({r for r, _ in chains}):
+        mine = [sorted(set(c)) for (r, _), c in chains.items() if r == k]
+        t = 0.0
+        for j in range(max(len(c) for c in mine)):
+            t = _schedule(t, [c[j][1] for c in mine if len(c) > j], [t] * workers)
+        waves += t
+        slots, ready, nxt, end = [0.0] * workers, [0.0] * len(mine), [0] * len(mine), 0.0
+        while any(n < len(c) for n, c in zip(nxt, mine)):
+            i = min((i for i in range(len(mine)) if nxt[i] < len(mine[i])), key=ready.__getitem__)
+            ready[i] = _schedule(ready[i], [mine[i][nxt[i]][1]], slots)
+            nxt[i] += 1
+            end = max(end, ready[i])
+        stream += end
+    return {"rounds_in_waves_s": round(waves, 1), "rounds_streamed_s": round(stream, 1)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--study", type=Path, help="only the dev-phase figures, of this finished study folder (runs/<study>)")
     args = parser.parse_args(argv)
     if args.study:
+        conf = json.loads((args.study / "freeze.json").read_text(encoding="utf-8"))["resolved_config"]
+        st = stream_vs_waves(args.study, usable_workers(conf["search"]["population_size"]))
+        figure("rounds_streamed_over_waves", round(st["rounds_streamed_s"] / max(st["rounds_in_waves_s"], 1e-9), 3), None, None, **st)
         d = dev_figures(args.study)
         print(f"summary: dev phase {d['dev_calls']} model calls, {d['hopeless_calls']} on members that could not qualify")
         return 0
@@ -192,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         floor = max(max(floors, default=0.0), sequential / workers)
         per = cpu_per_episode()
         ideal = max(episodes * per / cores, floor)
-        dev = dev_figures(next((Path(tmp) / "cold").glob("*/summary.json")).parent)
+        study_dir = next((Path(tmp) / "cold").glob("*/summary.json")).parent
+        streamed = stream_vs_waves(study_dir, workers)
+        dev = dev_figures(study_dir)
         warm_s, warm = search(Path(tmp) / "warm", cache)
         same = warm.returncode == 0 and outcome(Path(tmp) / "warm") == outcome(Path(tmp) / "cold")
     ratio = cold_s / ideal
@@ -210,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
            in_process_cpu_ms_per_episode=round(per * 1000, 1), jobs=len(jobs),
            cores_busy_with_jobs=round(jobs_cpu / cold_s, 2), cores=cores)
     figure("wall_s_with_no_job_running", round(no_job, 1), None, None, share_of_actual=round(no_job / cold_s, 3))
+    figure("rounds_streamed_over_waves", round(streamed["rounds_streamed_s"] / max(streamed["rounds_in_waves_s"], 1e-9), 3), None, None,
+           **streamed, note="recorded job times replayed: what a per-proposal stream of race blocks would save over the waves")
     figure("warm_rerun_identical_champion", same, True, same, warm_s=round(warm_s, 1))
     print(f"summary: main job {cold_s:.0f} s cold against an ideal of {ideal:.0f} s ({episodes} episodes x {per * 1000:.0f} ms CPU "
           f"/ {cores} cores, latency floor {floor:.0f} s): {ratio:.2f}x (target <= {TARGET}); warm rerun {warm_s:.0f} s, "
