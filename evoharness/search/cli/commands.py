@@ -4,9 +4,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +17,7 @@ from evoharness.compiler.errors import ConfigError, RunFailed
 from evoharness.compiler.runtime.models import check_model
 from evoharness.compiler.runtime.workload import SPLITS, WORKLOADS, Task, Workload, checked_split
 from evoharness.compiler.variant import HarnessVariant
+from evoharness.search.cli.interrupt import ctrl_c_stops
 from evoharness.search.evaluation.skips import DEFAULT_MAX_SKIP_RATE, check_max_skip_rate, too_many_skipped
 
 if TYPE_CHECKING:
@@ -124,31 +123,6 @@ def check_seal(cfg: DictConfig) -> None:
                           "set registry_dir (default ${runs_dir}/registry), or evaluate on dev")
 
 
-@contextlib.contextmanager
-def _ctrl_c_stops() -> Iterator[threading.Event]:
-    """While an evaluation runs: the first Ctrl-C stops new episodes (those in flight finish, and the
-    record is written with what ran); a second one aborts. Only the main thread can catch a signal:
-    elsewhere (a sweep's job in a worker) Ctrl-C does what it did before."""
-    stopping = threading.Event()
-
-    def on_interrupt(signum: int, frame: object) -> None:
-        if stopping.is_set():
-            raise KeyboardInterrupt
-        stopping.set()
-        print_whole("stopping: the episodes in flight finish, then the record is written with what ran (Ctrl-C again to abort)",
-                    sys.stderr)
-
-    try:
-        previous = signal.signal(signal.SIGINT, on_interrupt)
-    except ValueError:  # not the main thread
-        yield stopping
-        return
-    try:
-        yield stopping
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def evaluate_task(cfg: DictConfig) -> EvalReport:
     from hydra.core.hydra_config import HydraConfig
 
@@ -192,7 +166,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         with RegistryLooks(str(cfg.registry_dir)).locked() as looks:
             looks.append(registry_row(variant_hash=variant.content_hash, by="evaluate", seal=seal, tasks=len(tasks), eval=str(out)))
         print_whole(f"holdout look recorded in {looks.path}: a search's claim on this split counts it", sys.stderr)
-    with _ctrl_c_stops() as stopping:
+    with ctrl_c_stops() as stopping:
         report, trajectories = asyncio.run(evaluate_variant_async(
             variant,
             workload,
