@@ -198,9 +198,14 @@ def report_context(summary: SearchOutcome | Mapping[str, Any]) -> dict[str, Any]
         "banner": _banner(made, champion is not None), "decision_line": headline(o) if made else None,
         "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
         "compare": _compare(o, quality) if champion else None, "claim": claim_view, "storage": _storage(o),
-        "paths": _relative_paths(as_dict(o.paths)), "answer": answer_lines(o) if made else [],
+        "paths": _relative_paths(as_dict(o.paths)), "answer": _answer_block(o) if made else [],
         "splits": _splits(as_dict(o.splits)),
     }
+
+
+def _answer_block(o: SearchOutcome) -> list[str]:
+    """The answer as the search printed it, but for its "Why" line: the banner above it says that."""
+    return [line for line in answer_lines(o) if not line.startswith("  Why: ")]
 
 
 def _relative_paths(paths: Mapping[str, Any]) -> list[tuple[str, str]]:
