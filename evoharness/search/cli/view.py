@@ -29,7 +29,7 @@ examples:
 def view_main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    from evoharness.search.records.transcript_view import Side, evaluation_side, pick_sides, study_side, write_view
+    from evoharness.search.records.transcript_view import Side, evaluation_side, pick_sides, study_sides, write_view
     from evoharness.search.records.versions import checked
 
     parser = OneLineParser(prog="evoharness view", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,14 +70,15 @@ def view_main(argv: Sequence[str] | None = None) -> int:
             page = Path(args.out) if args.out else study / "transcripts.html"
             try:
                 chosen = pick_sides(summary, args.variant)
+            except ConfigError:  # a --variant that names no variant, or several
+                raise
             except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a summary of the wrong shape
                 raise ConfigError(str(source), f"is not a search summary this view can read ({type(exc).__name__}: {exc})",
                                   f"rerun `evoharness search search.study={args.target[0]}`") from None
             if len({v for _, v in chosen}) < len(chosen):
                 raise ConfigError("--variant", "names the same variant as the other side", "name two different ones, or one")
             sides = []
-            for label, variant in chosen:
-                side = study_side(study / "evals", variant, args.split, label=label, page=page)
+            for (label, variant), side in zip(chosen, study_sides(study / "evals", chosen, args.split, page=page)):
                 if side is None:
                     raise ConfigError(f"--split {args.split}", f"the study holds no evaluation of {label} ({variant[:12]}) on "
                                       f"{args.split} with transcripts", "choose another --split (train: every trial ran it), or "

@@ -149,22 +149,26 @@ def evaluation_side(record: Path, *, page: Path) -> Side:
                 episodes=tuple(episodes))
 
 
-def study_side(evals: Path, variant_hash: str, split: str, *, label: str, page: Path) -> Side | None:
-    """The study's fullest evaluation of ``variant_hash`` on ``split`` that kept transcripts (a raced
-    proposal's blocks are evaluations too: the one with the most episodes is the whole), or None."""
-    best: tuple[int, Path, dict[str, Any]] | None = None
+def study_sides(evals: Path, chosen: Sequence[tuple[str, str]], split: str, *, page: Path) -> list[Side | None]:
+    """For each (label, variant hash) in ``chosen``: the study's fullest evaluation of it on
+    ``split`` that kept transcripts (a raced proposal's blocks are evaluations too: the one with the
+    most episodes is the whole), or None. The study's records are read once for all of them."""
+    wanted = {h for _, h in chosen}
+    best: dict[str, tuple[int, Path, dict[str, Any]]] = {}
     for path in sorted(evals.glob("*.json")):
         if not transcripts.sidecar(path).exists():
             continue
         d = _record(path)
-        if d.get("variant_hash") != variant_hash or d.get("split") != split:
+        h = d.get("variant_hash")
+        if h not in wanted or d.get("split") != split:
             continue
         n = len((d.get("report") or {}).get("episodes") or ())
-        if best is None or n > best[0]:
-            best = (n, path, d)
-    if best is None:
-        return None
-    _, path, d = best
+        if h not in best or n > best[h][0]:
+            best[h] = (n, path, d)
+    return [None if h not in best else _study_side(label, h, split, *best[h][1:], page=page) for label, h in chosen]
+
+
+def _study_side(label: str, variant_hash: str, split: str, path: Path, d: Mapping[str, Any], *, page: Path) -> Side:
     episodes = transcripts.read(path)
     if not _complete(path, (d.get("report") or {}).get("episodes"), episodes):
         raise ConfigError(str(transcripts.sidecar(path)), f"does not cover every task of {path.name} (part of it was evaluated "

@@ -204,3 +204,8 @@ def test_view_writes_only_its_own_pages(tmp_path: Path, capsys: pytest.CaptureFi
     transcripts.sidecar(b).write_bytes(gzip.compress((json.dumps(episode("t1", passed=True)) + "\n").encode()))  # t2 missing
     assert view_main([str(b)]) == 2 and "has incomplete transcripts" in capsys.readouterr().err
     assert view_main(["s", "--split", "holdout"]) == 2 and "invalid choice: 'holdout'" in capsys.readouterr().err
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "summary.json").write_text(json.dumps(versioned("summary", SUMMARY)))
+    assert view_main(["s", "--runs", str(tmp_path), "--variant", "zz"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --variant: 'zz' names 0 of the study's variants") and err.count("\n") == 1, err
