@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from evoharness.compiler.plugins import NamedRegistry
@@ -254,6 +255,13 @@ class Workload(Protocol):
 def live_tools(workload: Workload) -> tuple[str, ...]:
     """The workload's tools that call a live service as configured (``Workload.live_tools``, optional)."""
     return tuple(str(t) for t in (getattr(workload, "live_tools", ()) or ()))
+
+
+def shipped_doctor_record(workload: Workload) -> Path | None:
+    """The record of a doctor run the workload's package ships (``Workload.doctor_record``,
+    optional): it vouches only for the tasks, scorer and harness its hash names."""
+    found = getattr(workload, "doctor_record", None)
+    return Path(found) if found else None
 
 
 WorkloadFactory = Callable[..., Workload]

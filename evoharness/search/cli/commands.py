@@ -129,7 +129,7 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     from evoharness.compiler.cli import released
     from evoharness.compiler.release.merge import promoted_for
     from evoharness.compiler.runtime.cache import open_cache
-    from evoharness.compiler.runtime.workload import live_tools
+    from evoharness.compiler.runtime.workload import live_tools, shipped_doctor_record
     from evoharness.compiler.secrets import public_url
     from evoharness.search.evaluation.coverage import coverage_warning
     from evoharness.search.evaluation.evaluate import evaluate_variant_async
@@ -151,7 +151,8 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
         return doctor.workload_hash(workload, workload_options(cfg), tools=[t.name for t in variant.tools],
                                     max_turns=variant.max_turns)
 
-    unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name, digest), workload.name)
+    unchecked = doctor.warning(doctor.status(str(cfg.runs_dir), workload.name, digest, shipped=shipped_doctor_record(workload)),
+                               workload.name)
     if unchecked:
         print_whole(unchecked, sys.stderr)
     samples = int(cfg.workload.samples)

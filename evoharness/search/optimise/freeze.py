@@ -13,7 +13,7 @@ from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.configpath import portable_options
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.provenance import git_revision
-from evoharness.compiler.runtime.workload import Workload, live_tools, workload_factory
+from evoharness.compiler.runtime.workload import Workload, live_tools, shipped_doctor_record, workload_factory
 from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.coverage import coverage_warning
 from evoharness.search.evaluation.scorer import scorer_hash
@@ -95,7 +95,8 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
              "the trials, dev and holdout; every record names them")
     checkup = doctor.status(st.runs_dir, workload.name,
                             doctor.workload_hash(workload, st.workload.options, tools=tools,
-                                                 max_turns=int(st.agent.get("max_turns", 12))))
+                                                 max_turns=int(st.agent.get("max_turns", 12))),
+                            shipped=shipped_doctor_record(workload))
     unchecked = doctor.warning(checkup, workload.name)
     if unchecked:
         echo(unchecked)

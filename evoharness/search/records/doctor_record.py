@@ -16,7 +16,7 @@ from evoharness.compiler.runtime.workload import SPLITS, Task, Workload
 from evoharness.compiler.variant import content_hash
 from evoharness.search.evaluation.scorer import scorer_hash
 from evoharness.search.evaluation.task_data import tasks_hash
-from evoharness.search.records.versions import versioned
+from evoharness.search.records.versions import VERSIONS, versioned
 
 
 def workload_hash(workload: Workload, options: Mapping[str, Any], *, tools: Sequence[str], max_turns: int) -> str:
@@ -41,24 +41,46 @@ def write_record(path: Path, *, workload: str, digest: str, passed: bool, gates:
                                                  "created_at": datetime.now(UTC).isoformat()}))
 
 
-def status(runs_dir: str | Path, name: str, digest: str | Callable[[], str]) -> dict[str, Any]:
+def status(runs_dir: str | Path, name: str, digest: str | Callable[[], str], *, shipped: Path | None = None) -> dict[str, Any]:
     """The doctor's verdict on this exact workload and harness: passed true/false, or null when it
     never ran on it. ``digest`` may be the function that computes it (it reads every split's
-    tasks): it is called only when the doctor has a record of this workload to compare."""
+    tasks): it is called only when there is a record of this workload to compare. ``shipped`` is
+    the record a workload's package ships of its own doctor run (``Workload.doctor_record``): it
+    stands in for a run on this machine while its hash is this one (same tasks, scorer code and
+    benchmark version, agent tools and max_turns), and never over a record of a run here."""
     if callable(digest):
         folder = record_path(runs_dir, name, "0" * 16).parent  # the name checked before it is globbed
-        if not (folder.is_dir() and any(folder.glob(f"{name}-*.json"))):
+        if not (folder.is_dir() and any(folder.glob(f"{name}-*.json"))) and shipped is None:
             return {"passed": None, "record": None, "stale": False}
         digest = digest()
     path = record_path(runs_dir, name, digest)
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        vouched = _shipped(shipped, name, digest)
+        if vouched is not None:
+            return vouched
         others = sorted(path.parent.glob(f"{name}-*.json")) if path.parent.is_dir() else []
         return {"passed": None, "record": None, "stale": bool(others)}
     if not isinstance(rec, dict) or rec.get("workload_hash") != digest:
         return {"passed": None, "record": str(path), "stale": True}
     return {"passed": bool(rec.get("passed")), "record": str(path), "tasks_checked": rec.get("tasks_checked"),
+            "tasks_total": rec.get("tasks_total")}
+
+
+def _shipped(path: Path | None, name: str, digest: str) -> dict[str, Any] | None:
+    """The shipped record's verdict when it is a passing doctor record of exactly this workload
+    and harness; None otherwise (missing, unreadable or of other tasks: as if there were none)."""
+    if path is None:
+        return None
+    try:
+        rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(rec, dict) and rec.get("schema_version") == VERSIONS["doctor"] and rec.get("workload") == name
+            and rec.get("workload_hash") == digest and rec.get("passed") is True):
+        return None
+    return {"passed": True, "record": str(path), "shipped": True, "tasks_checked": rec.get("tasks_checked"),
             "tasks_total": rec.get("tasks_total")}
 
 

@@ -192,3 +192,61 @@ def test_each_task_bfcl_leaves_out_fails_its_replay_for_the_reason_given() -> No
            "long_context_46": "agent.max_turns=12 model calls per turn cut the replay short"}
     for task, detail in failures.items():
         assert next(v for k, v in why.items() if task.endswith(k)) in detail, (task, detail)
+
+
+def test_the_shipped_bfcl_record_vouches_for_the_default_config_only(tmp_path: Path) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from evoharness.compiler.config_compile import compile_config
+    from evoharness.compiler.runtime.workload import shipped_doctor_record
+    from evoharness.compiler.schema import register_configs
+    from evoharness.conf import CONF_DIR
+    from evoharness.search.cli.commands import make_workload, workload_options
+    from evoharness.search.cli.main import hydra_commands  # noqa: F401  (registers the config schema)
+    from evoharness.search.records.doctor_record import workload_hash
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config")
+    variant, workload = compile_config(cfg), make_workload(cfg)
+    shipped = shipped_doctor_record(workload)
+    assert shipped is not None
+    record = json.loads(shipped.read_text(encoding="utf-8"))
+    digest = workload_hash(workload, workload_options(cfg), tools=[t.name for t in variant.tools], max_turns=variant.max_turns)
+    assert record["workload_hash"] == digest, (
+        "the BFCL doctor record shipped with the package is of other tasks, scorer code or agent limits: run `evoharness doctor` "
+        f"on the default config and copy its runs/doctor/bfcl-*.json over {shipped}")
+    total = sum(len(workload.tasks(s)) for s in ("train", "dev", "holdout"))
+    assert record["passed"] is True and record["tasks_checked"] == record["tasks_total"] == total
+    assert all(record["gates"].values()) and all(r["gold_passed"] == r["tasks"] for r in record["splits"])
+    # through the command: the default config starts with no warning on a machine that never ran the doctor
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    fresh = subprocess.run([sys.executable, "-m", "evoharness", "evaluate", f"runs_dir={tmp_path}", "workload.limit=1"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert fresh.returncode == 0 and "warning" not in fresh.stderr, fresh.stderr[-2000:]
+
+
+def test_a_shipped_record_counts_for_its_own_hash_and_never_over_a_run_here(tmp_path: Path) -> None:
+    from evoharness.search.records.doctor_record import record_path, status, warning, write_record
+
+    digest, other = "d" * 64, "e" * 64
+    shipped = tmp_path / "shipped.json"
+    rows: list[dict[str, Any]] = []
+    write_record(shipped, workload="bfcl", digest=digest, passed=True, gates={"gold replay passes": True}, rows=rows,
+                 checked=793, total=793)
+    runs = tmp_path / "runs"
+    vouched = status(runs, "bfcl", lambda: digest, shipped=shipped)
+    assert vouched["passed"] is True and vouched.get("shipped") is True and warning(vouched, "bfcl") is None
+    assert status(runs, "bfcl", lambda: digest)["passed"] is None  # without it: never checked
+    assert status(runs, "bfcl", other, shipped=shipped)["passed"] is None  # another workload or harness
+    assert status(runs, "tasks", digest, shipped=shipped)["passed"] is None  # another workload's name
+    write_record(record_path(runs, "bfcl", digest), workload="bfcl", digest=digest, passed=False, gates={}, rows=rows,
+                 checked=793, total=793)
+    assert status(runs, "bfcl", digest, shipped=shipped)["passed"] is False  # a failed run here is not overruled
+    for forged in ({"passed": False}, {"schema_version": 99}, {"workload_hash": other}):
+        body = json.loads(shipped.read_text(encoding="utf-8"))
+        (tmp_path / "forged.json").write_text(json.dumps({**body, **forged}), encoding="utf-8")
+        assert status(tmp_path / "elsewhere", "bfcl", digest, shipped=tmp_path / "forged.json")["passed"] is None, forged
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
+    assert status(tmp_path / "elsewhere", "bfcl", digest, shipped=tmp_path / "broken.json")["passed"] is None
+    assert status(tmp_path / "elsewhere", "bfcl", digest, shipped=tmp_path / "missing.json")["passed"] is None
