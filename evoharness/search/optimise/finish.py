@@ -31,6 +31,7 @@ class Frozen:
     split_strata: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # split -> stratum -> tasks
     tool_outputs_hash: str | None = None  # the replayed tool-output snapshot, when the workload replays one
     live_tools: tuple[str, ...] = ()  # tools that ran live (search.live_ok=true): every record names them
+    doctor: Mapping[str, Any] = field(default_factory=dict)  # the doctor's verdict when this run started (doctor_record.status)
     # not a freeze.json key: the holdout's own hash (search/records/looks.py), derived from the frozen
     # splits by the run, so `evaluate` looks at the same split are counted with the study's
     holdout_hash: str | None = None
@@ -40,7 +41,8 @@ class Frozen:
     def from_dict(cls, d: Mapping[str, Any]) -> Frozen:
         return cls(config_hash=str(d["config_hash"]), workload_hash=str(d["workload_hash"]), splits_hash=str(d["splits_hash"]),
                    scorer_hash=str(d["scorer_hash"]), seed=int(d["seed"]), split_strata=dict(d.get("split_strata") or {}),
-                   tool_outputs_hash=d.get("tool_outputs_hash"), live_tools=tuple(map(str, d.get("live_tools") or ())))
+                   tool_outputs_hash=d.get("tool_outputs_hash"), live_tools=tuple(map(str, d.get("live_tools") or ())),
+                   doctor=dict(d.get("doctor") or {}))
 
     def hashes(self) -> dict[str, str]:
         out = {"config": self.config_hash, "workload": self.workload_hash, "splits": self.splits_hash, "scorer": self.scorer_hash}
@@ -58,4 +60,4 @@ def finish(
                             holdout_tasks=sum(int(n) for n in frozen.split_strata.get("holdout", {}).values()))
     return write_outcome(settings, paths, trials_of, pools, chosen, held, config_hash=frozen.config_hash,
                          splits_hash=frozen.splits_hash, split_strata=frozen.split_strata, variant_of=variant_of, budget=budget,
-                         live_tools=frozen.live_tools)
+                         live_tools=frozen.live_tools, doctor=frozen.doctor)

@@ -117,11 +117,11 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
         if changed:
             raise ConfigError("search.study", f"study {s.study!r} was started with a different {', '.join(changed)}",
                               f"resume with the same config, pick a new search.study, or delete {paths.dir}")
-        return dict(before)
+        return {**before, "doctor": checkup}  # the doctor may have run since the study was frozen
     resolved = {**st.resolved, "search": {**st.resolved["search"], "storage": paths.storage_public}}
     write_json_atomic(path, versioned("freeze", {**frozen, "task_hashes": each, "created_at": datetime.now(UTC).isoformat(),
                                                  "git_revision": git_revision(), "doctor": checkup, "resolved_config": resolved}))
-    return frozen
+    return {**frozen, "doctor": checkup}
 
 
 def refuse_live_tools(workload: Workload, *, live_ok: bool) -> tuple[str, ...]:

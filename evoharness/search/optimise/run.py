@@ -21,6 +21,7 @@ from evoharness.compiler.variant import HarnessVariant
 from evoharness.search.evaluation.criteria import quality_objective
 from evoharness.search.genome import Genome, Pools, canonical
 from evoharness.search.optimise.budget import SpendWatch
+from evoharness.search.optimise.dashboard import rebuild_view
 from evoharness.search.optimise.evaluations import Evaluations, Launch, SearchInterrupted
 from evoharness.search.optimise.finish import FinishAborted, Frozen, SearchTrials, finish
 from evoharness.search.optimise.forecast import forecast, forecast_line
@@ -28,7 +29,7 @@ from evoharness.search.optimise.freeze import Splits, base_tools, freeze, warn_u
 from evoharness.search.optimise.rounds import CONTROL_SEED_STRIDE, Rounds, SearchAborted, round_line, unevaluated
 from evoharness.search.optimise.seeding import NewEntry, accumulated
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
-from evoharness.search.optimise.study import TrialRecord, best_records, episode_keys, eval_keys, front_over, mirror_round, records
+from evoharness.search.optimise.study import TrialRecord, best_records, episode_keys, eval_keys, front_over, records
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
 from evoharness.search.records.looks import holdout_hash
 
@@ -107,7 +108,8 @@ class SearchRun:
             if k == 0:
                 warn_uncovered(self.splits, self.base_tools, self.echo)
             studies.append(self.rounds.run_round(k, rp, front, earlier, reference=reference, combined=combined))
-            mirror_round(self.paths.storage, self.s.study, studies[-1], k, self.objectives)
+            rebuild_view(self.paths.storage, self.s.study, studies, self.objectives, rp.pools,
+                         base_format=self.settings.base_format, base_steps=self.settings.base_steps)
             front = best_records(studies[-1], k)
             carried = unevaluated(studies[-1], rp)
             done = records(studies[-1], k)

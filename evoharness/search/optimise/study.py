@@ -127,31 +127,6 @@ def round_study(storage: str, study: str, round_index: int, objectives: Sequence
     return created
 
 
-def mirror_round(storage: str, study: str, round_study_: optuna.Study, round_index: int, objectives: Sequence[Objective]) -> int:
-    """Copy a round's finished trials into ``<study>/all``, one study of every round for
-    optuna-dashboard (values, state, the round and its trial number, genome and authors as user
-    attributes; the params stay in the round studies, whose choices grow between rounds).
-    Idempotent: a resumed round adds only what the view does not hold. Returns the trials added."""
-    view = optuna.create_study(storage=storage, study_name=f"{study}/all", directions=[o.direction for o in objectives],
-                               load_if_exists=True)
-    names = [o.metric for o in objectives]
-    if view.metric_names != names:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            view.set_metric_names(names)
-    held = {(t.user_attrs.get("round"), t.user_attrs.get("round_trial")) for t in view.get_trials(deepcopy=False)}
-    added = []
-    for t in round_study_.get_trials(deepcopy=False):
-        if t.state not in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED) or (round_index, t.number) in held:
-            continue
-        attrs = {k: v for k, v in t.user_attrs.items()
-                 if k in ("genome", "authors", "origin", "variant_hash", "feasible", "error", "race")}
-        added.append(optuna.trial.create_trial(state=t.state, values=t.values if t.state == TrialState.COMPLETE else None,
-                                               user_attrs={**attrs, "round": round_index, "round_trial": t.number}))
-    view.add_trials(added)
-    return len(added)
-
-
 def finished(study: optuna.Study) -> list[FrozenTrial]:
     """Trials that count toward the budget: evaluated, raced out (pruned) or failed, not cut short by an interruption."""
     return [

@@ -16,6 +16,7 @@ from evoharness.search.evaluation.criteria import quality_objective
 from evoharness.search.genome import BASELINE, Genome, Pools
 from evoharness.search.optimise.budget import spent
 from evoharness.search.optimise.claim_holdout import HoldoutClaim
+from evoharness.search.optimise.dashboard import view_numbers
 from evoharness.search.optimise.front_snapshots import snapshot_for_search
 from evoharness.search.optimise.select import ledger_decision
 from evoharness.search.optimise.select_dev import DevSelection, SearchTrials
@@ -24,8 +25,9 @@ from evoharness.search.optimise.study import TrialRecord
 from evoharness.search.records.claim_record import claim_record, record_claim
 from evoharness.search.records.headline import headline
 from evoharness.search.records.ledger import unified_diff, write_ledger
-from evoharness.search.records.outcome import ABSENT, Claim, Decision, Member, Paths, SearchOutcome, Snapshots, Splits
+from evoharness.search.records.outcome import ABSENT, Claim, Decision, Member, Paths, SearchOutcome, Snapshots, Splits, present
 from evoharness.search.records.report import write_report
+from evoharness.search.records.transcript_pages import front_pages
 
 
 def trial_row(r: TrialRecord) -> dict[str, Any]:
@@ -38,7 +40,7 @@ def trial_row(r: TrialRecord) -> dict[str, Any]:
 def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTrials, pools: Pools, chosen: DevSelection,
                   held: HoldoutClaim, *, config_hash: str, splits_hash: str, split_strata: Mapping[str, Mapping[str, int]],
                   variant_of: Callable[[Genome], HarnessVariant], budget: Mapping[str, Any] | None = None,
-                  live_tools: Sequence[str] = ()) -> dict[str, Any]:
+                  live_tools: Sequence[str] = (), doctor: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write every record of the finish and return summary.json's content."""
     s, objectives, claim = settings.search, settings.objectives, held.claim
     q = quality_objective(objectives)
@@ -60,7 +62,7 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
                  claim_record(claim=claim, champion=champion.to_dict(), champion_variant=held.champion_hash,
                               baseline_variant=baseline_variant.content_hash, snapshots=snapshots, registry=settings.registry_dir))
 
-    front = chosen.front
+    front, champion = _linked(paths, s.study, baseline_variant.content_hash, chosen.front, champion)
     trials = [trial_row(r) for rs in per_round for r in rs]
     write_ledger(paths.ledger, _ledger(settings, per_round, trials, front, champion, variant_of, baseline_variant))
 
@@ -83,6 +85,8 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
         splits=Splits(hash=splits_hash, strata={k: dict(v) for k, v in split_strata.items()}),
         spend={"spent_usd": round(spent(paths.spend), 6), **dict(budget or {})},
         live_tools=list(live_tools) if live_tools else ABSENT,
+        # the verdict, not the record's path: summary.json and the report travel, the machine's paths do not
+        doctor={k: v for k, v in (doctor or {}).items() if k != "record"} if doctor else ABSENT,
         paths=Paths(ledger=str(paths.ledger), claim=str(paths.claim), optimization_results=str(paths.results), report=str(paths.report)),
     )
     outcome = replace(outcome, headline=headline(outcome))
@@ -90,6 +94,21 @@ def write_outcome(settings: RunSettings, paths: StudyPaths, trials_of: SearchTri
     write_json_atomic(paths.summary, summary)
     write_report(summary, paths.report)
     return summary
+
+
+def _linked(paths: StudyPaths, study: str, baseline: str, front: Sequence[Member], champion: Member) -> tuple[tuple[Member, ...], Member]:
+    """The members with their trial in the dashboard's view and, for the front, their transcript
+    page and failed tasks (what the report links)."""
+    numbers = view_numbers(paths.storage, study)
+
+    def number(m: Member) -> Any:
+        return numbers.get((m.round, m.trial), ABSENT) if isinstance(m.trial, int) and isinstance(m.round, int) else ABSENT
+
+    pages = front_pages(paths.dir, baseline=baseline,
+                        members=[(f"trial {m.trial} (round {m.round})", m.variant_hash, bool(present(m.dev, None)))
+                                 for m in front if isinstance(m.variant_hash, str)])
+    linked = tuple(replace(m, dashboard_trial=number(m), transcripts=pages.get(m.variant_hash, ABSENT)) for m in front)
+    return linked, replace(champion, dashboard_trial=number(champion))
 
 
 def _ledger(settings: RunSettings, per_round: Sequence[Sequence[TrialRecord]], trials: Sequence[dict[str, Any]],

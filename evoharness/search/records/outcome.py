@@ -140,6 +140,8 @@ class Member:
     dev_vs_reference: Mapping[str, float] | None = ABSENT
     dev_skipped: str = ABSENT  # a front member with no dev run: why, in a few words
     holdout: Mapping[str, float] = ABSENT
+    dashboard_trial: int = ABSENT  # its trial number in the study's <study>/all view (optuna-dashboard)
+    transcripts: Mapping[str, Any] = ABSENT  # {page, split, failed}: its episodes beside the incumbent's
 
     def to_dict(self) -> dict[str, Any]:
         return _emit(self)
@@ -294,6 +296,7 @@ class SearchOutcome:
     paths: Paths = ABSENT
     headline: str = ABSENT
     live_tools: Sequence[str] = ABSENT  # tools that ran live in the search (search.live_ok=true); absent when none did
+    doctor: Mapping[str, Any] = ABSENT  # `evoharness doctor`'s verdict on the workload and harness searched
     schema_version: int = field(default=VERSIONS["summary"], metadata={"skip": True})
 
     def to_dict(self) -> dict[str, Any]:

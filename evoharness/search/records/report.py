@@ -78,6 +78,28 @@ def chart_points(summary: SearchOutcome | Mapping[str, Any], x_metric: str, y_me
     return pts
 
 
+def dev_points(summary: SearchOutcome | Mapping[str, Any], x_metric: str, y_metric: str) -> list[Point]:
+    """The dev panel: the members the decision was made on (the incumbent, the front members run on
+    dev, the champion), by their dev figures only."""
+    o = SearchOutcome.of(summary)
+    pts: list[Point] = []
+
+    def add(item: Member, kind: str, label: str) -> None:
+        dev = present(item.dev, None) or {}
+        x, y = _num(dev.get(x_metric)), _num(dev.get(y_metric))
+        if x is not None and y is not None:
+            tip = f"{label}\n" + " · ".join(f"dev {m} {fmt_metric(_num(dev.get(m)), m)}" for m in dict.fromkeys([y_metric, x_metric]))
+            pts.append(Point(x, y, kind, tip))
+
+    for f in o.front or []:
+        add(f, "front", f"trial {present(f.trial, None)} (round {present(f.round, None)}): {present(f.changes, '')}")
+    if o.baseline:
+        add(o.baseline, "baseline", "incumbent")
+    if o.champion and o.champion.variant_hash != present(o.baseline.variant_hash if o.baseline else None, None):
+        add(o.champion, "champion", f"champion: trial {present(o.champion.trial, None)}")
+    return pts
+
+
 def diff_lines(diff: str) -> list[tuple[str, str]]:
     def cls(line: str) -> str:
         if line.startswith(("+++", "---")):
@@ -171,8 +193,13 @@ def report_context(summary: SearchOutcome | Mapping[str, Any]) -> dict[str, Any]
             | {quality: LABELS.get(quality, quality) + " — higher is better"})
     charts = [Markup(scatter_svg(chart_points(o, x, quality), x, quality, title=f"{_plain(quality)} vs {_plain(x)} (train)",
                                  x_title=axis[x], y_title=axis[quality])) for x in (COST, LATENCY)]
+    dev = dev_points(o, COST, quality)
+    if len(dev) > 1:  # the decision's own evidence: beside the train charts, not instead of them
+        charts.append(Markup(scatter_svg(dev, COST, quality, title=f"{_plain(quality)} vs {_plain(COST)} (dev: what the decision read)",
+                                         x_title=axis[COST], y_title=axis[quality])))
     cols = (quality, COST, LATENCY)
-    rows = [{"trial": present(f.trial, "–"), "round": present(f.round, "–"),
+    rows = [{"trial": present(f.trial, "–"), "round": present(f.round, "–"), "dashboard": present(f.dashboard_trial, None),
+             "transcripts": _transcripts(present(f.transcripts, None)),
              "authors": f.changes or ", ".join(map(str, f.authors or [])) or "–",
              # by variant: trial numbers restart every round, so a number can name two members
              "champion": champion is not None and f.variant_hash == champion.variant_hash,
@@ -199,8 +226,35 @@ def report_context(summary: SearchOutcome | Mapping[str, Any]) -> dict[str, Any]
         "charts": charts, "quality": LABELS.get(quality, quality), "rows": rows,
         "compare": _compare(o, quality) if champion else None, "claim": claim_view, "storage": _storage(o),
         "paths": _relative_paths(as_dict(o.paths)), "answer": _answer_block(o) if made else [],
-        "splits": _splits(as_dict(o.splits)),
+        "splits": _splits(as_dict(o.splits)), "doctor": doctor_text(present(o.doctor, None)),
     }
+
+
+def doctor_text(state: Mapping[str, Any] | None) -> str:
+    """`evoharness doctor`'s verdict on the workload and harness the search ran, in a sentence."""
+    if not state:
+        return "not recorded (a study searched by an evoharness that did not record it)"
+    checked, total = state.get("tasks_checked"), state.get("tasks_total")
+    if state.get("passed") is True and checked == total:
+        shipped = " (the record the workload's package ships for this exact workload and harness)" if state.get("shipped") else ""
+        return f"passed every gate on all {total} tasks{shipped}"
+    if state.get("passed") is True:
+        return f"passed on {checked} of its {total} tasks only (workload.limit): the others are unchecked"
+    if state.get("passed") is False:
+        return "FAILED its last run: scores may be wrong; run `evoharness doctor` to see which gate"
+    return "never run on this workload and harness: run `evoharness doctor` to check its gold, scorer and determinism"
+
+
+LISTED_FAILURES = 40  # failed tasks linked per member; the page itself filters all of them
+
+
+def _transcripts(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A member's failed tasks as links into its transcript page (the report sits in the study's folder)."""
+    if not found or not found.get("page"):
+        return None
+    failed = [str(t) for t in found.get("failed") or ()]
+    return {"page": str(found["page"]), "split": str(found.get("split", "")), "n": len(failed),
+            "tasks": [(t, t.rsplit("/", 1)[-1]) for t in failed[:LISTED_FAILURES]], "more": max(0, len(failed) - LISTED_FAILURES)}
 
 
 def _answer_block(o: SearchOutcome) -> list[str]:

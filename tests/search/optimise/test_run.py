@@ -15,7 +15,7 @@ from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
 from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.evaluation.metrics import aggregate
-from evoharness.search.genome import Genome
+from evoharness.search.genome import Genome, Pools
 from evoharness.search.optimise import trial as trial_module
 from evoharness.search.optimise.finish import FinishAborted
 from evoharness.search.optimise.run import CONTROL_SEED_STRIDE, SearchRun
@@ -129,19 +129,47 @@ def test_rounds_dev_and_holdout_on_a_known_surface(settings: RunSettings, monkey
     assert keys and len(keys) == len(set(keys))
 
 
-def test_every_round_is_in_one_dashboard_study_once(settings: RunSettings) -> None:
-    from evoharness.search.optimise.study import mirror_round
+def test_every_evaluation_is_in_one_dashboard_study_once_with_the_genome_as_params(settings: RunSettings) -> None:
+    from evoharness.search.optimise.dashboard import rebuild_view, view_numbers
 
-    SearchRun(settings, launch=Launcher(), echo=lambda _: None).execute()
+    summary = SearchRun(settings, launch=Launcher(), echo=lambda _: None).execute()
     storage = f"sqlite:///{settings.runs_dir / 'bfcl' / 'study.db'}"
     rounds = [optuna.load_study(study_name=f"bfcl/r{k}", storage=storage) for k in range(2)]
     view = optuna.load_study(study_name="bfcl/all", storage=storage)
-    finished = [(k, t.number) for k, s in enumerate(rounds) for t in s.trials if t.state.is_finished()]
-    assert sorted((t.user_attrs["round"], t.user_attrs["round_trial"]) for t in view.trials) == sorted(finished)
+    finished = [(k, t) for k, s in enumerate(rounds) for t in s.trials if t.state.is_finished()]
+    held = {(t.user_attrs["round"], t.user_attrs["round_trial"]) for t in view.trials}
+    reads = [str(name) for t in view.trials for name in t.user_attrs.get("reads", ())]
+    # every finished trial is in the view, as its own trial or as a re-read of the evaluation an earlier one made
+    assert len(held) + len(reads) == len(finished) and reads
+    assert {f"round {k} trial {t.number}" for k, t in finished} == {t.user_attrs["label"] for t in view.trials} | set(reads)
+    made = [t.user_attrs.get("eval_key") for _, t in finished if t.state.name == "COMPLETE" and t.user_attrs.get("origin") != "control"]
+    assert sum(1 for t in view.trials if t.user_attrs["kind"] == "evaluated") == len(set(made))
+    controls = [t for t in view.trials if t.user_attrs["kind"] == "control"]
+    assert len(controls) == sum(1 for _, t in finished if t.user_attrs.get("origin") == "control") > 0
     assert view.metric_names == ["pass_rate", "cost_per_task", "latency_p95"]
-    first = next(t for t in view.trials if t.user_attrs["round"] == 1)
-    assert first.values == rounds[1].trials[first.user_attrs["round_trial"]].values and first.user_attrs["genome"]
-    assert mirror_round(storage, "bfcl", rounds[1], 1, settings.objectives) == 0  # a resume adds nothing twice
+    # the genome as params, labelled, the same slots on every trial: Optuna's own importance reads them
+    assert {frozenset(t.params) for t in view.trials if t.params} == {frozenset(view.trials[0].params)}
+    assert {t.params["model"] for t in view.trials} == {"base", "sim_large"}  # "base": the base config's own model
+    assert any(v.startswith("#1 ") for t in view.trials for k, v in t.params.items() if k.startswith("section."))
+    importance = optuna.importance.get_param_importances(view, target=lambda t: t.values[0])
+    assert "model" in importance
+    # its best trials are the front's variants, each once (a re-read is not a second point)
+    evaluated = [t for t in view.best_trials if t.user_attrs["kind"] == "evaluated"]
+    assert len({t.user_attrs["variant_hash"] for t in evaluated}) == len(evaluated)
+    front = {m["variant_hash"] for m in summary["front"]}
+    assert front <= {t.user_attrs["variant_hash"] for t in view.best_trials}
+    # the report names each member's trial there, and the claim on the view survives a rebuild
+    numbers = view_numbers(storage, "bfcl")
+    for m in summary["front"]:
+        assert view.trials[m["dashboard_trial"]].user_attrs["variant_hash"] == m["variant_hash"]
+        assert numbers[(m["round"], m["trial"])] == m["dashboard_trial"]
+    claim = view.user_attrs["evoharness_claim"]
+    before = [(t.params, t.values, t.user_attrs) for t in view.trials]
+    pools = Pools.from_dict(json.loads((settings.runs_dir / "bfcl" / "pools" / "r1.json").read_text(encoding="utf-8"))["pools"])
+    assert rebuild_view(storage, "bfcl", rounds, settings.objectives, pools, base_format=settings.base_format,
+                        base_steps=settings.base_steps) == len(before)
+    again = optuna.load_study(study_name="bfcl/all", storage=storage)
+    assert again.user_attrs["evoharness_claim"] == claim and [(t.params, t.values, t.user_attrs) for t in again.trials] == before
 
 
 @pytest.mark.parametrize("kind", ["tpe", "random"])

@@ -135,6 +135,34 @@ def test_every_evaluation_keeps_its_transcripts_and_view_shows_the_study(first_r
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "evoharness search search.study=nosuch" in missing.stderr
 
 
+def test_the_report_links_each_front_members_failed_tasks_to_its_transcripts(
+        first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    tmp, proc = first_run
+    assert proc.returncode == 0
+    summary = json.loads((tmp / "e2e" / "summary.json").read_text())
+    report = (tmp / "e2e" / "report.html").read_text(encoding="utf-8")
+    members = [m for m in summary["front"] if m["variant_hash"] != summary["baseline"]["variant_hash"]]
+    assert members and all(m.get("transcripts") for m in members)
+    for m in members:
+        found = m["transcripts"]
+        assert found["split"] == ("dev" if m.get("dev") else "train")
+        page = tmp / "e2e" / found["page"]
+        data = json.loads(page.read_text(encoding="utf-8").split('<script type="application/json" id="data">', 1)[1]
+                          .split("</script>", 1)[0])
+        assert [s["variant"] for s in data["sides"]] == [summary["baseline"]["variant_hash"], m["variant_hash"]]
+        episodes = data["sides"][1]["episodes"]
+        assert set(found["failed"]) == {e["task_id"] for e in episodes if not e["passed"]}  # every failure, nothing else
+        incumbent_failed = {e["task_id"] for e in data["sides"][0]["episodes"] if not e["passed"]}
+        firsts = [t for t in found["failed"] if t not in incumbent_failed]
+        assert found["failed"][:len(firsts)] == firsts  # where it lost ground first
+        for task in found["failed"][:40]:
+            assert f'href="{found["page"]}#task={task}"' in report
+        # and its trial in the dashboard's view is this variant
+        view = optuna.load_study(study_name="e2e/all", storage=f"sqlite:///{tmp / 'e2e' / 'study.db'}")
+        assert view.trials[m["dashboard_trial"]].user_attrs["variant_hash"] == m["variant_hash"]
+    assert str(tmp) not in report
+
+
 def test_rerun_resumes_keeps_trials_and_does_not_repay(first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     tmp, proc = first_run
     assert proc.returncode == 0

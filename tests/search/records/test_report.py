@@ -107,13 +107,14 @@ def test_full_report_is_well_formed_and_complete() -> None:
     html = render_report(summary)
     doc = parse(html)
     plotted = [t for t in summary["trials"] if t["values"]]
-    assert sum(1 for t, _ in doc.starts if t == "svg") == 2
-    for cls, expected in (("trial", sum(t["feasible"] for t in plotted)), ("infeasible", sum(not t["feasible"] for t in plotted)),
-                          ("front", 4)):
-        assert doc.count("circle", cls) == 2 * expected + 2  # two charts, plus one legend swatch each
-    assert doc.count("polygon", "champion") == 2 * 2 and doc.count("rect", "baseline") == 2 * 2
-    assert doc.count("path", "front-line") == 2
+    assert sum(1 for t, _ in doc.starts if t == "svg") == 3  # train: quality by cost and by latency; dev: by cost
+    for cls, expected in (("trial", sum(t["feasible"] for t in plotted)), ("infeasible", sum(not t["feasible"] for t in plotted))):
+        assert doc.count("circle", cls) == 2 * expected + 3  # the two train charts, plus one legend swatch on each chart
+    assert doc.count("circle", "front") == 2 * 4 + 4 + 3  # the dev panel shows the 4 front members run on dev
+    assert doc.count("polygon", "champion") == 3 * 2 and doc.count("rect", "baseline") == 3 * 2
+    assert doc.count("path", "front-line") == 3
     assert sum(1 for t, _ in doc.starts if t == "title") >= 2 * len(plotted)
+    assert "pass rate vs cost per task (dev: what the decision read)" in visible_text(html)
     assert sum(1 for t, _ in doc.starts if t == "details") == 1 + 3  # the answer as printed, and three non-empty diffs
     assert doc.count("span", "add") == 3 and doc.count("span", "del") == 3
     text = visible_text(html)
@@ -288,3 +289,27 @@ def test_a_kept_incumbent_says_the_holdout_stayed_sealed_not_a_zero_width_interv
     text = visible_text(render_report(summary))
     assert "Holdout: sealed – the incumbent stays" in text and "nothing was run on the holdout" in text
     assert "CI [" not in text and "n = 0" not in text  # no interval of a test that was never run
+
+
+def test_each_member_names_its_dashboard_trial_and_links_its_failed_tasks_and_the_doctor_is_said() -> None:
+    summary = make_summary("win")
+    summary["front"][0].update(dashboard_trial=37, transcripts={
+        "page": "transcripts/h8-dev.html", "split": "dev", "failed": [f"bfcl/multi_turn_base_{i}" for i in range(45)]})
+    summary["front"][1].update(transcripts={"page": "transcripts/h15-train.html", "split": "train", "failed": []})
+    summary["doctor"] = {"passed": True, "tasks_checked": 793, "tasks_total": 793, "shipped": True}
+    html = render_report(summary)
+    doc = parse(html)
+    links = [a.get("href") for t, a in doc.starts if t == "a"]
+    # 40 failed tasks linked one by one, then the page for the rest; a member that failed nothing links its page
+    assert links[:40] == [f"transcripts/h8-dev.html#task=bfcl/multi_turn_base_{i}" for i in range(40)]
+    assert links[40:] == ["transcripts/h8-dev.html", "transcripts/h15-train.html"]
+    text = " ".join(visible_text(html).split())
+    assert "failed on dev (45 tasks, those the incumbent passed first)" in text and "and 5 more" in text
+    assert "dashboard #37" in text and text.count("dashboard #") == 1
+    assert "Workload check ( evoharness doctor ): passed every gate on all 793 tasks (the record the workload's package ships" in text
+    for state, words in (({"passed": False}, "FAILED its last run"), ({"passed": None}, "never run on this workload"),
+                         ({"passed": True, "tasks_checked": 12, "tasks_total": 199}, "passed on 12 of its 199 tasks only")):
+        summary["doctor"] = state
+        assert words in " ".join(visible_text(render_report(summary)).split())
+    del summary["doctor"]
+    assert "not recorded" in visible_text(render_report(summary))

@@ -1,0 +1,53 @@
+"""The pages a search's report links to: each front member's episodes beside the incumbent's, on
+dev when the member was run there, else on train, written under ``<study>/transcripts/`` by the
+finish, with the tasks the member failed (the report lists them, each a link to its task)."""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evoharness.compiler.errors import ConfigError
+from evoharness.search.records.transcript_view import Side, study_sides, write_view
+
+
+def failed_tasks(member: Side, incumbent: Side) -> list[str]:
+    """The tasks the member failed in any sample, those the incumbent passed in every sample
+    first (where the member lost ground), each group in task order."""
+    def failing(side: Side) -> set[str]:
+        return {str(e["task_id"]) for e in side.episodes if e.get("passed") is not True}
+
+    lost, theirs = failing(member), failing(incumbent)
+    return sorted(lost - theirs) + sorted(lost & theirs)
+
+
+def front_pages(study: Path, *, baseline: str, members: Sequence[tuple[str, str, bool]]) -> dict[str, dict[str, Any]]:
+    """For each front member, given as (label, variant hash, has a dev run): its page, split and
+    failed tasks, by variant hash. A member whose evaluations kept no transcripts (a study searched
+    by an evoharness that kept none) has no page; nothing here stops the finish."""
+    out: dict[str, dict[str, Any]] = {}
+    folder = study / "transcripts"
+    for split in ("dev", "train"):
+        chosen = [(label, h) for label, h, dev in members if (split == "dev") == dev and h != baseline]
+        if not chosen:
+            continue
+        try:
+            # every page is written in one folder: the records' paths are named from it
+            sides = study_sides(study / "evals", [("incumbent", baseline), *chosen], split, page=folder / "page.html")
+        except ConfigError:  # a sidecar that does not cover its record: no pages for this split
+            continue
+        incumbent = sides[0]
+        if incumbent is None:
+            continue
+        for (label, h), side in zip(chosen, sides[1:]):
+            if side is None:
+                continue
+            page = folder / f"{h[:12]}-{split}.html"
+            try:
+                write_view([incumbent, side], page, title=f"{study.name}: incumbent vs {label} ({split})")
+            except (ConfigError, OSError):
+                continue
+            out[h] = {"page": os.path.relpath(page, study), "split": split, "failed": failed_tasks(side, incumbent)}
+    return out
+
