@@ -125,6 +125,7 @@ def check_seal(cfg: DictConfig) -> None:
 
 def evaluate_task(cfg: DictConfig) -> EvalReport:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     from evoharness.compiler.cli import released
     from evoharness.compiler.release.merge import promoted_for
@@ -208,7 +209,13 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     transcripts.write(out, transcripts.pack(report.episodes, trajectories))  # first: a record has its transcripts beside it
     write_text_atomic(out, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     label = f"{variant.model.route} {variant.content_hash[:10]}"
-    print_whole(metrics_table([(label, report)]))  # whole, as evaluate -m's jobs print beside each other
+    hydra = HydraConfig.get()
+    if hydra.mode == RunMode.MULTIRUN:  # one line a job: the sweep's table across all of them comes at its end
+        from evoharness.search.records.sweep import job_line
+
+        print_whole(job_line(int(hydra.job.num), list(hydra.overrides.task), report.metrics, priced=bool(record["priced"])))
+    else:
+        print_whole(metrics_table([(label, report)]))
     print_whole(f"eval: {out}", sys.stderr)
     if partial:
         raise RunFailed(f"stopped by Ctrl-C after {len(report.episodes)} of {len(tasks) * samples} episodes: {out} holds them, "

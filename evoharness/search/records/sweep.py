@@ -69,6 +69,15 @@ def collect(sweep_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def job_line(num: int, overrides: Sequence[str], metrics: Mapping[str, Any], *, priced: bool = True) -> str:
+    """What one finished job of a sweep prints: its overrides and the table's columns, on one line
+    (the table across every job comes at the end)."""
+    label = " ".join(o for o in overrides if not o.lstrip("+~").startswith("hydra.")) or "(base config)"
+    figures = ", ".join(f"{k} {fmt_metric(metrics.get(k), k, missing=UNPRICED if k.startswith('cost') and not priced else '-')}"
+                        for k in COLUMNS)
+    return f"job {num} done ({label}): {figures}"
+
+
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     header = ["", "variant", *COLUMNS]
     body = [["*" if r["pareto"] else ("x" if r["status"] == "failed" else ""), str(r["variant"]),

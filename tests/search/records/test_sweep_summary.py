@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
+from evoharness.search.records.format import fmt_metric
 from evoharness.search.records.sweep import pareto
 
 pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
@@ -35,6 +37,10 @@ def test_a_sweep_on_a_promoted_release_says_so_under_its_table() -> None:
     assert table([released, {**released, "variant": "model=sim_large"}]).splitlines()[-1] == (
         "evaluated on the promoted release: slot default of bfcl_agent is snapshot abababababab; each job's overrides apply on "
         "top of it (release_slot=null evaluates the base config)")
+
+
+def record_overrides(sweep: Path, job: int) -> list[str]:
+    return [str(o) for o in OmegaConf.load(sweep / str(job) / ".hydra" / "overrides.yaml")]
 
 
 def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
@@ -63,6 +69,15 @@ def test_an_evaluate_sweep_ends_with_one_comparison(tmp_path: Path) -> None:
     assert [r["pareto"] == "True" for r in rows] == [j["pareto"] for j in jobs]
     table = proc.stdout[proc.stdout.index("   variant"):]
     assert "model=sim_large agent.tool_format=bash" in table and "on the Pareto front" in table
+    # before the table, one line per job as it finished (not each job's whole metrics table)
+    lines = [line for line in proc.stdout[:proc.stdout.index("   variant")].splitlines() if line.startswith("job ")]
+    assert sorted(lines) == sorted(
+        f"job {j['job']} done ({' '.join(record_overrides(sweep, j['job']))}): "
+        f"pass_rate {fmt_metric(j['metrics']['pass_rate'], 'pass_rate')}, "
+        f"cost_per_task {fmt_metric(j['metrics']['cost_per_task'], 'cost_per_task')}, "
+        f"latency_p95 {fmt_metric(j['metrics']['latency_p95'], 'latency_p95')}, "
+        f"tokens_per_task {fmt_metric(j['metrics']['tokens_per_task'], 'tokens_per_task')}, skipped 0" for j in jobs)
+    assert "score_std" not in proc.stdout
     assert "promoted release" not in table and all(j["release"] is None for j in jobs)  # nothing promoted here
 
 
