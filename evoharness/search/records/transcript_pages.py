@@ -4,12 +4,15 @@ finish, with the tasks the member failed (the report lists them, each a link to 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from evoharness.compiler.errors import ConfigError
 from evoharness.search.records.transcript_view import Side, study_sides, write_view
+
+HASH = re.compile(r"[0-9a-f]{12,64}")
 
 
 def failed_tasks(member: Side, incumbent: Side) -> list[str]:
@@ -41,7 +44,7 @@ def front_pages(study: Path, *, baseline: str, members: Sequence[tuple[str, str,
         if incumbent is None:
             continue
         for (label, h), side in zip(chosen, sides[1:]):
-            if side is None:
+            if side is None or not HASH.fullmatch(h):  # a page's file name is made from the hash: a content hash only
                 continue
             page = folder / f"{h[:12]}-{split}.html"
             try:
