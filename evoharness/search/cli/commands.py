@@ -211,9 +211,10 @@ def evaluate_task(cfg: DictConfig) -> EvalReport:
     label = f"{variant.model.route} {variant.content_hash[:10]}"
     hydra = HydraConfig.get()
     if hydra.mode == RunMode.MULTIRUN:  # one line a job: the sweep's table across all of them comes at its end
+        from evoharness.compiler.secrets import scrub
         from evoharness.search.records.sweep import job_line
 
-        print_whole(job_line(int(hydra.job.num), list(hydra.overrides.task), report.metrics, priced=bool(record["priced"])))
+        print_whole(scrub(job_line(int(hydra.job.num), list(hydra.overrides.task), report.metrics, priced=bool(record["priced"]))))
     else:
         print_whole(metrics_table([(label, report)]))
     print_whole(f"eval: {out}", sys.stderr)
