@@ -195,8 +195,11 @@ def report_context(summary: SearchOutcome | Mapping[str, Any]) -> dict[str, Any]
                                  x_title=axis[x], y_title=axis[quality])) for x in (COST, LATENCY)]
     dev = dev_points(o, COST, quality)
     if len(dev) > 1:  # the decision's own evidence: beside the train charts, not instead of them
+        # no front line: the members run on dev are picked from the train front, not a front of their own on dev
+        legend = {"front": "front member run on dev", "baseline": "incumbent"} | (
+            {"champion": "champion"} if any(p.kind == "champion" for p in dev) else {})
         charts.append(Markup(scatter_svg(dev, COST, quality, title=f"{_plain(quality)} vs {_plain(COST)} (dev: what the decision read)",
-                                         x_title=axis[COST], y_title=axis[quality])))
+                                         x_title=axis[COST], y_title=axis[quality], legend=legend, front_line=False)))
     cols = (quality, COST, LATENCY)
     rows = [{"trial": present(f.trial, "–"), "round": present(f.round, "–"), "dashboard": present(f.dashboard_trial, None),
              "transcripts": _transcripts(present(f.transcripts, None)),

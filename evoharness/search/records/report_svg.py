@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -85,8 +85,10 @@ def _mark(kind: str, x: float, y: float, tip: str = "") -> str:
 
 
 def scatter_svg(points: Sequence[Point], x_metric: str, y_metric: str, *, title: str = "",
-                x_title: str = "", y_title: str = "", width: int = 540, height: int = 400) -> str:
-    """An inline SVG scatter: grey trials, blue front joined by a step line in x order, baseline, champion."""
+                x_title: str = "", y_title: str = "", width: int = 540, height: int = 400,
+                legend: Mapping[str, str] = LEGEND, front_line: bool = True) -> str:
+    """An inline SVG scatter: grey trials, blue front joined by a step line in x order (unless
+    ``front_line`` is off), baseline, champion; ``legend`` names the kinds it lists."""
     left, right, top, bottom = 72, 34, 62, 52
     pw, ph = width - left - right, height - top - bottom
     drawn = [p for p in points if p.x is not None and p.y is not None and math.isfinite(p.x) and math.isfinite(p.y)]
@@ -109,9 +111,9 @@ def scatter_svg(points: Sequence[Point], x_metric: str, y_metric: str, *, title:
            f'aria-label="{escape(title)}" font-size="11">',
            f'<text x="{left}" y="18" font-size="14" font-weight="600" fill="#222">{escape(title)}</text>']
     lx = float(left)
-    for kind in KINDS:  # legend, spaced by label length
-        out.append(_mark(kind, lx + 6, 38) + f'<text x="{lx + 16:.1f}" y="42" fill="#444">{LEGEND[kind]}</text>')
-        lx += 30 + 6.2 * len(LEGEND[kind])
+    for kind in (k for k in KINDS if k in legend):  # legend, spaced by label length
+        out.append(_mark(kind, lx + 6, 38) + f'<text x="{lx + 16:.1f}" y="42" fill="#444">{escape(legend[kind])}</text>')
+        lx += 30 + 6.2 * len(legend[kind])
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fcfcfc" stroke="#bbb"/>')
     for t in xt:
         out.append(f'<line x1="{sx(t):.1f}" y1="{top}" x2="{sx(t):.1f}" y2="{top + ph}" stroke="#eee"/>'
@@ -128,7 +130,7 @@ def scatter_svg(points: Sequence[Point], x_metric: str, y_metric: str, *, title:
         out.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" text-anchor="middle" fill="#888">'
                    'no data for these metrics</text>')
     front = sorted((p for p in drawn if p.kind == "front"), key=lambda p: (p.x, p.y))
-    if len(front) > 1:
+    if front_line and len(front) > 1:
         path = f"M{sx(front[0].x or 0):.1f},{sy(front[0].y or 0):.1f}" + "".join(
             f" H{sx(p.x or 0):.1f} V{sy(p.y or 0):.1f}" for p in front[1:])
         out.append(f'<path class="front-line" d="{path}" fill="none" stroke="#1f77b4" stroke-width="1.6" stroke-opacity="0.7"/>')
