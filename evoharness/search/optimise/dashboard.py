@@ -1,13 +1,15 @@
 """``<study>/all``: every round's trials in one Optuna study, the view optuna-dashboard opens.
 
-Each evaluation the search made is one trial there: a free re-read of an evaluation an earlier
-trial made (a front member carried into the next round) is named on that trial (``reads``), not
-added again, so the dashboard's best trials are the variants of the front, each once. The genome
+Each variant the search evaluated is one trial there: a free re-read of an evaluation an earlier
+trial made (a front member carried into the next round) is named on that trial (``reads``), and
+an identity control (the same variant on fresh samples, the noise yardstick) is listed on it with
+its values (``controls``), neither added again, so the dashboard's best trials are the variants of
+the front, each once. The genome
 is the trial's params, one categorical per slot labelled by what each choice is (``#3
 rule_miner``, ``sim_medium``, ``on``), with every choice the pools ever held, so importance, slice
 and contour plots read across rounds. Each trial carries the round, the report's label for it
-(``round 1 trial 9``) and ``kind``: ``evaluated``, ``control`` (an identity control: the same
-variant on other seeds), ``raced out`` or ``failed``.
+(``round 1 trial 9``) and ``kind``: ``evaluated``, ``raced out``, ``failed``, or ``control`` for a
+control whose variant has no evaluation of its own in the view.
 
 The view is derived from the round studies and rebuilt from them after each round (the choices
 grow as the mutators add entries, and Optuna lets one parameter have one set of choices per
@@ -84,6 +86,7 @@ def view_trials(rounds: Sequence[optuna.Study], pools: Pools, *, base_format: st
     dists = {k: CategoricalDistribution(v) for k, v in space.items()}
     rows: list[tuple[FrozenTrial, dict[str, Any], dict[str, str]]] = []
     by_key: dict[str, dict[str, Any]] = {}  # eval key -> the attributes of the trial that made it
+    by_variant: dict[str, dict[str, Any]] = {}  # variant hash -> the attributes of its first evaluated trial
     for k, study in enumerate(rounds):
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)):
             if t.user_attrs.get("interrupted"):
@@ -93,12 +96,16 @@ def view_trials(rounds: Sequence[optuna.Study], pools: Pools, *, base_format: st
             if key and key in by_key:
                 by_key[key].setdefault("reads", []).append(name)
                 continue
+            if t.state == TrialState.COMPLETE and a.get("origin") == "control" and a.get("variant_hash") in by_variant:
+                by_variant[a["variant_hash"]].setdefault("controls", []).append({"label": name, "values": list(t.values)})
+                continue
             genome = Genome.from_dict(a["genome"]) if isinstance(a.get("genome"), dict) else None
             kind = {TrialState.FAIL: "failed", TrialState.PRUNED: "raced out"}.get(
                 t.state, "control" if a.get("origin") == "control" else "evaluated")
             attrs = {**{n: a[n] for n in VIEW_ATTRS if n in a}, "round": k, "round_trial": t.number, "label": name, "kind": kind}
             if key:
                 by_key[key] = attrs
+                by_variant.setdefault(str(a.get("variant_hash")), attrs)
             rows.append((t, attrs, params(genome, space, base_format=base_format, base_steps=base_steps) if genome else {}))
     return [optuna.trial.create_trial(state=t.state, values=t.values if t.state == TrialState.COMPLETE else None,
                                       params=chosen, distributions={n: dists[n] for n in chosen}, user_attrs=attrs)

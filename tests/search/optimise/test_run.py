@@ -139,25 +139,30 @@ def test_every_evaluation_is_in_one_dashboard_study_once_with_the_genome_as_para
     finished = [(k, t) for k, s in enumerate(rounds) for t in s.trials if t.state.is_finished()]
     held = {(t.user_attrs["round"], t.user_attrs["round_trial"]) for t in view.trials}
     reads = [str(name) for t in view.trials for name in t.user_attrs.get("reads", ())]
-    # every finished trial is in the view, as its own trial or as a re-read of the evaluation an earlier one made
-    assert len(held) + len(reads) == len(finished) and reads
-    assert {f"round {k} trial {t.number}" for k, t in finished} == {t.user_attrs["label"] for t in view.trials} | set(reads)
+    controls = [c for t in view.trials for c in t.user_attrs.get("controls", ())]
+    # every finished trial is in the view: as its own trial, as a re-read of the evaluation an earlier
+    # one made, or as a control listed (with its values) on the trial of the variant it re-measured
+    assert len(held) + len(reads) + len(controls) == len(finished) and reads and controls
+    assert ({f"round {k} trial {t.number}" for k, t in finished}
+            == {t.user_attrs["label"] for t in view.trials} | set(reads) | {c["label"] for c in controls})
     made = [t.user_attrs.get("eval_key") for _, t in finished if t.state.name == "COMPLETE" and t.user_attrs.get("origin") != "control"]
     assert sum(1 for t in view.trials if t.user_attrs["kind"] == "evaluated") == len(set(made))
-    controls = [t for t in view.trials if t.user_attrs["kind"] == "control"]
-    assert len(controls) == sum(1 for _, t in finished if t.user_attrs.get("origin") == "control") > 0
+    by_label = {f"round {k} trial {t.number}": t for k, t in finished}
+    for t in view.trials:
+        for c in t.user_attrs.get("controls", ()):
+            control = by_label[c["label"]]
+            assert control.user_attrs["origin"] == "control" and control.values == c["values"]
+            assert control.user_attrs["variant_hash"] == t.user_attrs["variant_hash"]
     assert view.metric_names == ["pass_rate", "cost_per_task", "latency_p95"]
     # the genome as params, labelled, the same slots on every trial: Optuna's own importance reads them
     assert {frozenset(t.params) for t in view.trials if t.params} == {frozenset(view.trials[0].params)}
     assert {t.params["model"] for t in view.trials} == {"base", "sim_large"}  # "base": the base config's own model
     assert any(v.startswith("#1 ") for t in view.trials for k, v in t.params.items() if k.startswith("section."))
-    importance = optuna.importance.get_param_importances(view, target=lambda t: t.values[0])
+    importance = optuna.importance.get_param_importances(view, target=lambda t: -t.values[0])  # low is good to it
     assert "model" in importance
-    # its best trials are the front's variants, each once (a re-read is not a second point)
-    evaluated = [t for t in view.best_trials if t.user_attrs["kind"] == "evaluated"]
-    assert len({t.user_attrs["variant_hash"] for t in evaluated}) == len(evaluated)
-    front = {m["variant_hash"] for m in summary["front"]}
-    assert front <= {t.user_attrs["variant_hash"] for t in view.best_trials}
+    # its best trials are the variants, each once (a re-read or a control is not a second point)
+    best = [t.user_attrs["variant_hash"] for t in view.best_trials]
+    assert len(set(best)) == len(best) and {m["variant_hash"] for m in summary["front"]} == set(best)
     # the report names each member's trial there, and the claim on the view survives a rebuild
     numbers = view_numbers(storage, "bfcl")
     for m in summary["front"]:
