@@ -4,6 +4,7 @@ controls draw fresh seeds, and the finish compiles nothing the rounds already co
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,9 @@ def test_every_evaluation_is_in_one_dashboard_study_once_with_the_genome_as_para
     assert {frozenset(t.params) for t in view.trials if t.params} == {frozenset(view.trials[0].params)}
     assert {t.params["model"] for t in view.trials} == {"base", "sim_large"}  # "base": the base config's own model
     assert any(v.startswith("#1 ") for t in view.trials for k, v in t.params.items() if k.startswith("section."))
-    importance = optuna.importance.get_param_importances(view, target=lambda t: -t.values[0])  # low is good to it
+    with warnings.catch_warnings():  # Optuna's note that its evaluator takes a low target as good: the minus says so
+        warnings.simplefilter("ignore", UserWarning)
+        importance = optuna.importance.get_param_importances(view, target=lambda t: -t.values[0])
     assert "model" in importance
     # its best trials are the variants, each once (a re-read or a control is not a second point)
     best = [t.user_attrs["variant_hash"] for t in view.best_trials]
