@@ -16,6 +16,14 @@ def is_name(value: object) -> bool:
     return isinstance(value, str) and NAME.fullmatch(value) is not None
 
 
+def study_name(workload: object, agent: object) -> str:
+    """``search.study``'s default (``${evoharness.study:${workload.name},${agent.name}}``): the
+    workload's name and the agent's, joined by "-", so two agents on one workload never share a
+    study; the agent's alone when it already starts with the workload's (``bfcl_agent`` on ``bfcl``)."""
+    w, a = str(workload), str(agent)
+    return a if a.startswith(w) else f"{w}-{a}"
+
+
 def checked_name(path: str, value: object, *, example: str) -> str:
     """``value`` if it is a plain name (so joining it to a directory never climbs out of it)."""
     if not is_name(value):

@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
+
+from evoharness.compiler.names import study_name
 
 TOOL_FORMATS = ("json", "bash", "both")
 STEP_TRIGGERS = ("prompt", "before_final")
@@ -220,6 +222,9 @@ def unknown_keys(cfg: Any) -> list[str]:
             names = {f.name for f in fields(WorkflowStepConfig)}
             found += [f"agent.workflow[{i}].{k}" for k in step.keys() if str(k) not in names]
     return found
+
+
+OmegaConf.register_new_resolver("evoharness.study", study_name, replace=True)
 
 
 def register_configs() -> None:

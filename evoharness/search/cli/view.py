@@ -21,8 +21,8 @@ incumbent stays, beside the front member that did best on dev; --variant picks o
 or two eval.json files written by `evoharness evaluate` (or their folders) show those.
 
 examples:
-  evoharness view bfcl
-  evoharness view bfcl --split train --variant 52e5d96f
+  evoharness view bfcl_agent
+  evoharness view bfcl_agent --split train --variant 52e5d96f
   evoharness view runs/evaluate/2026-12-05_10-00-00/eval.json runs/evaluate/2026-12-05_10-05-00/eval.json"""
 
 

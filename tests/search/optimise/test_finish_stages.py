@@ -116,7 +116,7 @@ def test_the_champion_is_claimed_once_under_its_rule_and_a_second_champion_is_re
     assert again.claim["looks"] == 1 and len(read_looks(paths.looks)) == 1  # the same champion again is the same look
     [look] = registry_looks(settings)  # journaled in the registry too, under the sealed split, once
     assert (look["by"], look["study"], look["variant_hash"], look["splits_hash"], look["holdout_hash"]) == \
-        ("search", "bfcl", "fast", SEAL.splits_hash, SEAL.holdout_hash)
+        ("search", "bfcl_agent", "fast", SEAL.splits_hash, SEAL.holdout_hash)
     with pytest.raises(ConfigError, match="would be a second look"):
         claim(settings, Genome(model=1), store=store)
     assert len(store.jobs) == 2 and len(registry_looks(settings)) == 1  # refused before the second champion's holdout was run
@@ -135,7 +135,7 @@ def test_a_deleted_journal_does_not_reset_the_count(settings: Any, deleted: tupl
         target = Path(settings.registry_dir) / "holdout_looks.jsonl" if name == "registry" else paths.dir / name
         shutil.rmtree(target) if target.is_dir() else target.unlink()
     store = Store(paths)
-    with pytest.raises(ConfigError, match=r"already looked at for variant fast \(study 'bfcl'\).*would be a second look"):
+    with pytest.raises(ConfigError, match=r"already looked at for variant fast \(study 'bfcl_agent'\).*would be a second look"):
         claim(settings, Genome(model=1), store=store)
     assert store.jobs == []  # refused before the holdout ran
     second = claim(settings, Genome(model=1), second_look=True, store=store).claim

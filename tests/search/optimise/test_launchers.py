@@ -43,13 +43,13 @@ def search(runs: Path, *extra: str, cwd: Path = ROOT) -> subprocess.CompletedPro
 def outcome(runs: Path) -> dict[str, Any]:
     """What a search decided, launcher-independent: every round's trials (genome, state, values), the
     front, the champion and the claim."""
-    storage = f"sqlite:///{runs / 'bfcl' / 'study.db'}"
+    storage = f"sqlite:///{runs / 'bfcl_agent' / 'study.db'}"
     rounds = []
     for k in range(2):
-        study = optuna.load_study(study_name=f"bfcl/r{k}", storage=storage)
+        study = optuna.load_study(study_name=f"bfcl_agent/r{k}", storage=storage)
         rounds.append(sorted((json.dumps(t.user_attrs.get("genome"), sort_keys=True), t.state.name, t.values)
                              for t in study.trials))
-    summary = json.loads((runs / "bfcl" / "summary.json").read_text(encoding="utf-8"))
+    summary = json.loads((runs / "bfcl_agent" / "summary.json").read_text(encoding="utf-8"))
     claim = summary["claim"] or {}
     return {"rounds": rounds, "front": sorted((m["variant_hash"], m["values"], m["dev"]) for m in summary["front"]),
             "champion": summary["champion"]["variant_hash"],
@@ -126,7 +126,7 @@ def test_ray_launcher_without_a_shared_filesystem_finds_the_basic_launchers_fron
     # every model call was made on the cluster, where the response cache under runs/ could not be
     # written: the jobs' results came back by value, and not one cache entry reached this machine
     assert not (runs / "cache").exists()
-    assert (runs / "bfcl" / "evals").is_dir()  # the orchestrator stored what came back
+    assert (runs / "bfcl_agent" / "evals").is_dir()  # the orchestrator stored what came back
     assert outcome(runs) == basic
     assert not (orchestrator.parent / "worker" / "runs").is_dir()
     assert not list(Path(orchestrator.parent / "worker").glob("**/*.json"))  # no job wrote a record where it ran
@@ -147,7 +147,7 @@ def test_the_default_launcher_runs_a_batch_in_parallel_and_finds_the_basic_launc
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert outcome(runs) == basic
     # the jobs ran in worker processes, and some of them at the same time
-    runs_of = [json.loads(p.read_text(encoding="utf-8"))["worker"] for p in (runs / "bfcl" / "evals").glob("*.json")]
+    runs_of = [json.loads(p.read_text(encoding="utf-8"))["worker"] for p in (runs / "bfcl_agent" / "evals").glob("*.json")]
     train = sorted((w["started"], w["ended"], w["pid"]) for w in runs_of)
     assert len({pid for _, _, pid in train}) >= 2  # the basic launcher runs every job in the search's one process
     assert any(b[0] < a[1] for a, b in zip(train, train[1:])), "no two jobs overlapped: the batch ran one job at a time"

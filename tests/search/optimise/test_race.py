@@ -159,7 +159,7 @@ def raced(tmp_path: Path) -> Iterator[tuple[RunSettings, Surface, list[str]]]:
 
 
 def _round(settings: RunSettings, k: int) -> optuna.Study:
-    return optuna.load_study(study_name=f"bfcl/r{k}", storage=f"sqlite:///{settings.runs_dir / 'bfcl' / 'study.db'}")
+    return optuna.load_study(study_name=f"bfcl_agent/r{k}", storage=f"sqlite:///{settings.runs_dir / 'bfcl_agent' / 'study.db'}")
 
 
 def _proposals(settings: RunSettings) -> list[optuna.trial.FrozenTrial]:
@@ -188,7 +188,7 @@ def test_a_worse_proposal_is_raced_out_after_its_first_block_and_a_resume_pays_n
     before = len(surface.jobs)
     SearchRun(settings, launch=surface, echo=lambda _: None).execute()
     assert len(surface.jobs) == before
-    summary_trials = json.loads((settings.runs_dir / "bfcl" / "summary.json").read_text())["trials"]
+    summary_trials = json.loads((settings.runs_dir / "bfcl_agent" / "summary.json").read_text())["trials"]
     assert sum(1 for t in summary_trials if (t.get("race") or {}).get("decision") == "rejected") == len(pruned)
 
 
@@ -326,7 +326,7 @@ def test_an_extension_does_not_start_past_the_spend_cap(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, "search.rounds=2", "search.race.max_tasks=60", "search.models=[]", "search.trials_per_round=20",
                              "+search.budget_usd=1.5")
     SearchRun(settings, launch=Reserve(), echo=lambda _: None).execute()
-    rows = [json.loads(line) for line in (settings.runs_dir / "bfcl" / "spend.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = [json.loads(line) for line in (settings.runs_dir / "bfcl_agent" / "spend.jsonl").read_text(encoding="utf-8").splitlines()]
     assert sum(float(r["cost_usd"]) for r in rows) <= 1.5
     races = [t.user_attrs["race"] for t in _round(settings, 1).trials if t.user_attrs.get("race")]
     assert any(r.get("stopped") == "spend cap" and r["decision"] == "undecided" for r in races)

@@ -94,15 +94,15 @@ def test_rounds_dev_and_holdout_on_a_known_surface(settings: RunSettings, monkey
     monkeypatch.setattr(trial_module.TrialSpec, "variant", counting)
     summary = SearchRun(settings, launch=launcher, echo=lambda _: None).execute()
 
-    storage = f"sqlite:///{settings.runs_dir / 'bfcl' / 'study.db'}"
-    r0 = optuna.load_study(study_name="bfcl/r0", storage=storage)
+    storage = f"sqlite:///{settings.runs_dir / 'bfcl_agent' / 'study.db'}"
+    r0 = optuna.load_study(study_name="bfcl_agent/r0", storage=storage)
     origins = [t.user_attrs.get("origin", "sampler") for t in r0.trials]
     # the baseline, then one change at a time (the two other formats, the model), then the sampler
     assert origins[:4] == ["baseline", *["one_change"] * 3] and set(origins[4:]) == {"sampler"}
     # the budget counts distinct evaluations; repeats are free, but at most three asks per budget slot
     distinct = len({t.user_attrs["eval_key"] for t in r0.trials if t.state.name == "COMPLETE"})
     assert distinct <= 10 and len(r0.trials) <= 30 and (distinct == 10 or len(r0.trials) == 30)
-    r1 = optuna.load_study(study_name="bfcl/r1", storage=storage)
+    r1 = optuna.load_study(study_name="bfcl_agent/r1", storage=storage)
     controls = [t for t in r1.trials if t.user_attrs.get("origin") == "control"]
     assert len(controls) == 1 and controls[0].user_attrs["control"] == "identity"
     control_jobs = [j for j in launcher.jobs if j.label == f"r1-t{controls[0].number}"]
@@ -114,7 +114,7 @@ def test_rounds_dev_and_holdout_on_a_known_surface(settings: RunSettings, monkey
     champion = summary["champion"]
     assert champion["genome"]["model"] == 1 and any(champion["genome"]["sections"].values())
     assert summary["claim"]["verdict"] in ("win", "inconclusive", "no_win", "equivalent") and summary["schema_version"] == 2
-    assert json.loads((settings.runs_dir / "bfcl" / "claim.json").read_text())["schema_version"] == 1
+    assert json.loads((settings.runs_dir / "bfcl_agent" / "claim.json").read_text())["schema_version"] == 1
     splits = [j.split for j in launcher.jobs]
     assert splits.count("holdout") == 2 and [s for s in splits if s != "dev"][-2:] == ["holdout", "holdout"]
     # where the gain comes from, one layer at a time on dev: the large model passes one more dev task,
@@ -134,9 +134,9 @@ def test_every_evaluation_is_in_one_dashboard_study_once_with_the_genome_as_para
     from evoharness.search.optimise.dashboard import rebuild_view, view_numbers
 
     summary = SearchRun(settings, launch=Launcher(), echo=lambda _: None).execute()
-    storage = f"sqlite:///{settings.runs_dir / 'bfcl' / 'study.db'}"
-    rounds = [optuna.load_study(study_name=f"bfcl/r{k}", storage=storage) for k in range(2)]
-    view = optuna.load_study(study_name="bfcl/all", storage=storage)
+    storage = f"sqlite:///{settings.runs_dir / 'bfcl_agent' / 'study.db'}"
+    rounds = [optuna.load_study(study_name=f"bfcl_agent/r{k}", storage=storage) for k in range(2)]
+    view = optuna.load_study(study_name="bfcl_agent/all", storage=storage)
     finished = [(k, t) for k, s in enumerate(rounds) for t in s.trials if t.state.is_finished()]
     held = {(t.user_attrs["round"], t.user_attrs["round_trial"]) for t in view.trials}
     reads = [str(name) for t in view.trials for name in t.user_attrs.get("reads", ())]
@@ -167,16 +167,16 @@ def test_every_evaluation_is_in_one_dashboard_study_once_with_the_genome_as_para
     best = [t.user_attrs["variant_hash"] for t in view.best_trials]
     assert len(set(best)) == len(best) and {m["variant_hash"] for m in summary["front"]} == set(best)
     # the report names each member's trial there, and the claim on the view survives a rebuild
-    numbers = view_numbers(storage, "bfcl")
+    numbers = view_numbers(storage, "bfcl_agent")
     for m in summary["front"]:
         assert view.trials[m["dashboard_trial"]].user_attrs["variant_hash"] == m["variant_hash"]
         assert numbers[(m["round"], m["trial"])] == m["dashboard_trial"]
     claim = view.user_attrs["evoharness_claim"]
     before = [(t.params, t.values, t.user_attrs) for t in view.trials]
-    pools = Pools.from_dict(json.loads((settings.runs_dir / "bfcl" / "pools" / "r1.json").read_text(encoding="utf-8"))["pools"])
-    assert rebuild_view(storage, "bfcl", rounds, settings.objectives, pools, base_format=settings.base_format,
+    pools = Pools.from_dict(json.loads((settings.runs_dir / "bfcl_agent" / "pools" / "r1.json").read_text(encoding="utf-8"))["pools"])
+    assert rebuild_view(storage, "bfcl_agent", rounds, settings.objectives, pools, base_format=settings.base_format,
                         base_steps=settings.base_steps) == len(before)
-    again = optuna.load_study(study_name="bfcl/all", storage=storage)
+    again = optuna.load_study(study_name="bfcl_agent/all", storage=storage)
     assert again.user_attrs["evoharness_claim"] == claim and [(t.params, t.values, t.user_attrs) for t in again.trials] == before
 
 
@@ -198,7 +198,7 @@ def test_the_configured_sampler_proposes_the_rounds_trials(settings: RunSettings
     st = replace(settings, search=replace(settings.search, sampler=kind))
     SearchRun(st, launch=Launcher(), echo=lambda _: None).execute()
     assert used == [{"tpe": "TPESampler", "random": "RandomSampler"}[kind]] * 2
-    r0 = optuna.load_study(study_name="bfcl/r0", storage=f"sqlite:///{settings.runs_dir / 'bfcl' / 'study.db'}")
+    r0 = optuna.load_study(study_name="bfcl_agent/r0", storage=f"sqlite:///{settings.runs_dir / 'bfcl_agent' / 'study.db'}")
     sampled = [t for t in r0.trials if t.user_attrs.get("origin", "sampler") == "sampler" and t.state.name == "COMPLETE"]
     assert sampled  # the sampler, not only the seeding queue, proposed part of round 0
 
@@ -283,7 +283,7 @@ def test_the_incumbents_holdout_runs_beside_the_champions_and_a_failed_one_stops
     [batch] = [b for b in launcher.batches if "baseline-holdout" in b]
     assert batch[:2] == ["champion-holdout", "baseline-holdout"]  # the longest jobs first, then the ablation's dev runs
     assert not any("holdout" in label for b in launcher.batches if b is not batch for label in b)
-    assert not (settings.runs_dir / "bfcl" / "claim.json").exists()
+    assert not (settings.runs_dir / "bfcl_agent" / "claim.json").exists()
     again = Failing(fail=False)
     summary = SearchRun(settings, launch=again, echo=lambda _: None).execute()
     assert [j.label for j in again.jobs if j.split == "holdout"] == ["baseline-holdout"] and summary["claim"]["looks"] == 1

@@ -50,8 +50,19 @@ def test_run_settings_hold_plain_data_and_skip_the_incumbents_own_model(compose:
     assert [m.name for m in st.mutators][:1] == ["identity"] and st.pool_size >= 1
     assert st.base_format == "json" and st.base_steps == {s["name"]: bool(s.get("enabled", True)) for s in st.agent["workflow"]}
     paths = StudyPaths.of(st)
-    assert paths.dir == tmp_path.resolve() / "bfcl" and paths.storage == "sqlite:///x.db"
+    assert paths.dir == tmp_path.resolve() / "bfcl_agent" and paths.storage == "sqlite:///x.db"
     assert paths.pools(2) == paths.dir / "pools" / "r2.json"
+
+
+def test_the_default_study_is_named_by_the_workload_and_the_agent(compose: Any) -> None:
+    def study(*overrides: str) -> str:
+        return SearchSettings.from_config(compose(*overrides).search).study
+
+    assert study() == "bfcl_agent"  # the agent's name already starts with the workload's
+    assert study("agent.name=support_bot") == "bfcl-support_bot"  # a second agent on bfcl gets its own study
+    assert study("search.study=mine") == "mine"
+    with pytest.raises(ConfigError, match=r"search.study: 'bfcl-\.\./x' is not a plain name"):
+        study("agent.name=../x")
 
 
 def test_storage_password_is_masked_in_the_resolved_config(compose: Any) -> None:
