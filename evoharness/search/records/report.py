@@ -203,6 +203,9 @@ def report_context(summary: SearchOutcome | Mapping[str, Any]) -> dict[str, Any]
     cols = (quality, COST, LATENCY)
     rows = [{"trial": present(f.trial, "–"), "round": present(f.round, "–"), "dashboard": present(f.dashboard_trial, None),
              "transcripts": _transcripts(present(f.transcripts, None)),
+             # each edit with its author's reason for it: what the mutator read in the failures
+             "reasons": [(str(e.get("edit", "")), str(e.get("author", "")), str(e.get("note", "")))
+                         for e in present(f.edits, None) or () if isinstance(e, Mapping) and e.get("note")],
              "authors": f.changes or ", ".join(map(str, f.authors or [])) or "–",
              # by variant: trial numbers restart every round, so a number can name two members
              "champion": champion is not None and f.variant_hash == champion.variant_hash,

@@ -296,7 +296,9 @@ def test_each_member_names_its_dashboard_trial_and_links_its_failed_tasks_and_th
     summary = make_summary("win")
     summary["front"][0].update(dashboard_trial=37, transcripts={
         "page": "transcripts/h8-dev.html", "split": "dev", "failed": [f"bfcl/multi_turn_base_{i}" for i in range(45)]})
-    summary["front"][1].update(transcripts={"page": "transcripts/h15-train.html", "split": "train", "failed": []})
+    summary["front"][1].update(transcripts={"page": "transcripts/h15-train.html", "split": "train", "failed": []},
+                               edits=[{"edit": "+step check <args>", "author": "workflow_step_append", "note": "wrong_value 298 <b>x</b>"},
+                                      {"edit": "model=sim_small", "author": "search", "note": ""}])
     summary["doctor"] = {"passed": True, "tasks_checked": 793, "tasks_total": 793, "shipped": True}
     html = render_report(summary)
     doc = parse(html)
@@ -307,6 +309,9 @@ def test_each_member_names_its_dashboard_trial_and_links_its_failed_tasks_and_th
     text = " ".join(visible_text(html).split())
     assert "failed on dev: 45 tasks (those the incumbent passed listed first)" in text and "and 5 more" in text
     assert "dashboard #37" in text and text.count("dashboard #") == 1
+    # each edit's reason, as its author gave it (escaped), and none for an edit without one
+    assert "why +step check <args> (workflow_step_append): wrong_value 298 <b>x</b>" in text and "why model=" not in text
+    assert "&lt;b&gt;x&lt;/b&gt;" in html
     assert "Workload check ( evoharness doctor ): passed every gate on all 793 tasks (the record the workload's package ships" in text
     for state, words in (({"passed": False}, "FAILED its last run"), ({"passed": None}, "never run on this workload"),
                          ({"passed": True, "tasks_checked": 12, "tasks_total": 199}, "passed on 12 of its 199 tasks only")):
