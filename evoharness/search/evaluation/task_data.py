@@ -3,9 +3,7 @@ of them. What a doctor record, a search's freeze and a stored episode name their
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -24,46 +22,13 @@ def task_record(task: Task) -> dict[str, Any]:
 
 
 def task_hash(task: Task) -> str:
-    return _hash(_fields(task), lambda: task_record(task))
+    return content_hash(task_record(task))
 
 
 def tasks_hash(tasks: Sequence[Task]) -> str:
     """Hash of the frozen task set, every field of every task (``task_record``), in order: a
     changed split, clustering, tool list or scoring contract (a task's expected state) shows."""
-    return _hash([_fields(t) for t in tasks], lambda: [task_record(t) for t in tasks])
-
-
-# A key of these types is written by json as true/false/null but by ``_plain`` as True/False/None:
-# the fast encoding below is trusted only where neither shape can occur.
-_KEY_SHAPES = ('"true":', '"false":', '"null":')
-
-
-def _hash(value: Any, records: Callable[[], Any]) -> str:
-    """``content_hash(records())``, computed by json's C encoder over the tasks as they are (a
-    tuple is a list to it, a dataclass or mapping a dict): the same text the record walk gives for
-    JSON data, in a fraction of its time, which every evaluation pays. Whatever the encoder cannot
-    write the same way (a NaN, an object, a key that is not a string) takes the walk, which names it."""
-    try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_as_json)
-    except (TypeError, ValueError, RecursionError):
-        text = None
-    if text is None or any(shape in text for shape in _KEY_SHAPES):
-        return content_hash(records())
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _fields(task: Task) -> dict[str, Any]:
-    return {f.name: getattr(task, f.name) for f in fields(Task)}
-
-
-def _as_json(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    raise TypeError(type(value).__name__)  # a set's canonical order, and anything else, is the walk's
+    return content_hash([task_record(t) for t in tasks])
 
 
 def _plain(value: Any, where: str) -> Any:
