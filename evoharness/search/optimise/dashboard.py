@@ -114,12 +114,17 @@ def view_trials(rounds: Sequence[optuna.Study], pools: Pools, *, base_format: st
 
 def rebuild_view(storage: str, study: str, rounds: Sequence[optuna.Study], objectives: Sequence[Objective], pools: Pools, *,
                  base_format: str, base_steps: Mapping[str, bool]) -> int:
-    """Write ``<study>/all`` again from the round studies; returns its trials. Nothing else
-    writes the view's trials, and the study's lock keeps a second search off it."""
+    """Write ``<study>/all`` again from the round studies, unless it already holds exactly these
+    trials (a resumed study that ran nothing new); returns its trials. Nothing else writes the
+    view's trials, and the study's lock keeps a second search off it. A kill inside the rebuild
+    leaves no view or part of one: the next run's rebuild makes it whole (it is derived)."""
     trials = view_trials(rounds, pools, base_format=base_format, base_steps=base_steps)
     carried: dict[str, Any] = {}
     try:
-        carried = dict(optuna.load_study(study_name=view_name(study), storage=storage).user_attrs)
+        held = optuna.load_study(study_name=view_name(study), storage=storage)
+        if _same(held.get_trials(deepcopy=False), trials) and held.metric_names == [o.metric for o in objectives]:
+            return len(trials)
+        carried = dict(held.user_attrs)
         optuna.delete_study(study_name=view_name(study), storage=storage)
     except KeyError:  # no view yet
         pass
@@ -131,6 +136,13 @@ def rebuild_view(storage: str, study: str, rounds: Sequence[optuna.Study], objec
         view.set_metric_names([o.metric for o in objectives])
     view.add_trials(trials)
     return len(trials)
+
+
+def _same(held: Sequence[FrozenTrial], trials: Sequence[FrozenTrial]) -> bool:
+    def shape(t: FrozenTrial) -> tuple[Any, ...]:
+        return t.state, t.values, t.params, t.distributions, t.user_attrs
+
+    return len(held) == len(trials) and all(shape(a) == shape(b) for a, b in zip(held, trials))
 
 
 def view_numbers(storage: str, study: str) -> dict[tuple[int, int], int]:

@@ -1,5 +1,8 @@
-"""The holdout claim as the study's database holds it: a user attribute of the ``<study>/all`` study
-in the Optuna storage the search ran on, written by the finish beside ``claim.json``.
+"""The holdout claim as the study's database holds it: a user attribute of the ``<study>/claim``
+study (no trials) in the Optuna storage the search ran on, written by the finish beside
+``claim.json``. Its own study: the dashboard's ``<study>/all`` is derived and rebuilt after every
+round, and a record kept there would go with a rebuild that a kill cut short. A study claimed by
+an earlier evoharness keeps its record on ``<study>/all``, where it is read.
 
 ``claim.json`` and ``summary.json`` are files anyone who can write the study folder can write;
 ``evoharness promote --if-win`` reads this record too (see ``search/cli/claim_trust.py``), so the
@@ -39,12 +42,12 @@ def claim_record(*, claim: Mapping[str, Any], champion: Mapping[str, Any], champ
 
 
 def record_claim(storage: str, study: str, directions: Sequence[str], record: Mapping[str, Any]) -> None:
-    """Store ``record`` on ``<study>/all`` (created as the rounds create it, should no round have)."""
+    """Store ``record`` on ``<study>/claim``."""
     import optuna
 
-    view = optuna.create_study(storage=storage, study_name=f"{study}/all", load_if_exists=True,
+    held = optuna.create_study(storage=storage, study_name=f"{study}/claim", load_if_exists=True,
                                directions=[optuna.study.StudyDirection[d.upper()] for d in directions])
-    view.set_user_attr(CLAIM_ATTR, dict(record))
+    held.set_user_attr(CLAIM_ATTR, dict(record))
 
 
 class NoRecord(LookupError):
@@ -73,8 +76,11 @@ def read_claim_record(url: str, study: str) -> dict[str, Any]:
 
     try:
         storage = optuna.storages.RDBStorage(read_only_url(url), skip_table_creation=True)
-        view = optuna.load_study(study_name=f"{study}/all", storage=storage)
-        record = view.user_attrs.get(CLAIM_ATTR)
+        names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+        held = next((n for n in (f"{study}/claim", f"{study}/all") if n in names), None)  # /all: claimed before /claim
+        if held is None:
+            raise KeyError(study)
+        record = optuna.load_study(study_name=held, storage=storage).user_attrs.get(CLAIM_ATTR)
     except KeyError:
         raise NoRecord(f"the database holds no study {study!r}") from None
     except (SQLAlchemyError, OptunaError, ValueError) as exc:  # Optuna wraps a database error in StorageInternalError

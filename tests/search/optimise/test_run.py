@@ -22,6 +22,7 @@ from evoharness.search.optimise.finish import FinishAborted
 from evoharness.search.optimise.run import CONTROL_SEED_STRIDE, SearchRun
 from evoharness.search.optimise.settings import RunSettings
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
+from evoharness.search.records.claim_record import NoRecord, read_claim_record, record_claim
 
 OVERRIDES = [
     "search.rounds=2", "search.trials_per_round=10", "search.population_size=4", "search.train_limit=3", "search.samples=1",
@@ -166,18 +167,38 @@ def test_every_evaluation_is_in_one_dashboard_study_once_with_the_genome_as_para
     # its best trials are the variants, each once (a re-read or a control is not a second point)
     best = [t.user_attrs["variant_hash"] for t in view.best_trials]
     assert len(set(best)) == len(best) and {m["variant_hash"] for m in summary["front"]} == set(best)
-    # the report names each member's trial there, and the claim on the view survives a rebuild
+    # the report names each member's trial there
     numbers = view_numbers(storage, "bfcl_agent")
     for m in summary["front"]:
         assert view.trials[m["dashboard_trial"]].user_attrs["variant_hash"] == m["variant_hash"]
         assert numbers[(m["round"], m["trial"])] == m["dashboard_trial"]
-    claim = view.user_attrs["evoharness_claim"]
+    # the claim is kept in a study of its own, which no rebuild of the view touches
+    claim = read_claim_record(storage, "bfcl_agent")
+    assert "evoharness_claim" not in view.user_attrs and claim["verdict"] == summary["claim"]["verdict"]
     before = [(t.params, t.values, t.user_attrs) for t in view.trials]
     pools = Pools.from_dict(json.loads((settings.runs_dir / "bfcl_agent" / "pools" / "r1.json").read_text(encoding="utf-8"))["pools"])
-    assert rebuild_view(storage, "bfcl_agent", rounds, settings.objectives, pools, base_format=settings.base_format,
-                        base_steps=settings.base_steps) == len(before)
+
+    def rebuild() -> int:
+        return rebuild_view(storage, "bfcl_agent", rounds, settings.objectives, pools, base_format=settings.base_format,
+                            base_steps=settings.base_steps)
+
+    assert rebuild() == len(before)  # nothing new: the view is left as it is, not deleted and written again
+    assert optuna.load_study(study_name="bfcl_agent/all", storage=storage)._study_id == view._study_id
+    optuna.delete_study(study_name="bfcl_agent/all", storage=storage)  # as a kill inside a rebuild can leave it
+    assert view_numbers(storage, "bfcl_agent") == {} and read_claim_record(storage, "bfcl_agent") == claim
+    assert rebuild() == len(before)
     again = optuna.load_study(study_name="bfcl_agent/all", storage=storage)
-    assert again.user_attrs["evoharness_claim"] == claim and [(t.params, t.values, t.user_attrs) for t in again.trials] == before
+    assert [(t.params, t.values, t.user_attrs) for t in again.trials] == before
+
+
+def test_a_claim_an_earlier_version_kept_on_the_view_is_still_read(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    optuna.create_study(storage=storage, study_name="old/all").set_user_attr("evoharness_claim", {"schema_version": 1, "verdict": "win"})
+    assert read_claim_record(storage, "old")["verdict"] == "win"
+    record_claim(storage, "old", ["maximize"], {"schema_version": 1, "verdict": "no_win"})  # a new finish: its own study wins
+    assert read_claim_record(storage, "old")["verdict"] == "no_win"
+    with pytest.raises(NoRecord, match="holds no study 'other'"):
+        read_claim_record(storage, "other")
 
 
 @pytest.mark.parametrize("kind", ["tpe", "random"])
