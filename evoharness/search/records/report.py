@@ -6,6 +6,7 @@ the command is search/cli/report.py). Only the verdict ``win`` is ever worded as
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -254,9 +255,14 @@ def doctor_text(state: Mapping[str, Any] | None) -> str:
 LISTED_FAILURES = 40  # failed tasks linked per member; the page itself filters all of them
 
 
+# what the finish names a page (records/transcript_pages.py): summary.json is hand-editable, and a
+# link the report offers never leaves the study's folder or carries a scheme
+PAGE = re.compile(r"transcripts/[0-9a-f]{12}-(dev|train)\.html")
+
+
 def _transcripts(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A member's failed tasks as links into its transcript page (the report sits in the study's folder)."""
-    if not found or not found.get("page"):
+    if not found or not isinstance(found.get("page"), str) or not PAGE.fullmatch(found["page"]):
         return None
     failed = [str(t) for t in found.get("failed") or ()]
     return {"page": str(found["page"]), "split": str(found.get("split", "")), "n": len(failed),

@@ -31,6 +31,8 @@ def front_pages(study: Path, *, baseline: str, members: Sequence[tuple[str, str,
     by an evoharness that kept none) has no page; nothing here stops the finish."""
     out: dict[str, dict[str, Any]] = {}
     folder = study / "transcripts"
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):  # the pages stay inside the study's folder
+        return out
     for split in ("dev", "train"):
         chosen = [(label, h) for label, h, dev in members if (split == "dev") == dev and h != baseline]
         if not chosen:

@@ -159,10 +159,12 @@ def study_sides(evals: Path, chosen: Sequence[tuple[str, str]], split: str, *, p
         if not transcripts.sidecar(path).exists():
             continue
         d = _record(path)
-        h = d.get("variant_hash")
-        if h not in wanted or d.get("split") != split:
+        h, report = d.get("variant_hash"), d.get("report")
+        # a record of another shape is none of the study's evaluations: left out, never a crash
+        if not isinstance(h, str) or h not in wanted or d.get("split") != split or not isinstance(report, dict) \
+                or not isinstance(report.get("episodes"), list):
             continue
-        n = len((d.get("report") or {}).get("episodes") or ())
+        n = len(report["episodes"])
         if h not in best or n > best[h][0]:
             best[h] = (n, path, d)
     return [None if h not in best else _study_side(label, h, split, *best[h][1:], page=page) for label, h in chosen]

@@ -295,8 +295,8 @@ def test_a_kept_incumbent_says_the_holdout_stayed_sealed_not_a_zero_width_interv
 def test_each_member_names_its_dashboard_trial_and_links_its_failed_tasks_and_the_doctor_is_said() -> None:
     summary = make_summary("win")
     summary["front"][0].update(dashboard_trial=37, transcripts={
-        "page": "transcripts/h8-dev.html", "split": "dev", "failed": [f"bfcl/multi_turn_base_{i}" for i in range(45)]})
-    summary["front"][1].update(transcripts={"page": "transcripts/h15-train.html", "split": "train", "failed": []},
+        "page": "transcripts/0123456789ab-dev.html", "split": "dev", "failed": [f"bfcl/multi_turn_base_{i}" for i in range(45)]})
+    summary["front"][1].update(transcripts={"page": "transcripts/ba9876543210-train.html", "split": "train", "failed": []},
                                edits=[{"edit": "+step check <args>", "author": "workflow_step_append", "note": "wrong_value 298 <b>x</b>"},
                                       {"edit": "model=sim_small", "author": "search", "note": ""}])
     summary["doctor"] = {"passed": True, "tasks_checked": 793, "tasks_total": 793, "shipped": True}
@@ -304,8 +304,8 @@ def test_each_member_names_its_dashboard_trial_and_links_its_failed_tasks_and_th
     doc = parse(html)
     links = [a.get("href") for t, a in doc.starts if t == "a"]
     # 40 failed tasks linked one by one, then the page for the rest; a member that failed nothing links its page
-    assert links[:40] == [f"transcripts/h8-dev.html#task=bfcl/multi_turn_base_{i}" for i in range(40)]
-    assert links[40:] == ["transcripts/h8-dev.html", "transcripts/h15-train.html"]
+    assert links[:40] == [f"transcripts/0123456789ab-dev.html#task=bfcl/multi_turn_base_{i}" for i in range(40)]
+    assert links[40:] == ["transcripts/0123456789ab-dev.html", "transcripts/ba9876543210-train.html"]
     text = " ".join(visible_text(html).split())
     assert "failed on dev: 45 tasks (those the incumbent passed listed first)" in text and "and 5 more" in text
     assert "dashboard #37" in text and text.count("dashboard #") == 1
@@ -319,3 +319,8 @@ def test_each_member_names_its_dashboard_trial_and_links_its_failed_tasks_and_th
         assert words in " ".join(visible_text(render_report(summary)).split())
     del summary["doctor"]
     assert "not recorded" in visible_text(render_report(summary))
+    # a hand-edited page that would leave the study's folder, or run script, is no link at all
+    for page in ("javascript:alert(1)//", "/etc/passwd", "../../x/0123456789ab-dev.html", "transcripts/0123456789ab-dev.html?x"):
+        summary["front"][0]["transcripts"]["page"] = page
+        hrefs = [a.get("href") or "" for t, a in parse(render_report(summary)).starts if t == "a"]
+        assert hrefs == ["transcripts/ba9876543210-train.html"], page
