@@ -57,7 +57,7 @@ def status(runs_dir: str | Path, name: str, digest: str | Callable[[], str], *, 
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        vouched = _shipped(shipped, name, digest)
+        vouched = None if path.exists() else _shipped(shipped, name, digest)  # a damaged run here still outranks it
         if vouched is not None:
             return vouched
         others = sorted(path.parent.glob(f"{name}-*.json")) if path.parent.is_dir() else []

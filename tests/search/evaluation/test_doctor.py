@@ -243,6 +243,8 @@ def test_a_shipped_record_counts_for_its_own_hash_and_never_over_a_run_here(tmp_
     write_record(record_path(runs, "bfcl", digest), workload="bfcl", digest=digest, passed=False, gates={}, rows=rows,
                  checked=793, total=793)
     assert status(runs, "bfcl", digest, shipped=shipped)["passed"] is False  # a failed run here is not overruled
+    record_path(runs, "bfcl", digest).write_text("{", encoding="utf-8")
+    assert status(runs, "bfcl", digest, shipped=shipped)["passed"] is None  # nor a damaged one
     for forged in ({"passed": False}, {"schema_version": 99}, {"workload_hash": other}):
         body = json.loads(shipped.read_text(encoding="utf-8"))
         (tmp_path / "forged.json").write_text(json.dumps({**body, **forged}), encoding="utf-8")
