@@ -172,11 +172,11 @@ def test_the_example_evaluates_passes_the_doctor_and_searches(tmp_path: Path) ->
     assert "at least 73 tasks, or set criteria.margin=0.33 or wider" in refused.stderr and not (tmp_path / "tasks").exists()
     proc = cli(tmp_path, "search", *args, "search.allow_underpowered=true")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    claim = json.loads((tmp_path / "tasks" / "claim.json").read_text(encoding="utf-8"))
+    claim = json.loads((tmp_path / "tasks-refunds_agent" / "claim.json").read_text(encoding="utf-8"))
     kept = claim["champion_hash"] == claim["baseline_hash"]  # then nothing runs on the holdout: a claim on no task
     assert claim["underpowered"] is True and claim["clusters"] == claim["n"] == (0 if kept else 8) and claim["reach"] > 0.3
     assert "Underpowered" in proc.stdout
-    rounds = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((tmp_path / "tasks" / "pools").glob("r*.json"))]
+    rounds = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((tmp_path / "tasks-refunds_agent" / "pools").glob("r*.json"))]
     mined = [e for rp in rounds for kind in ("sections", "tools") for slot in rp["pools"][kind].values() for e in slot
              if e["author"] == "rule_miner"]
     # rules for this workload's own tools, mined from its structured failures (its detail text is its own wording)

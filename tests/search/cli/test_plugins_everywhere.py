@@ -63,9 +63,9 @@ def test_a_plugins_model_config_is_a_search_model(tmp_path: Path, plugin: Path) 
     proc = subprocess.run([*args, "plugins=[refunds_shop,minidesk]"], cwd=tmp_path, env=env(plugin), capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    frozen = json.loads((tmp_path / "runs" / "tasks" / "freeze.json").read_text(encoding="utf-8"))
+    frozen = json.loads((tmp_path / "runs" / "tasks-refunds_agent" / "freeze.json").read_text(encoding="utf-8"))
     assert frozen["resolved_config"]["search"]["models"] == ["desk_small"]
-    pools = json.loads((tmp_path / "runs" / "tasks" / "pools" / "r0.json").read_text(encoding="utf-8"))
+    pools = json.loads((tmp_path / "runs" / "tasks-refunds_agent" / "pools" / "r0.json").read_text(encoding="utf-8"))
     assert "desk_small" in json.dumps(pools)  # the plugin's model is one the search may choose
 
 

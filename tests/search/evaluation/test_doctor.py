@@ -161,9 +161,10 @@ def test_doctor_on_bfcl_writes_its_record_and_evaluate_reads_it(tmp_path: Path) 
     assert cli(tmp_path, "doctor", "+workload.options.limit_per_split=2").returncode == 0
     whole = cli(tmp_path, "evaluate", "workload.limit=1", "+workload.options.limit_per_split=2")
     assert whole.returncode == 0 and "warning" not in whole.stderr
-    # another workload option is another workload: the record does not vouch for it
-    other = subprocess.run([sys.executable, "-m", "evoharness",
-                            "evaluate", f"runs_dir={tmp_path}", "workload.limit=1", "model=sim_small"], cwd=ROOT,
+    # another workload option is another workload: the record does not vouch for it (nor does the
+    # one the package ships, which is of the default categories only)
+    other = subprocess.run([sys.executable, "-m", "evoharness", "evaluate", f"runs_dir={tmp_path}", "workload.limit=1", "model=sim_small",
+                            "workload.options.categories=[multi_turn_base,multi_turn_miss_func]"], cwd=ROOT,
                            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, capture_output=True, text=True, timeout=600)
     assert "the last one checked other tasks, scorer or agent tools" in other.stderr
     narrower = cli(tmp_path, "evaluate", "workload.limit=1", "agent.tools=[ls,cd,mv]")  # another harness: not vouched for
