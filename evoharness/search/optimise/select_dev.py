@@ -248,10 +248,7 @@ def compare_with_reference(settings: RunSettings, q: str, reference_dev: EvalRep
     decision: dict[str, Any] = {"rule": settings.decision, "margin": margin, "reference": settings.reference,
                                 "reference_quality": reference}
     pick = rule.pick(candidates, reference=reference_dev.metrics, quality=q)
-    if pick is None:
-        echo(f"warning: no front member is {rule.comparative} than the {settings.reference} and within "
-             f"criteria.margin={margin} of its dev {q} ({reference:.3f}); the incumbent stays the champion and no candidate is "
-             "claimed on the holdout")
+    if pick is None:  # not a warning: the answer's first lines say it, once, and why
         return None, {**decision, "evidence": "none"}, compared
     index, evidence = pick
     if evidence == "point":
