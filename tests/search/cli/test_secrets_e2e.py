@@ -11,7 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.runs import ONE_AT_A_TIME
+
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
 
 SHAPED = "sk-proj-abcdefghijklmnopqrstuvwx0123456789"
 PLAIN = "Zq8rT5vW2xY7bN4mK9pL3sD6fG1hJ0aQwErTyUiO"

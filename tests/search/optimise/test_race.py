@@ -25,6 +25,8 @@ from evoharness.search.optimise.study import episode_keys, paid_episodes
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
 from evoharness.search.records.format import race_text
 
+pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
+
 N_TRAIN = 20
 
 
