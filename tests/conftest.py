@@ -1,6 +1,7 @@
 """The suite's order: the test files marked ``slow`` (whole searches, started servers) go first, the
 longest of them first of all. xdist hands each worker one file at a time in collection order, so a
-long file collected last keeps one worker busy while the others have nothing left to run.
+long file collected last keeps one worker busy while the others have nothing left to run (xdist's own
+reordering by number of tests per file is off: pyproject.toml's addopts).
 
 ``LONGEST`` is the slow files by their time in a full run (`--durations`), longest first; a file
 missing from it runs after them, among the slow ones. It orders the run and decides nothing else."""
