@@ -147,7 +147,8 @@ def _same(held: Sequence[FrozenTrial], trials: Sequence[FrozenTrial]) -> bool:
 
 def view_numbers(storage: str, study: str) -> dict[tuple[int, int], int]:
     """Each round trial's number in the view: (round, trial) -> the dashboard's trial number; a
-    re-read maps to the trial that made its evaluation. Empty when there is no view."""
+    re-read maps to the trial that made its evaluation, a control to its variant's trial (a front
+    member may be a control's record). Empty when there is no view."""
     try:
         view = optuna.load_study(study_name=view_name(study), storage=storage)
     except KeyError:
@@ -156,7 +157,7 @@ def view_numbers(storage: str, study: str) -> dict[tuple[int, int], int]:
     for t in view.get_trials(deepcopy=False):
         a = t.user_attrs
         out[(int(a["round"]), int(a["round_trial"]))] = t.number
-        for name in a.get("reads") or ():
+        for name in [*(a.get("reads") or ()), *(c.get("label") for c in a.get("controls") or () if isinstance(c, dict))]:
             _, r, _, n = str(name).split()
             out[(int(r), int(n))] = t.number
     return out

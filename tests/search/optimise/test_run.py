@@ -167,8 +167,13 @@ def test_every_evaluation_is_in_one_dashboard_study_once_with_the_genome_as_para
     # its best trials are the variants, each once (a re-read or a control is not a second point)
     best = [t.user_attrs["variant_hash"] for t in view.best_trials]
     assert len(set(best)) == len(best) and {m["variant_hash"] for m in summary["front"]} == set(best)
-    # the report names each member's trial there
+    # the report names each member's trial there, and every round trial has one (a control its variant's)
     numbers = view_numbers(storage, "bfcl_agent")
+    assert set(numbers) == {(k, t.number) for k, t in finished}
+    for t in view.trials:
+        for c in t.user_attrs.get("controls", ()):
+            _, r, _, n = c["label"].split()
+            assert numbers[(int(r), int(n))] == t.number
     for m in summary["front"]:
         assert view.trials[m["dashboard_trial"]].user_attrs["variant_hash"] == m["variant_hash"]
         assert numbers[(m["round"], m["trial"])] == m["dashboard_trial"]
