@@ -6,7 +6,6 @@ the command is search/cli/report.py). Only the verdict ``win`` is ever worded as
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -27,6 +26,7 @@ from evoharness.search.records.headline import headline
 from evoharness.search.records.outcome import ABSENT, Claim, Member, SearchOutcome, as_dict, present
 from evoharness.search.records.report_svg import COMPARE, COST, LABELS, LATENCY, Point, scatter_svg
 from evoharness.search.records.summary import answer_lines
+from evoharness.search.records.transcript_pages import PAGE
 
 # ---------------------------------------------------------------- view model
 
@@ -253,11 +253,6 @@ def doctor_text(state: Mapping[str, Any] | None) -> str:
 
 
 LISTED_FAILURES = 40  # failed tasks linked per member; the page itself filters all of them
-
-
-# what the finish names a page (records/transcript_pages.py): summary.json is hand-editable, and a
-# link the report offers never leaves the study's folder or carries a scheme
-PAGE = re.compile(r"transcripts/[0-9a-f]{12}-(dev|train)\.html")
 
 
 def _transcripts(found: Mapping[str, Any] | None) -> dict[str, Any] | None:

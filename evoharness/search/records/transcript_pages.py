@@ -13,6 +13,13 @@ from evoharness.compiler.errors import ConfigError
 from evoharness.search.records.transcript_view import Side, study_sides, write_view
 
 HASH = re.compile(r"[0-9a-f]{12,64}")
+# a page's path from the study's folder: what the finish writes and the only link the report offers
+# (summary.json is hand-editable: a link never leaves the study's folder or carries a scheme)
+PAGE = re.compile(r"transcripts/[0-9a-f]{12}-(dev|train)\.html")
+
+
+def page_path(variant_hash: str, split: str) -> str:
+    return f"transcripts/{variant_hash[:12]}-{split}.html"
 
 
 def failed_tasks(member: Side, incumbent: Side) -> list[str]:
@@ -48,7 +55,7 @@ def front_pages(study: Path, *, baseline: str, members: Sequence[tuple[str, str,
         for (label, h), side in zip(chosen, sides[1:]):
             if side is None or not HASH.fullmatch(h):  # a page's file name is made from the hash: a content hash only
                 continue
-            page = folder / f"{h[:12]}-{split}.html"
+            page = study / page_path(h, split)
             try:
                 write_view([incumbent, side], page, title=f"{study.name}: incumbent vs {label} ({split})")
             except (ConfigError, OSError):
