@@ -21,7 +21,13 @@ over runs, the median and the minimum; the same for the champion the search foun
 harmful edits shipped = shipped edits whose leave-one-out
 effect on dev (shipped − shipped without that edit) is below −1 task in the split; the search's wall.
 
-    python bench/harness_lift.py [--surfaces 5 | --surface-seeds 0,1,8] [--seeds 2] [--worlds 3] [--surface documented] [overrides...]
+``--ceiling-worlds N`` adds, per surface, what a perfect search would ship: the oracle itself goes
+through the product's own holdout claim (the search's default rule, confidence, min_effect and
+samples) against base in N simulated worlds with unshared draws, as N searches would meet it. Its
+win rate bounds the shipped lift from above: no search ships more than the gate lets through.
+
+    python bench/harness_lift.py [--surfaces 5 | --surface-seeds 0,1,8] [--seeds 2] [--worlds 3] [--ceiling-worlds 6]
+                                 [--surface documented] [overrides...]
 """
 from __future__ import annotations
 
@@ -56,6 +62,28 @@ def quality(variant: Any, workload: Any, split: str, worlds: Sequence[int]) -> f
         values.append(evaluate_variant(variant, workload, split, samples=1, seed=w).metrics["pass_rate"])
     configure_sim(None, shared_draws=False, world=0)
     return statistics.fmean(values)
+
+
+def ceiling(base: Any, oracle: Any, workload: Any, worlds: Sequence[int]) -> list[dict[str, Any]]:
+    """The product's holdout claim of the oracle against base, once per world (unshared draws)."""
+    from omegaconf import OmegaConf
+
+    from evoharness.compiler.sim import configure_sim
+    from evoharness.search.evaluation.claim import make_claim
+    from evoharness.search.evaluation.decision import BestQuality
+    from evoharness.search.evaluation.evaluate import evaluate_variant
+
+    s = OmegaConf.load(Path(__file__).resolve().parent.parent / "evoharness" / "conf" / "search" / "default.yaml")
+    out = []
+    for w in worlds:
+        configure_sim(None, shared_draws=False, world=w)
+        b, o = (evaluate_variant(v, workload, "holdout", samples=int(s.samples), seed=0) for v in (base, oracle))
+        c = make_claim(b, o, confidence=float(s.confidence), resamples=int(s.resamples), min_effect=float(s.min_effect),
+                       seed=w, hashes={}, rule=BestQuality())  # criteria=quality_first's rule, as the searches here run
+        out.append({"verdict": c["verdict"], "diff": round(c["mean_diff"], 3), "low": round(c["low"], 3), "n": c["n"],
+                    "clusters": c["clusters"]})
+    configure_sim(None, shared_draws=False, world=0)
+    return out
 
 
 def library(agent: Mapping[str, Any], workload: Any) -> tuple[list[dict[str, Any]], list[str]]:
@@ -158,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--surface-seeds", default=None, help="blind surfaces by seed, comma-separated (instead of --surfaces)")
     parser.add_argument("--seeds", type=int, default=2, help="search seeds per surface")
     parser.add_argument("--worlds", type=int, default=3, help="simulated worlds the dev yardstick averages")
+    parser.add_argument("--ceiling-worlds", type=int, default=0,
+                        help="per surface, the oracle's holdout claim in this many worlds: what a perfect search ships")
     parser.add_argument("--surface", choices=("blind", "documented"), default="blind")
     args, overrides = parser.parse_known_args(argv)
 
@@ -175,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     lifts: list[float] = []
     found_lifts: list[float] = []
     harmful_total, walls = 0, []
+    ship_rates: list[float] = []
     seeds = [int(x) for x in args.surface_seeds.split(",")] if args.surface_seeds else list(range(args.surfaces))
     for sf in seeds if args.surface == "blind" else [0]:
         configure_sim(None, time_scale=0.0, surface=args.surface, surface_seed=sf, shared_draws=False, world=0)
@@ -187,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         best = max(on_train, key=lambda k: on_train[k], default=None)
         base_dev = quality(base, workload, "dev", worlds)
         oracle_dev = max(base_dev, quality(candidates[best], workload, "dev", worlds)) if best else base_dev
+        if args.ceiling_worlds and best and oracle_dev > base_dev:
+            # worlds apart from the yardstick's and the searches' (world 0)
+            claims = ceiling(base, candidates[best], workload, range(1000, 1000 + args.ceiling_worlds))
+            rate = sum(c["verdict"] == "win" for c in claims) / len(claims)
+            ship_rates.append(rate)
+            figure(f"perfect_search_ship_rate_{surface.name}", round(rate, 3), None, None, oracle_gain=round(oracle_dev - base_dev, 3),
+                   claims=claims)
         for seed in range(args.seeds):
             outcome, pools, seconds = run_search(runs, f"lift-{args.surface}{sf}-s{seed}", seed, overrides)
             walls.append(seconds)
@@ -228,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     found_median = statistics.median(found_lifts) if found_lifts else math.nan
     figure("harness_lift_found_median", round(found_median, 3), None, None, runs=len(found_lifts),
            min=round(min(found_lifts), 3) if found_lifts else None)
+    if ship_rates:
+        # a perfect search's lift is 1 in a world whose claim wins and 0 elsewhere: when fewer than half of its
+        # runs can ship, no search's median lift reaches 0.7
+        figure("perfect_search_ship_rate_mean", round(statistics.fmean(ship_rates), 3), None, None, surfaces=len(ship_rates),
+               min=round(min(ship_rates), 3), max=round(max(ship_rates), 3))
     figure("search_wall_s_median", round(statistics.median(walls), 1) if walls else None, None, None)
     return 0
 

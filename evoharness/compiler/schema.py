@@ -30,6 +30,13 @@ SECTION_ROLES = ("rules", "style", "identity")  # what a prompt section is for (
 
 
 @dataclass
+class ContextConfig:
+    # the longest result sent to the model per tool name ("*": every tool without its own); head and tail
+    # are kept and the cut is said. Empty: every result is sent whole
+    tool_result_chars: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class AgentConfig:
     name: str = MISSING  # agent identifier; registry snapshots are keyed by it
     prompt_sections: dict[str, str] = MISSING  # ordered named sections of the system prompt (Jinja2 text)
@@ -37,6 +44,7 @@ class AgentConfig:
     tool_format: str = "json"  # json (native tools) | bash (calls in message text) | both
     workflow: list[WorkflowStepConfig] = field(default_factory=list)  # steps of the procedure (a DAG)
     max_turns: int = 12  # most model calls allowed per user turn
+    context: ContextConfig = field(default_factory=ContextConfig)  # what of the conversation each call re-sends
     vars: dict[str, Any] = field(default_factory=dict)  # extra variables for the section templates
     template: str = "system_prompt.md.j2"  # system-prompt template under compiler/templates/
     # what each section is for, so mutators find it whatever its name: rules | style | identity

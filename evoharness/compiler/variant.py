@@ -14,6 +14,7 @@ from typing import Any
 
 from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.configpath import template_dirs
+from evoharness.compiler.context_policy import ContextPolicy, context_policy
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.names import checked_name
 from evoharness.compiler.render import (
@@ -67,6 +68,7 @@ class HarnessVariant:
     max_turns: int
     route: RouteSettings = field(default_factory=RouteSettings)
     content_hash: str = ""
+    context: ContextPolicy = field(default_factory=ContextPolicy)  # what of the conversation each call re-sends
     # the tools entry per offered selection, built once: every model call of every episode sends it
     _native: dict[tuple[str, ...] | None, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -111,6 +113,8 @@ class HarnessVariant:
             "step_messages": [list(m) for m in self.step_messages("before_final")],
             "model": self.model.to_dict(),
             "max_turns": self.max_turns,
+            # only when set: a variant without a policy keeps the hash it had before policies existed
+            **({"context": self.context.to_dict()} if self.context else {}),
         }
 
     # -- serialisation -------------------------------------------------------------------
@@ -125,6 +129,7 @@ class HarnessVariant:
             "model": self.model.to_dict(),
             "max_turns": self.max_turns,
             "route": self.route.to_dict(),
+            **({"context": self.context.to_dict()} if self.context else {}),
         }
 
     @classmethod
@@ -141,6 +146,7 @@ class HarnessVariant:
             model=ModelParams(**data["model"]),
             max_turns=int(data["max_turns"]),
             route=RouteSettings(**data.get("route", {})),
+            context=ContextPolicy.from_dict(data.get("context")),
         )
         if data.get("content_hash") != variant.content_hash:
             raise ValueError(
@@ -160,10 +166,12 @@ def _assemble(
     model: ModelParams,
     max_turns: int,
     route: RouteSettings,
+    context: ContextPolicy,
 ) -> HarnessVariant:
     tools = tuple(CompiledTool(spec=s, native=render_openai_tool(_with_examples(s)), usage=render_bash_usage(s)) for s in specs)
-    draft = HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route)
-    return HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route, content_hash(draft.hashed_payload()))
+    draft = HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route, context=context)
+    return HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route, content_hash(draft.hashed_payload()),
+                          context=context)
 
 
 def _with_examples(spec: ToolSpec) -> ToolSpec:
@@ -194,6 +202,7 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
     if not 0.0 <= temperature <= 2.0:
         raise ConfigError("model.temperature", f"must be in [0, 2], got {temperature}", "pick a temperature between 0 and 2")
     specs = list(select_tools(agent.get("tools") or [], build_catalog(tool)))
+    context_rule = context_policy(agent.get("context"), tools=[s.name for s in specs])
     workflow = build_workflow(list(agent.get("workflow") or []))
     context = {
         "agent_name": agent["name"],
@@ -244,4 +253,5 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
             send_seed=bool(model.get("send_seed", True)),
             revision=None if model.get("revision") is None else str(model.get("revision")),
         ),
+        context=context_rule,
     )

@@ -62,6 +62,7 @@ class _Episode:
             self.messages.append(system)
 
     def _run_tool(self, turn: int, call: ToolCall) -> tuple[str | None, str | None]:
+        """(the result as the model is sent it, the error sent instead)."""
         result: str | None = None
         if call.name not in self.offered:
             error: str | None = f"unknown tool {clip(repr(call.name), 200)}; available: {', '.join(self.offered)}"
@@ -76,8 +77,10 @@ class _Episode:
                 raise
             except Exception as exc:  # the tool's own failure goes back to the model, as a real tool error would
                 error = clip(f"{type(exc).__name__}: {exc}")
-        self.tool_calls.append(ToolCallRecord(turn=turn, name=call.name, arguments=dict(call.arguments), result=result, error=error))
-        return result, error
+        sent, cut = self.v.context.clip(call.name, str(result)) if result is not None else (None, 0)
+        self.tool_calls.append(ToolCallRecord(turn=turn, name=call.name, arguments=dict(call.arguments), result=result, error=error,
+                                              cut=cut))
+        return sent, error
 
     def _decode_native(self, reply: ModelReply) -> list[tuple[str, ToolCall | None, str | None]]:
         out: list[tuple[str, ToolCall | None, str | None]] = []

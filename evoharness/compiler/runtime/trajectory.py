@@ -30,16 +30,19 @@ class ToolCallRecord:
         turn: The index of the user turn the call belongs to.
         name: The tool called.
         arguments: The arguments passed.
-        result: The tool's output as the model saw it (None when the call failed).
+        result: The tool's output (None when the call failed); the model was sent it less ``cut``
+            characters.
         error: The failure sent to the model instead (a raised exception, an unknown tool, bad
             arguments), or None.
+        cut: Characters of the result the variant's context policy did not send (0: sent whole).
     """
 
     turn: int  # index of the user turn this call belongs to
     name: str
     arguments: Mapping[str, Any]
-    result: str | None  # tool output as the model saw it (None when error)
+    result: str | None  # tool output (None when error); the model was sent it less `cut` characters
     error: str | None  # tool exception / unknown tool / bad arguments, as sent to the model
+    cut: int = 0  # characters of the result the context policy did not send
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,7 @@ def simulate(request: SimRequest, gold: GoldSource,
         gold=tuple(task.gold[conv.turn]) if conv.turn < len(task.gold) else (),
         mutates={n: s.mutates_state for n, s in specs.items()},
         groups={n: s.group for n, s in specs.items()}, draws=draws, surface=surface,
+        said="\n".join(t for turn in turn_texts[:conv.turn + 1] for t in turn),
     )
     past = _replay(env, conv)
     action, state = decide(env, past.state, past.since, past.seen)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from evoharness.compiler.context_policy import is_clipped
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.sim import errors
 from evoharness.compiler.sim.conversation import Event
@@ -68,6 +69,7 @@ class TurnEnv:
     groups: Mapping[str, str]  # tool name -> group
     draws: Draws
     surface: Surface = DOCUMENTED
+    said: str = ""  # the user's messages of the episode so far: values the model can read there
 
 
 def _is_verify(env: TurnEnv, step_name: str) -> bool:
@@ -131,6 +133,16 @@ def _propagated(call: ToolCall, seen_results: Sequence[str]) -> frozenset[str]:
     return frozenset(found)
 
 
+def _cut_away(env: TurnEnv, call: ToolCall, seen_results: Sequence[str]) -> frozenset[str]:
+    """Arguments whose value the model cannot read anywhere because a tool result was clipped: a
+    distinctive value found in no result and no user message, in a conversation whose results say
+    some of them were cut. Nobody can copy what they were not shown."""
+    if not any(is_clipped(r) for r in seen_results):
+        return frozenset()
+    return frozenset(arg for arg, value in call.arguments.items()
+                     if can_propagate(value) and str(value) not in env.said and not any(str(value) in r for r in seen_results))
+
+
 def _with_error(state: TurnState, j: int, kind: ErrorKind) -> TurnState:
     return replace(state, errors=state.errors + ((j, kind),))
 
@@ -156,7 +168,7 @@ def decide(env: TurnEnv, state: TurnState, since: Since,
     while state.redo:
         j, state = state.redo[0], replace(state, redo=state.redo[1:])
         if env.gold[j].name in env.features.tools:  # cannot redo with a tool it was not offered
-            if env.surface.redo_exact:
+            if env.surface.redo_exact and not _cut_away(env, env.gold[j], seen_results):
                 return _emit(state, Action("call", j, env.gold[j].name, dict(env.gold[j].arguments),
                                            reason="redo"))
             # a redo is one more call, with the tier's own error rates and fresh draws
@@ -190,7 +202,9 @@ def _rates(env: TurnEnv, state: TurnState, j: int, seen_results: Sequence[str]) 
     gold = env.gold[j]
     ctx = errors.CallContext(gold.name, tuple(gold.arguments), _propagated(gold, seen_results), _skippable(env, j),
                              first_in_turn=j == 0 or state.verified)
-    return errors.call_error_rates(env.tier, env.features, ctx, env.surface)
+    rates = errors.call_error_rates(env.tier, env.features, ctx, env.surface)
+    lost = _cut_away(env, gold, seen_results)
+    return replace(rates, propagation={**rates.propagation, **{a: 1.0 for a in lost}}) if lost else rates
 
 
 def _attempt(env: TurnEnv, state: TurnState, j: int,

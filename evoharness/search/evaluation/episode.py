@@ -4,7 +4,7 @@ and the evidence-driven mutators read back."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from evoharness.compiler.runtime.trajectory import Trajectory
@@ -37,6 +37,10 @@ class EpisodeResult:
     failures: tuple[Mapping[str, Any], ...] = ()  # the scorer's structured failure records (Failure.to_dict)
     billed_cost_usd: float | None = None  # what this run paid (cache replays are free); None: recorded before it was kept
     billed_tokens: int | None = None
+    # characters of tool output per tool (what a call returned, before any clip), and how many of them
+    # the variant's context policy did not send: where an episode's input tokens come from
+    result_chars: Mapping[str, int] = field(default_factory=dict)
+    cut_chars: int = 0
 
     @property
     def scored(self) -> bool:
@@ -95,6 +99,7 @@ class EpisodeResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["named"] = dict(self.named)
+        data["result_chars"] = dict(self.result_chars)
         return data
 
     @classmethod
@@ -117,4 +122,14 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "infra_s": trajectory.infra_s,
         "billed_cost_usd": trajectory.billed_cost_usd,
         "billed_tokens": trajectory.billed_tokens,
+        "result_chars": _result_chars(trajectory),
+        "cut_chars": sum(c.cut for c in trajectory.tool_calls),
     }
+
+
+def _result_chars(trajectory: Trajectory) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in trajectory.tool_calls:
+        if c.result is not None:
+            out[c.name] = out.get(c.name, 0) + len(c.result)
+    return out

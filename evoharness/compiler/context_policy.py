@@ -1,0 +1,86 @@
+"""The context policy: what of a conversation the harness sends the model again on every call.
+
+In a tool loop every model call re-sends the system prompt, the tools and the whole conversation,
+tool results included, so one long result is paid for on every later call of the episode. A
+policy clips a tool's results to a length: the head and the tail are kept and the cut is said in
+its place, so the model knows that something was left out and how much. Pure: the compiler builds
+it from ``agent.context``, the runtime applies it, and the variant's hash covers it.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from evoharness.compiler.errors import ConfigError
+
+ANY_TOOL = "*"  # the clip length of every tool without one of its own
+MIN_CHARS = 200  # below this a clip keeps too little of a result to act on
+HEAD_SHARE = 2 / 3  # of the kept characters, the share from the result's start (the rest is its end)
+
+
+def cut_marker(cut: int, limit: int) -> str:
+    """What stands in the sent result for the characters the policy cut."""
+    return f"\n[... {cut} characters of this result not shown (results are clipped to {limit} characters) ...]\n"
+
+
+_CUT = re.compile(r"\n\[\.\.\. \d+ characters of this result not shown \(results are clipped to \d+ characters\) \.\.\.\]\n")
+
+
+def is_clipped(text: str) -> bool:
+    """Whether a result as sent says that some of it was cut."""
+    return _CUT.search(text) is not None
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """How much of each tool's results the model is sent.
+
+    Attributes:
+        tool_result_chars: The longest result sent per tool name (``"*"``: every tool without its
+            own); empty sends every result whole.
+    """
+
+    tool_result_chars: Mapping[str, int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.tool_result_chars)
+
+    def limit(self, tool: str) -> int | None:
+        return self.tool_result_chars.get(tool, self.tool_result_chars.get(ANY_TOOL))
+
+    def clip(self, tool: str, text: str) -> tuple[str, int]:
+        """(what the model is sent of ``tool``'s result ``text``, characters cut)."""
+        limit = self.limit(tool)
+        if limit is None or len(text) <= limit:
+            return text, 0
+        head = int(limit * HEAD_SHARE)
+        tail = limit - head
+        cut = len(text) - limit
+        return text[:head] + cut_marker(cut, limit) + (text[-tail:] if tail else ""), cut
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tool_result_chars": dict(sorted(self.tool_result_chars.items()))}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ContextPolicy:
+        return cls(tool_result_chars=dict((data or {}).get("tool_result_chars") or {}))
+
+
+def context_policy(config: Mapping[str, Any] | None, *, tools: list[str]) -> ContextPolicy:
+    """The policy ``agent.context`` describes, checked against the agent's tools."""
+    config = dict(config or {})
+    unknown = sorted(set(config) - {"tool_result_chars"})
+    if unknown:
+        raise ConfigError(f"agent.context.{unknown[0]}", "is not a context policy setting", "use agent.context.tool_result_chars")
+    chars = dict(config.get("tool_result_chars") or {})
+    for name, value in chars.items():
+        key = f"agent.context.tool_result_chars.{name}"
+        if name != ANY_TOOL and name not in tools:
+            raise ConfigError(key, f"names no tool the agent offers ({name!r})",
+                              f"use one of the agent's tools or {ANY_TOOL!r} for every tool")
+        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CHARS:
+            raise ConfigError(key, f"must be a whole number of characters, at least {MIN_CHARS}; got {value!r}",
+                              f"set it to {MIN_CHARS} or more, or drop it to send that tool's results whole")
+    return ContextPolicy(tool_result_chars={str(k): int(v) for k, v in chars.items()})

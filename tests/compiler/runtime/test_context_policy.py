@@ -1,0 +1,111 @@
+"""The context policy: a tool's long results clipped to a length, as the model is sent them, and
+recorded; the variant's hash covers the policy only when there is one."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from evoharness.compiler.context_policy import MIN_CHARS, ContextPolicy, cut_marker, is_clipped
+from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.variant import HarnessVariant, compile_agent
+from evoharness.search.evaluation.episode import EpisodeResult
+from tests.compiler.fixtures import configs
+from tests.compiler.runtime.scripted_model import SCRIPTS
+from tests.compiler.runtime.test_runtime import FileEnv, gold_player, provider, run, variant  # noqa: F401 (fixture)
+
+LOG = "\n".join(f"line {i:04d} " + "x" * 40 for i in range(200))  # 9,999 characters: its head, middle and tail differ
+
+
+class LongLogEnv(FileEnv):
+    def __init__(self) -> None:
+        super().__init__()
+        self.files["log.txt"] = LOG
+
+    def call(self, name: str, arguments: Any) -> str:
+        if name == "tail":
+            return LOG  # the whole log, whatever was asked: one long result
+        return super().call(name, arguments)
+
+
+def sent_results(fmt: str, **agent_edits: Any) -> tuple[Any, list[list[dict[str, Any]]]]:
+    """The episode, and every request's messages as the model received them."""
+    seen: list[list[dict[str, Any]]] = []
+    play = gold_player("json" if fmt == "both" else fmt)
+
+    def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        seen.append(json.loads(json.dumps(messages)))
+        return play(messages, tools)
+
+    name = f"ctx_{fmt}_{len(SCRIPTS)}"
+    SCRIPTS[name] = script
+    traj, _ = run(variant(fmt, f"script/{name}", **agent_edits), env=LongLogEnv())
+    return traj, seen
+
+
+def log_sent(messages: list[dict[str, Any]]) -> str:
+    """The message that carried the log's result, as the model was sent it."""
+    return next(str(m["content"]) for m in messages if "line 0000" in str(m.get("content") or ""))
+
+
+def test_clip_keeps_head_and_tail_and_says_how_much_was_cut() -> None:
+    policy = ContextPolicy({"tail": 300})
+    sent, cut = policy.clip("tail", LOG)
+    assert cut == len(LOG) - 300
+    assert sent.startswith(LOG[:200]) and sent.endswith(LOG[-100:]) and cut_marker(cut, 300) in sent
+    assert is_clipped(sent) and not is_clipped(LOG)
+    assert policy.clip("tail", LOG[:300]) == (LOG[:300], 0)  # at the limit: sent whole
+    assert policy.clip("ls", LOG) == (LOG, 0)  # another tool: no limit of its own, none for all
+    both = ContextPolicy({"*": 1000, "tail": 400})
+    assert both.clip("tail", LOG)[1] == len(LOG) - 400 and both.clip("ls", LOG)[1] == len(LOG) - 1000
+
+
+@pytest.mark.parametrize("fmt", ["json", "bash"])
+def test_the_model_is_sent_the_clipped_result_and_the_record_keeps_the_whole_one(fmt: str) -> None:
+    whole, whole_seen = sent_results(fmt)
+    clipped, clipped_seen = sent_results(fmt, context={"tool_result_chars": {"tail": 500}})
+    sent_whole, sent_clipped = log_sent(whole_seen[-1]), log_sent(clipped_seen[-1])
+    assert LOG in sent_whole and not is_clipped(sent_whole)
+    assert LOG[4000:4100] not in sent_clipped  # the middle never reaches the model
+    assert LOG[:300] in sent_clipped and LOG[-150:] in sent_clipped and is_clipped(sent_clipped)
+    tail = [c for c in clipped.tool_calls if c.name == "tail"][0]
+    assert tail.result == LOG and tail.cut == len(LOG) - 500  # the record keeps what the tool returned, and says what was cut
+    assert [c for c in whole.tool_calls if c.name == "tail"][0].cut == 0
+    # every later request re-sends the result: the clip is what saves the tokens
+    assert clipped.prompt_tokens < whole.prompt_tokens
+    row = EpisodeResult.from_episode(clipped, None)
+    assert row.cut_chars == len(LOG) - 500 and row.result_chars["tail"] == len(LOG)
+    assert EpisodeResult.from_dict(row.to_dict()) == row
+
+
+def test_a_policy_is_hashed_only_when_there_is_one() -> None:
+    agent, tool, model = configs()
+    plain = compile_agent(agent, tool=tool, model=model)
+    empty = compile_agent({**agent, "context": {"tool_result_chars": {}}}, tool=tool, model=model)
+    assert plain.content_hash == empty.content_hash and "context" not in plain.hashed_payload()
+    clipped = compile_agent({**agent, "context": {"tool_result_chars": {"tail": 500}}}, tool=tool, model=model)
+    other = compile_agent({**agent, "context": {"tool_result_chars": {"tail": 600}}}, tool=tool, model=model)
+    assert len({plain.content_hash, clipped.content_hash, other.content_hash}) == 3
+    again = HarnessVariant.from_dict(json.loads(json.dumps(clipped.to_dict())))
+    assert again.content_hash == clipped.content_hash and again.context == clipped.context
+    forged = {**clipped.to_dict(), "context": {"tool_result_chars": {"tail": 5000}}}
+    with pytest.raises(ValueError, match="does not match its hash"):
+        HarnessVariant.from_dict(forged)
+
+
+@pytest.mark.parametrize(("context", "message"), [
+    ({"tool_result_chars": {"../etc/passwd": 500}}, "names no tool the agent offers"),
+    ({"tool_result_chars": {"tail": MIN_CHARS - 1}}, f"at least {MIN_CHARS}"),
+    ({"tool_result_chars": {"tail": -1}}, f"at least {MIN_CHARS}"),
+    ({"tool_result_chars": {"tail": 0}}, f"at least {MIN_CHARS}"),
+    ({"tool_result_chars": {"tail": True}}, "whole number"),
+    ({"tool_result_chars": {"tail": 500.5}}, "whole number"),
+    ({"tool_result_chars": {"tail": float("nan")}}, "whole number"),
+    ({"window": 3}, "is not a context policy setting"),
+])
+def test_a_bad_policy_is_refused_in_one_line_naming_the_value(context: dict[str, Any], message: str) -> None:
+    agent, tool, model = configs()
+    with pytest.raises(ConfigError, match=message) as err:
+        compile_agent({**agent, "context": context}, tool=tool, model=model)
+    assert str(err.value).startswith("agent.context.") and "\n" not in str(err.value)

@@ -1,0 +1,66 @@
+"""What the simulated model does with a conversation the harness's context policy clipped: a value
+it was never shown cannot be copied, on the documented surface and on blind ones."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from evoharness.compiler.context_policy import ContextPolicy
+from evoharness.compiler.runtime.workload import Task
+from evoharness.compiler.sim.gold import StaticGoldSource
+from evoharness.compiler.sim.surface import DOCUMENTED, blind_surface
+from tests.compiler.sim.sim_selfplay import openai_tools, play_episode
+from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, TASK, fake_env, prompt
+
+N = 120
+LISTING = " ".join(f"file_{i:03d}.txt" for i in range(60)) + " document " + " ".join(f"note_{i:03d}.md" for i in range(60))
+
+
+def listing_env(clip: int | None) -> Any:
+    """The fake file system with a long `ls`, sent whole or clipped as the harness clips it."""
+    def env(name: str, args: Mapping[str, Any]) -> str:
+        if name == "ls":
+            return ContextPolicy({"ls": clip}).clip("ls", LISTING)[0] if clip else LISTING
+        return fake_env(name, args)
+
+    return env
+
+
+def folders(task: Task, clip: int | None, surface: Any) -> list[str]:
+    """The folder of each episode's first `cd` after its `ls` (episodes that stopped first, or skipped
+    the listing, are left out: without a result there is nothing clipped)."""
+    gold = GOLD if task is TASK else StaticGoldSource([task], SPECS)
+    out = []
+    for s in range(N):
+        log = play_episode("sim/small", task, gold, listing_env(clip), system_prompt=prompt(), tools=openai_tools(SPECS),
+                           temperature=1.0, sample=s, world=0, shared_draws=True, surface=surface)
+        names = [c.name for c, _ in log.calls[0]]
+        if "ls" in names and "cd" in names[names.index("ls"):]:
+            out.append(next(str(c.arguments.get("folder")) for c, _ in log.calls[0][names.index("ls"):] if c.name == "cd"))
+    return out
+
+
+@pytest.mark.parametrize("surface", [DOCUMENTED, blind_surface(3)], ids=["documented", "blind"])
+def test_a_value_clipped_out_of_a_result_cannot_be_copied(surface: Any) -> None:
+    sent = ContextPolicy({"ls": 300}).clip("ls", LISTING)[0]
+    assert "document" in LISTING and "document" not in sent  # the value sits in the cut middle
+    whole, clipped = folders(TASK, None, surface), folders(TASK, 300, surface)
+    assert len(whole) > N / 2 and len(clipped) > N / 2
+    assert sum(f == "document" for f in whole) > 0.4 * len(whole)  # read from the whole listing: often copied right
+    assert not any(f == "document" for f in clipped)  # never shown, never copied: the mistake is certain, redos included
+    # a value the user's own message gives is still there to copy, clipped listing or not
+    said = Task(task_id=TASK.task_id, split=TASK.split, tool_names=TASK.tool_names, gold=TASK.gold,
+                turns=(({"role": "user", "content": "Move the report from document into a new temp folder."},), *TASK.turns[1:]))
+    told = folders(said, 300, surface)
+    assert sum(f == "document" for f in told) > 0.4 * len(told)
+
+
+def test_without_a_clip_a_value_nobody_showed_keeps_its_old_rates() -> None:
+    """The rule needs a result that says it was cut: an unclipped conversation plays as before."""
+    hidden = Task(task_id=TASK.task_id, split=TASK.split, tool_names=TASK.tool_names, turns=TASK.turns,
+                  gold=((TASK.gold[0][0], type(TASK.gold[0][1])("cd", {"folder": "nowhere_shown"}), *TASK.gold[0][2:]),
+                        *TASK.gold[1:]))
+    got = folders(hidden, None, DOCUMENTED)
+    assert sum(f == "nowhere_shown" for f in got) > 0.4 * len(got)
