@@ -157,6 +157,8 @@ def edits(genome: Any, pools: Any, base_format: str) -> list[tuple[str, Any]]:
             for k, on in genome.steps.items() if on and k in pools.steps and pools.steps[k].author != "baseline"]
     if genome.toolset:
         out.append((f"toolset ({pools.toolsets[genome.toolset].author})", replace(genome, toolset=0)))
+    if genome.context:
+        out.append((f"context ({pools.contexts[genome.context].author})", replace(genome, context=0)))
     if genome.temperature:
         out.append((f"temperature {pools.temperatures[genome.temperature].value}", replace(genome, temperature=0)))
     if genome.tool_format not in (None, base_format):

@@ -20,7 +20,7 @@ from evoharness.compiler.runtime.trajectory import ToolCall, ToolCallRecord, Tra
 from evoharness.compiler.runtime.workload import Environment, EpisodeScore, Failure, Task, Workload, register_workload
 from evoharness.compiler.toolspec import ToolSpec
 from evoharness.search.genome import PoolEntry
-from evoharness.search.mutators.base import Control, FailedEpisode, MutationContext, Mutator, Proposal, register_mutator
+from evoharness.search.mutators.base import Control, FailedEpisode, MutationContext, Mutator, Proposal, ToolLoad, register_mutator
 
 __all__ = [
     # workloads
@@ -29,7 +29,7 @@ __all__ = [
     # tools and tool catalogs
     "ToolSpec", "tool", "register_tool_catalog",
     # mutators
-    "Mutator", "MutationContext", "FailedEpisode", "Proposal", "Control", "PoolEntry", "register_mutator",
+    "Mutator", "MutationContext", "FailedEpisode", "ToolLoad", "Proposal", "Control", "PoolEntry", "register_mutator",
     # model providers
     "register_model_provider", "litellm_module",
     # errors

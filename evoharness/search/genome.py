@@ -1,11 +1,11 @@
 """The search genome and the append-only variant pools it indexes. Pure: data in, data out.
 
-A genome picks, per slot, an entry of a pool: a prompt section's text, a tool's edit (an
-override of description/rules/examples), which optional workflow steps are on, the tool list,
-the tool format, the model and the temperature. Pools only grow (mutators append), so an index
-keeps its meaning for the whole search; entry 0 is always the baseline. An entry that no front
-member picks may be retired to make room in a full slot: it keeps its index (stored trials still
-read it) but is no longer offered to the sampler.
+A genome picks, per slot, an entry of a pool: a prompt section's text, a tool's edit (an override of
+description/rules/examples), which optional workflow steps are on, the tool list, the tool format,
+the model, the temperature and the context policy (what each model call re-sends). Pools only grow
+(mutators append), so an index keeps its meaning for the whole search; entry 0 is always the
+baseline. An entry that no front member picks may be retired to make room in a full slot: it keeps
+its index (stored trials still read it) but is no longer offered to the sampler.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from typing import Any, Literal, get_args
 
 from evoharness.compiler.schema import TOOL_FORMATS
 
-SlotKind = Literal["section", "tool", "step", "toolset", "model", "temperature"]
+SlotKind = Literal["section", "tool", "step", "toolset", "model", "temperature", "context"]
 SLOT_KINDS: tuple[SlotKind, ...] = get_args(SlotKind)
 # the slots that hold one list-valued pool (no key), by the Pools attribute that holds it
-_LIST_SLOTS: dict[str, str] = {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}
+_LIST_SLOTS: dict[str, str] = {"toolset": "toolsets", "model": "models", "temperature": "temperatures", "context": "contexts"}
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class PoolEntry:
         retired: Made room for a newer entry: kept for the trials that used it, no longer sampled.
     """
 
-    value: Any  # section text | tool override mapping | step config | tool pattern list | model name | temperature
+    value: Any  # section text | tool override mapping | step config | tool pattern list | model name | temperature | context policy
     author: str  # mutator that made it ("baseline" for entry 0)
     note: str = ""  # why it was made (e.g. the failure it answers)
     retired: bool = False  # made room for a newer entry: kept for the trials that used it, no longer sampled
@@ -53,6 +53,7 @@ class Pools:
     models: tuple[PoolEntry, ...] = ()
     temperatures: tuple[PoolEntry, ...] = ()
     formats: tuple[str, ...] = TOOL_FORMATS
+    contexts: tuple[PoolEntry, ...] = ()  # agent.context mappings; empty in pools written before the slot existed
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +64,7 @@ class Pools:
             "models": [e.to_dict() for e in self.models],
             "temperatures": [e.to_dict() for e in self.temperatures],
             "formats": list(self.formats),
+            **({"contexts": [e.to_dict() for e in self.contexts]} if self.contexts else {}),
         }
 
     @classmethod
@@ -78,6 +80,7 @@ class Pools:
             models=entries(d.get("models", [])),
             temperatures=entries(d.get("temperatures", [])),
             formats=tuple(d.get("formats", TOOL_FORMATS)),
+            contexts=entries(d.get("contexts", [])),
         )
 
 
@@ -90,6 +93,7 @@ class Genome:
     tool_format: str | None = None  # None = the agent's own
     model: int = 0
     temperature: int = 0
+    context: int = 0  # 0 = the agent's own context policy
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +104,8 @@ class Genome:
             "tool_format": self.tool_format,
             "model": self.model,
             "temperature": self.temperature,
+            # only when chosen: a genome without it keeps the form (and the keys) it had before the slot existed
+            **({"context": self.context} if self.context else {}),
         }
 
     @classmethod
@@ -112,6 +118,7 @@ class Genome:
             tool_format=d.get("tool_format"),
             model=int(d.get("model", 0)),
             temperature=int(d.get("temperature", 0)),
+            context=int(d.get("context", 0)),
         )
 
 
@@ -121,7 +128,8 @@ BASELINE = Genome()
 def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatures: Sequence[float], base_model: str,
                   base_temperature: float) -> Pools:
     """Pools holding only the baseline: every section's text, the agent's optional steps, its
-    tool list, the configured model names (the base model first) and temperatures (base first)."""
+    tool list, the configured model names (the base model first) and temperatures (base first),
+    and its context policy."""
     steps = {s["name"]: PoolEntry(dict(s), "baseline") for s in agent.get("workflow", []) if s.get("optional")}
     model_names = [base_model] + [m for m in models if m != base_model]
     temps = [float(base_temperature)] + [float(t) for t in temperatures if float(t) != float(base_temperature)]
@@ -131,6 +139,7 @@ def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatur
         toolsets=(PoolEntry(list(agent["tools"]), "baseline"),),
         models=tuple(PoolEntry(m, "baseline") for m in model_names),
         temperatures=tuple(PoolEntry(t, "baseline") for t in temps),
+        contexts=(PoolEntry(copy.deepcopy(dict(agent.get("context") or {})), "baseline"),),
     )
 
 
@@ -166,6 +175,8 @@ def genome_to_config(
         raise ValueError(f"genome model {model_name!r} has no model config; known: {sorted(models)}")
     m = copy.deepcopy(dict(models[model_name]))
     m["temperature"] = float(_index(pools.temperatures, genome.temperature, "temperature").value)
+    if genome.context:  # pools written before the slot existed have none, and their genomes never pick one
+        a["context"] = copy.deepcopy(_index(pools.contexts, genome.context, "context").value)
     return a, t, m
 
 
@@ -208,6 +219,8 @@ def authors(genome: Genome, pools: Pools, base_steps: Sequence[str] = ()) -> tup
               if k in pools.steps and pools.steps[k].author != "baseline" and on != (k in base_steps)]
     if genome.toolset:
         found.append(pools.toolsets[genome.toolset].author)
+    if genome.context:
+        found.append(pools.contexts[genome.context].author)
     return tuple(dict.fromkeys(a for a in found if a != "baseline"))
 
 
@@ -251,6 +264,7 @@ def canonical(genome: Genome, *, base_format: str, base_steps: Mapping[str, bool
         tool_format=None if genome.tool_format in (None, base_format) else genome.tool_format,
         model=genome.model,
         temperature=genome.temperature,
+        context=genome.context,
     )
 
 
@@ -310,6 +324,8 @@ def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None
         return replace(genome, toolset=pick(len(pools.toolsets)))
     if kind == "model":
         return replace(genome, model=pick(len(pools.models)))
+    if kind == "context":
+        return replace(genome, context=pick(len(pools.contexts)))
     return replace(genome, temperature=pick(len(pools.temperatures)))
 
 
@@ -340,6 +356,8 @@ def edits(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping
             add(f"tool {k}#{i}", pools.tools[k][i])
     if genome.toolset:
         add(f"toolset#{genome.toolset}", pools.toolsets[genome.toolset])
+    if genome.context:
+        add(f"context#{genome.context}", pools.contexts[genome.context])
     return rows
 
 

@@ -31,6 +31,8 @@ def param_space(pools: Pools) -> dict[str, tuple[Any, ...]]:
         space["model"] = tuple(range(len(pools.models)))
     if len(pools.temperatures) > 1:
         space["temperature"] = tuple(range(len(pools.temperatures)))
+    if len(pools.contexts) > 1:
+        space["context"] = tuple(range(len(pools.contexts)))
     return space
 
 
@@ -46,6 +48,7 @@ def params_to_genome(params: Mapping[str, Any]) -> Genome:
         tool_format=params.get("tool_format"),
         model=int(params.get("model", 0)),
         temperature=int(params.get("temperature", 0)),
+        context=int(params.get("context", 0)),
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.search.genome import Genome, PoolEntry, initial_pools
-from evoharness.search.mutators.base import FailedEpisode, MutationContext
+from evoharness.search.mutators.base import FailedEpisode, MutationContext, ToolLoad
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _failed(task_id: str, *failures: Failure, errors: Sequence[str] = ()) -> Fai
 def order_desk_case() -> MutationCase:
     """An order desk whose failed episodes ask for each kind of edit: a wrong value, a missed call
     to a tool the front's toolset leaves out, a missing argument, an unneeded call. One configured
-    model is not pooled yet."""
+    model is not pooled yet; one tool's results are long."""
     agent = copy.deepcopy(DESK_AGENT)
     tools = {s.name: s for s in select_tools(agent["tools"], build_catalog(DESK_TOOLS))}
     pools = initial_pools(agent, models=["sim_large"], temperatures=[0.0, 0.5], base_model="base", base_temperature=0.0)
@@ -103,7 +103,10 @@ def order_desk_case() -> MutationCase:
         _failed("desk/4", Failure("unneeded_call", "cancel_order", None, None, {"order_id": "Q-5550"}, 0)),
         _failed("desk/5", Failure("wrong_value", "refund", "amount", 73.25, 7.0, 0)),
     )
+    # the front member's tool output on train: order lookups return whole order histories
+    load = {"find_order": ToolLoad(calls=12, chars=54_000, longest=9_800, episodes=5),
+            "refund": ToolLoad(calls=3, chars=240, longest=90, episodes=5)}
     context = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(toolset=1), Genome()), evidence=evidence,
-                              models=tuple(DESK_MODELS), round=1)
+                              models=tuple(DESK_MODELS), round=1, load=load)
     return MutationCase(context=context, tool=copy.deepcopy(DESK_TOOLS), models=copy.deepcopy(DESK_MODELS), task_values=DESK_VALUES,
                         name="order_desk")

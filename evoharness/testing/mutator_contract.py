@@ -23,7 +23,7 @@ from evoharness.search.genome import SLOT_KINDS, Genome, Pools, genome_to_config
 from evoharness.search.mutators.base import Control, Mutator, Proposal, grow_pools, make_mutator, section_text
 from evoharness.testing.mutation_case import MutationCase, order_desk_case
 
-LIST_SLOTS = {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}
+LIST_SLOTS = {"toolset": "toolsets", "model": "models", "temperature": "temperatures", "context": "contexts"}
 
 
 def sentences(text: str) -> list[str]:

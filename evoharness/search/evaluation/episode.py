@@ -37,9 +37,9 @@ class EpisodeResult:
     failures: tuple[Mapping[str, Any], ...] = ()  # the scorer's structured failure records (Failure.to_dict)
     billed_cost_usd: float | None = None  # what this run paid (cache replays are free); None: recorded before it was kept
     billed_tokens: int | None = None
-    # characters of tool output per tool (what a call returned, before any clip), and how many of them
-    # the variant's context policy did not send: where an episode's input tokens come from
-    result_chars: Mapping[str, int] = field(default_factory=dict)
+    # per tool: (calls that returned a result, characters they returned, the longest), before any clip,
+    # and how many characters the variant's context policy did not send: where input tokens come from
+    tool_output: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
     cut_chars: int = 0
 
     @property
@@ -99,12 +99,13 @@ class EpisodeResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["named"] = dict(self.named)
-        data["result_chars"] = dict(self.result_chars)
+        data["tool_output"] = {k: list(v) for k, v in self.tool_output.items()}
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
-        return cls(**{**data, "named": dict(data.get("named", {})), "failures": tuple(dict(f) for f in data.get("failures", ()))})
+        return cls(**{**data, "named": dict(data.get("named", {})), "failures": tuple(dict(f) for f in data.get("failures", ())),
+                      "tool_output": {str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in dict(data.get("tool_output") or {}).items()}})
 
 
 def _usage(trajectory: Trajectory) -> dict[str, Any]:
@@ -122,14 +123,15 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "infra_s": trajectory.infra_s,
         "billed_cost_usd": trajectory.billed_cost_usd,
         "billed_tokens": trajectory.billed_tokens,
-        "result_chars": _result_chars(trajectory),
+        "tool_output": _tool_output(trajectory),
         "cut_chars": sum(c.cut for c in trajectory.tool_calls),
     }
 
 
-def _result_chars(trajectory: Trajectory) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _tool_output(trajectory: Trajectory) -> dict[str, tuple[int, int, int]]:
+    out: dict[str, tuple[int, int, int]] = {}
     for c in trajectory.tool_calls:
         if c.result is not None:
-            out[c.name] = out.get(c.name, 0) + len(c.result)
+            calls, chars, longest = out.get(c.name, (0, 0, 0))
+            out[c.name] = (calls + 1, chars + len(c.result), max(longest, len(c.result)))
     return out

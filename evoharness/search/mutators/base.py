@@ -34,7 +34,7 @@ def _slot(pools: Pools, kind: SlotKind, key: str | None) -> tuple[PoolEntry, ...
         return tuple(pools.tools.get(key or "", ()))
     if kind == "step":
         return ()  # a step's pooling rule is with_pool_entry's
-    return tuple(getattr(pools, {"toolset": "toolsets", "model": "models", "temperature": "temperatures"}[kind]))
+    return tuple(getattr(pools, {"toolset": "toolsets", "model": "models", "temperature": "temperatures", "context": "contexts"}[kind]))
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,24 @@ TeacherRunner = Callable[[Sequence[str]], Mapping[str, Sequence[str]]]  # task i
 
 
 @dataclass(frozen=True)
+class ToolLoad:
+    """What one tool's results weigh in the anchor's train episodes: output every later model call
+    of an episode sends again.
+
+    Attributes:
+        calls: The tool's calls that returned a result.
+        chars: The characters those results held (before any clip).
+        longest: The longest of them.
+        episodes: The anchor's episodes measured (all of them, not only those that called the tool).
+    """
+
+    calls: int
+    chars: int
+    longest: int
+    episodes: int
+
+
+@dataclass(frozen=True)
 class MutationContext:
     """What a mutator sees between rounds. It must not change any of it: it returns proposals.
 
@@ -91,6 +109,7 @@ class MutationContext:
         run_teacher: Runs a stronger route on task ids (for teacher-gap mutators), or None.
         cache_dir: The model response cache for LLM-backed mutators, or None.
         on_cost: Called with (mutator, USD) for each paid model call a mutator makes, or None.
+        load: The anchor's tool output on train, per tool (empty when nothing is stored).
     """
 
     agent: Mapping[str, Any]  # the baseline agent config
@@ -103,6 +122,7 @@ class MutationContext:
     run_teacher: TeacherRunner | None = None  # runs a stronger route on task ids (teacher-gap rewriter)
     cache_dir: str | None = None  # model response cache for LLM-backed mutators
     on_cost: Callable[[str, float | None], None] | None = None  # (mutator, USD or None: unpriced) per paid model call
+    load: Mapping[str, ToolLoad] = field(default_factory=dict)  # the anchor's tool output on train, per tool
 
 
 @dataclass(frozen=True)
@@ -110,8 +130,9 @@ class Proposal:
     """A new pool entry a mutator proposes; the search adds it unless it duplicates a pooled value.
 
     Attributes:
-        kind: The slot kind: ``"section"``, ``"tool"``, ``"step"``, ``"toolset"``, ``"model"`` or ``"temperature"``.
-        key: The section, tool or step name; None for the list-valued slots (toolset, model, temperature).
+        kind: The slot kind: ``"section"``, ``"tool"``, ``"step"``, ``"toolset"``, ``"model"``, ``"temperature"`` or
+            ``"context"``.
+        key: The section, tool or step name; None for the list-valued slots (toolset, model, temperature, context).
         entry: The ``PoolEntry``; its ``author`` is the mutator's registered name.
     """
 
@@ -230,6 +251,13 @@ def tool_edit(ctx: MutationContext, name: str) -> dict[str, Any]:
     idx = anchor(ctx).tools.get(name, 0)
     value = entries[idx].value if 0 <= idx < len(entries) else {}
     return copy.deepcopy(dict(value or {}))
+
+
+def context_value(ctx: MutationContext) -> dict[str, Any]:
+    """The context policy (an ``agent.context`` mapping) the anchor picks."""
+    entries = ctx.pools.contexts
+    idx = anchor(ctx).context
+    return copy.deepcopy(dict(entries[idx].value if 0 <= idx < len(entries) else ctx.agent.get("context") or {}))
 
 
 def toolset_names(ctx: MutationContext, genome: Genome | None = None) -> list[str]:

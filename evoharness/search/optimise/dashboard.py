@@ -52,6 +52,8 @@ def choices(pools: Pools, *, base_format: str) -> dict[str, tuple[str, ...]]:
     out.update({f"step.{k}": ("off", "on") for k in sorted(pools.steps)})
     if len(pools.toolsets) > 1:
         out["toolset"] = entries(pools.toolsets)
+    if len(pools.contexts) > 1:
+        out["context"] = entries(pools.contexts)
     formats = tuple(dict.fromkeys([base_format, *pools.formats]))
     if len(formats) > 1:
         out["tool_format"] = formats
@@ -74,7 +76,7 @@ def params(genome: Genome, space: Mapping[str, tuple[str, ...]], *, base_format:
             out[key] = genome.tool_format or base_format
         else:
             index = (genome.sections.get(name, 0) if kind == "section" else genome.tools.get(name, 0) if kind == "tool"
-                     else int(getattr(genome, kind)))  # toolset, model, temperature
+                     else int(getattr(genome, kind)))  # toolset, model, temperature, context
             out[key] = labels[index] if 0 <= index < len(labels) else labels[0]
     return out
 

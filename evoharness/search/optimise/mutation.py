@@ -27,6 +27,7 @@ from evoharness.search.mutators.base import (
     Mutator,
     Proposal,
     TeacherRunner,
+    ToolLoad,
     grow_pools,
     section_text,
 )
@@ -80,6 +81,26 @@ def front_evidence(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[Fail
             for t in front if t.genome is not None for e in stored_evidence(paths, t.eval_key)]
 
 
+def stored_load(paths: StudyPaths, eval_key: str | None) -> dict[str, ToolLoad]:
+    """A stored evaluation's tool output per tool, summed over its episodes (empty when none is
+    stored, or it was stored before tool output was kept)."""
+    stored = paths.evals / f"{eval_key}.json"
+    if not eval_key or not stored.exists():
+        return {}
+    episodes = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored).get("report", {}).get("episodes", [])
+    sums: dict[str, list[int]] = {}
+    for e in episodes:
+        for tool, (calls, chars, longest) in dict(e.get("tool_output") or {}).items():
+            row = sums.setdefault(str(tool), [0, 0, 0])
+            row[0], row[1], row[2] = row[0] + int(calls), row[1] + int(chars), max(row[2], int(longest))
+    return {t: ToolLoad(calls=c, chars=n, longest=m, episodes=len(episodes)) for t, (c, n, m) in sorted(sums.items())}
+
+
+def front_load(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[tuple[Genome, dict[str, ToolLoad]]]:
+    """Each front member's tool output on train, from its stored evaluation."""
+    return [(t.genome, stored_load(paths, t.eval_key)) for t in front if t.genome is not None]
+
+
 def losses(paths: StudyPaths, eval_key: str | None) -> dict[str, int]:
     """Where a variant loses reward on train: how many of its failed episodes show each failure
     kind (an episode can show several), most frequent first; empty when nothing is stored."""
@@ -118,6 +139,7 @@ def mutate(
     settings: RunSettings, k: int, pools: Pools, front: Sequence[TrialRecord], evidence: Sequence[FailedEpisode], *,
     mutators: Sequence[tuple[Mutator, float]], run_teacher: TeacherRunner | None, echo: Callable[[str], None],
     keep: Sequence[Genome] = (), reference: tuple[float, float] | None = None, costs: list[tuple[str, float | None]] | None = None,
+    loads: Sequence[tuple[Genome, Mapping[str, ToolLoad]]] = (),
 ) -> RoundPools:
     """Every mutator (a weight below 1 is the chance it runs this round) proposes once per anchor
     (the front members new entries are tried on), from that anchor's own failed episodes and on
@@ -125,7 +147,8 @@ def mutate(
     grow the pools up to ``mutators.pool_size`` live entries per slot; a full section or tool slot
     first retires its oldest entry that no front member (nor a ``keep`` genome: the anchors of
     proposals still waiting to be tried) picks and that this round did not add. Entries come out ranked by their evidence.
-    The LLM mutators' paid calls are appended to ``costs`` as (mutator, USD)."""
+    The LLM mutators' paid calls are appended to ``costs`` as (mutator, USD); ``loads`` holds each
+    front member's tool output on train, which the anchor's context carries."""
     tools = {s.name: s for s in select_tools(settings.agent["tools"], build_catalog(settings.tool))}
     genomes = [t.genome for t in front if t.genome is not None]
     margin = settings.rule.bar
@@ -140,7 +163,8 @@ def mutate(
         ctx = MutationContext(agent=settings.agent, tools=tools, pools=pools, front=(a, *(g for g in genomes if g != a)),
                               evidence=own + tuple(e for e in evidence if e.genome != a), models=tuple(settings.models), round=k,
                               run_teacher=run_teacher,
-                              cache_dir=settings.cache_dir, on_cost=None if costs is None else lambda who, usd: costs.append((who, usd)))
+                              cache_dir=settings.cache_dir, on_cost=None if costs is None else lambda who, usd: costs.append((who, usd)),
+                              load=next((dict(load) for g, load in loads if g == a), {}))
         for m, weight in mutators:
             rng = random.Random(content_hash([settings.search.seed, k, m.name] + ([i] if i else [])))
             if weight < 1.0 and random.Random(content_hash([settings.search.seed, k, m.name])).random() >= weight:

@@ -16,7 +16,16 @@ from evoharness.search.genome import BASELINE, Genome, authors, with_new_entry
 from evoharness.search.genome_params import param_space, params_to_genome
 from evoharness.search.optimise.budget import SpendWatch
 from evoharness.search.optimise.evaluations import Evaluations, SearchInterrupted
-from evoharness.search.optimise.mutation import RoundPools, first_pools, front_evidence, mutate, store_round, stored_round, teacher_runner
+from evoharness.search.optimise.mutation import (
+    RoundPools,
+    first_pools,
+    front_evidence,
+    front_load,
+    mutate,
+    store_round,
+    stored_round,
+    teacher_runner,
+)
 from evoharness.search.optimise.progress import Progress, progress_line, study_progress
 from evoharness.search.optimise.racing import Outcome, Racer
 from evoharness.search.optimise.seeding import NewEntry, Queued, round_queue
@@ -129,7 +138,7 @@ class Rounds:
                           "evoharness); the evidence-driven mutators have nothing to read: start a new search.study to re-score")
             rp = mutate(self.settings, k, pools, front, evidence, mutators=self.mutators,
                         run_teacher=teacher_runner(self.settings, self.workload, on_cost=lambda who, usd: costs.append((who, usd))),
-                        echo=self.echo, keep=waiting, reference=reference, costs=costs)
+                        echo=self.echo, keep=waiting, reference=reference, costs=costs, loads=front_load(self.paths, front))
             # the mutators' and the teacher's model calls are journaled like evaluations: the cap counts them
             append_spend(self.paths.spend, [mutator_spend_row(k, who, usd, index=i) for i, (who, usd) in enumerate(costs)])
             # proposals the last round's budget did not reach go first: nothing a mutator made is dropped

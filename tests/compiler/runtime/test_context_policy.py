@@ -75,7 +75,7 @@ def test_the_model_is_sent_the_clipped_result_and_the_record_keeps_the_whole_one
     # every later request re-sends the result: the clip is what saves the tokens
     assert clipped.prompt_tokens < whole.prompt_tokens
     row = EpisodeResult.from_episode(clipped, None)
-    assert row.cut_chars == len(LOG) - 500 and row.result_chars["tail"] == len(LOG)
+    assert row.cut_chars == len(LOG) - 500 and row.tool_output["tail"] == (1, len(LOG), len(LOG))
     assert EpisodeResult.from_dict(row.to_dict()) == row
 
 

@@ -22,7 +22,7 @@ from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.sim.rewriter import rewrite_reply
 from evoharness.search.genome import Genome, PoolEntry, initial_pools
-from evoharness.search.mutators.base import Control, FailedEpisode, MutationContext, Proposal, grow_pools, known_mutators, make_mutator
+from evoharness.search.mutators.base import Control, FailedEpisode, MutationContext, Proposal, ToolLoad, grow_pools, known_mutators, make_mutator
 from evoharness.search.mutators.llm import check_section, check_step, redact_call
 from evoharness.search.mutators.rule_miner import MaskedFailure, mask_values, parse_failures
 from evoharness.search.mutators.wordings import STEP_KINDS
@@ -112,7 +112,7 @@ def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
     )
     front = (Genome(sections={"policy": 1}, tools={"mv": 1}, toolset=1), Genome())
     ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1,
-                          run_teacher=_teacher)
+                          run_teacher=_teacher, load={"ls": ToolLoad(calls=10, chars=30_000, longest=8_000, episodes=4)})
     return ctx, tool
 
 
@@ -133,7 +133,7 @@ def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
         ev("bfcl/multi_turn_base_3", Record("unneeded_call", "touch", None, None, {"file_name": "tmp_wrong"}, 1)),
     )
     ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1,
-                          run_teacher=_teacher)
+                          run_teacher=_teacher, load={"cat": ToolLoad(calls=9, chars=41_000, longest=12_000, episodes=4)})
     return ctx, tool
 
 
