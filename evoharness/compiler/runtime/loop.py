@@ -52,6 +52,7 @@ class _Episode:
         self.model_calls: list[ModelCallRecord] = []
         self.tool_calls: list[ToolCallRecord] = []
         self.responses: list[str] = []
+        self._tools_chars: dict[tuple[str, ...], int] = {}
 
     def _offer(self, names: tuple[str, ...]) -> None:
         self.offered += [n for n in names if n in self.specs and n not in self.offered]
@@ -89,13 +90,30 @@ class _Episode:
             out.append((nc.id, ToolCall(nc.name, args) if args is not None else None, error))
         return out
 
+    def _sent_chars(self, tools: list[dict[str, Any]]) -> tuple[int, int, int, int]:
+        """What the request about to be sent holds, by part, in characters: the system prompt, the
+        tool schemas, the tool results, and the rest of the conversation."""
+        key = tuple(self.offered)
+        if key not in self._tools_chars:  # the same schemas go with every call that offers the same tools
+            self._tools_chars[key] = len(json.dumps(tools)) if tools else 0
+        results = rest = 0
+        for m in self.messages[1:]:
+            size = len(str(m.get("content") or "")) + sum(len(str(c.get("function", {}).get("arguments", "")))
+                                                          for c in m.get("tool_calls") or ())
+            if m.get("role") == "tool" or str(m.get("content") or "").startswith('<tool_result name="'):
+                results += size
+            else:
+                rest += size
+        return len(str(self.messages[0].get("content") or "")), self._tools_chars[key], results, rest
+
     async def _step(self, turn: int) -> bool:
         """One model call and its tool calls. Returns True when the model gave a final answer."""
         tools = self.v.native_tools_for(self.offered)
+        sent = self._sent_chars(tools)
         reply = await self.client.complete(self.messages, tools=tools, user=episode_user(self.task),
                                            seed=episode_seed(self.task, self.sample, self.seed))
         if reply.unparseable:
-            return self._unparseable(turn, reply)
+            return self._unparseable(turn, reply, sent)
         native = self._decode_native(reply) if self.v.tool_format != "bash" else []
         content = reply.content or ""
         text = (decode_text_calls(content[:MAX_REPLY_CHARS], {n: self.specs[n] for n in self.offered})
@@ -109,7 +127,7 @@ class _Episode:
                 turn=turn, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
                 latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None,
                 cached=reply.cached, attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
-                latency_source=reply.latency_source, request_key=reply.key,
+                latency_source=reply.latency_source, request_key=reply.key, sent_chars=sent,
             )
         )
         # every later request of the episode carries this message: an oversized reply is kept clipped, with a
@@ -137,12 +155,13 @@ class _Episode:
             return False
         return True
 
-    def _unparseable(self, turn: int, reply: ModelReply) -> bool:
+    def _unparseable(self, turn: int, reply: ModelReply, sent: tuple[int, int, int, int]) -> bool:
         """A reply nobody can read costs the model its turn, as a malformed call would; it is told and tries again."""
         self.model_calls.append(ModelCallRecord(
             turn=turn, prompt_tokens=0, completion_tokens=0, cost_usd=reply.cost_usd, latency_s=reply.latency_s,
             finish_reason=reply.finish_reason, parse_error=reply.unparseable, cached=reply.cached,
             attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s, request_key=reply.key,
+            sent_chars=sent,
         ))
         self.messages.append({"role": "assistant", "content": ""})
         self.messages.append({"role": "user", "content": f"Error: your last reply could not be read ({reply.unparseable}). "

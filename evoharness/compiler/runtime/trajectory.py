@@ -60,6 +60,9 @@ class ModelCallRecord:
     infra_s: float = 0.0  # failed attempts and backoff: reported apart, never part of latency_s
     latency_source: str = "client"  # "provider": its reported processing time; "client": our stopwatch
     request_key: str = ""  # the response-cache key of its request ("" without a cache)
+    # characters of the request by part: system prompt, tool schemas, tool results, the rest of the
+    # conversation (user turns, the model's own messages, workflow steps); all 0 in records made before
+    sent_chars: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,13 @@ class Trajectory:
                 raise TypeError(f"{kind.__name__} has no field {sorted(unknown)[0]!r}")
             return kind(**row)
 
-        return build(cls, {**data, "model_calls": tuple(build(ModelCallRecord, dict(c)) for c in data["model_calls"]),
+        return build(cls, {**data, "model_calls": tuple(build(ModelCallRecord, _tupled(dict(c))) for c in data["model_calls"]),
                            "tool_calls": tuple(build(ToolCallRecord, dict(c)) for c in data["tool_calls"]),
                            "responses": tuple(data["responses"]), "final_state": dict(data["final_state"]),
                            "messages": tuple(dict(m) for m in data.get("messages", ()))})
+
+
+def _tupled(row: dict[str, Any]) -> dict[str, Any]:
+    if "sent_chars" in row:  # JSON gives a list back
+        row["sent_chars"] = tuple(int(x) for x in row["sent_chars"])
+    return row

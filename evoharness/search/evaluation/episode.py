@@ -11,6 +11,8 @@ from evoharness.compiler.runtime.trajectory import Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore
 
 EpisodeResultStatus = Literal["scored", "skipped"]
+# what a request's input tokens are spent on (ModelCallRecord.sent_chars, in its order)
+INPUT_PARTS = ("system", "tools", "tool_results", "history")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class EpisodeResult:
     # and how many characters the variant's context policy did not send: where input tokens come from
     tool_output: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
     cut_chars: int = 0
+    # the episode's input tokens by part (INPUT_PARTS), each call's split by its request's characters;
+    # empty when a call's request was recorded without them
+    input_parts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def scored(self) -> bool:
@@ -100,6 +105,7 @@ class EpisodeResult:
         data = asdict(self)
         data["named"] = dict(self.named)
         data["tool_output"] = {k: list(v) for k, v in self.tool_output.items()}
+        data["input_parts"] = dict(self.input_parts)
         return data
 
     @classmethod
@@ -125,7 +131,21 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "billed_tokens": trajectory.billed_tokens,
         "tool_output": _tool_output(trajectory),
         "cut_chars": sum(c.cut for c in trajectory.tool_calls),
+        "input_parts": _input_parts(trajectory),
     }
+
+
+def _input_parts(trajectory: Trajectory) -> dict[str, int]:
+    sums = [0.0] * len(INPUT_PARTS)
+    for c in trajectory.model_calls:
+        total = sum(c.sent_chars)
+        if not total:
+            if c.prompt_tokens:  # a call recorded without its request's parts: no split is known
+                return {}
+            continue
+        for i, chars in enumerate(c.sent_chars):
+            sums[i] += c.prompt_tokens * chars / total
+    return {part: round(x) for part, x in zip(INPUT_PARTS, sums)}
 
 
 def _tool_output(trajectory: Trajectory) -> dict[str, tuple[int, int, int]]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from evoharness.compiler.runtime.workload import Split
-from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.episode import INPUT_PARTS, EpisodeResult
 
 SCORE_QUANTILES: tuple[float, ...] = (0.10, 0.25, 0.50, 0.75, 0.90)
 
@@ -165,6 +165,10 @@ def _quality_metrics(
     cost = _mean_cost(scored)
     if cost is not None:  # an unknown price is no cost at all, not $0: omitted like any unmeasured metric
         metrics["cost_per_task"] = cost
+    if all(e.input_parts for e in scored):  # where the tokens go; omitted when an episode was recorded without it
+        for part in INPUT_PARTS:
+            metrics[f"tokens.{part}"] = float(np.mean([e.input_parts.get(part, 0) for e in scored]))
+        metrics["tokens.output"] = float(np.mean([e.completion_tokens for e in scored]))
     for q in SCORE_QUANTILES:
         metrics[quantile_key(q)] = float(np.quantile(scores, q))
     for name in sorted({n for e in scored for n in e.named}):
@@ -196,7 +200,8 @@ def aggregate(
 
     Metric keys: pass_rate, score_mean, score_std, score_p10/p25/p50/p75/p90, score.<name>,
     task_score_min (the lowest per-task mean score) and task_score_min.<name>, latency_p50,
-    latency_p95, cost_per_task, tokens_per_task, tool_failure_rate, determinism — over scored
+    latency_p95, cost_per_task, tokens_per_task, tokens.<part> (input tokens per task by part:
+    system, tools, tool_results, history; and output), tool_failure_rate, determinism — over scored
     episodes, omitted when none is scored (determinism: when no task has two scored samples).
     Quantiles use numpy's 'linear' method; stds are population stds (ddof=0).
     Always present: episodes, scored, skipped, skipped_rate, undelivered (scored episodes that

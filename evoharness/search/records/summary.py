@@ -69,6 +69,34 @@ def _spend(o: SearchOutcome) -> str:
     return line
 
 
+PARTS = (("system", "system prompt"), ("tools", "tool schemas"), ("tool_results", "tool results"), ("history", "history"),
+         ("output", "output"))
+
+
+def tokens_line(label: str, dev: Mapping[str, Any]) -> str | None:
+    """Where one variant's tokens per task go on dev, by part, largest first; None when its
+    evaluation was recorded without the parts."""
+    raw = {name: dev.get(f"tokens.{key}") for key, name in PARTS}
+    total = dev.get("tokens_per_task")
+    if not isinstance(total, (int, float)) or not total or not all(isinstance(v, (int, float)) for v in raw.values()):
+        return None
+    parts = {name: float(v) for name, v in raw.items() if isinstance(v, (int, float))}
+    shown = ", ".join(f"{name} {v:,.0f} ({v / total:.0%})" for name, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+    cost = dev.get("cost_per_task")
+    price = f" at {fmt_metric(cost, 'cost_per_task')}" if isinstance(cost, (int, float)) else ""
+    return f"    {label}: {total:,.0f}{price}: {shown}"
+
+
+def tokens_lines(o: SearchOutcome) -> list[str]:
+    """Tokens per task on dev by part, for the incumbent and (when it is another variant) the champion."""
+    base, champion = o.baseline or ABSENT, o.champion or ABSENT
+    rows = [tokens_line("incumbent", present(base.dev, None) or {})]
+    if champion.variant_hash != base.variant_hash:
+        rows.append(tokens_line(f"trial {champion.trial}", present(champion.dev, None) or {}))
+    shown = [r for r in rows if r]
+    return ["  Tokens per task on dev, by what each call sends:", *shown] if shown else []
+
+
 def ablation_line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[str], metric: str) -> str:
     """The printed account: every layer's gain on dev, and the mutators' share of the harness's
     gain (over the champion's own model with the base harness, so a model swap that loses quality
@@ -107,6 +135,7 @@ def answer_lines(summary: SearchOutcome | Mapping[str, Any]) -> list[str]:
         lines.append(f"  Not shipped: {snap} is not a win, so `evoharness promote --if-win` leaves it "
                      "(--force would ship an unconfirmed change)")
     lines.append(_spend(o))
+    lines += tokens_lines(o)
     base = o.baseline or ABSENT
     if champion.variant_hash != base.variant_hash:
         worse = worse_line(present(champion.dev, None) or {}, present(base.dev, None) or {})

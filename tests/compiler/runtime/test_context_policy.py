@@ -3,6 +3,7 @@ recorded; the variant's hash covers the policy only when there is one."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -109,3 +110,24 @@ def test_a_bad_policy_is_refused_in_one_line_naming_the_value(context: dict[str,
     with pytest.raises(ConfigError, match=message) as err:
         compile_agent({**agent, "context": context}, tool=tool, model=model)
     assert str(err.value).startswith("agent.context.") and "\n" not in str(err.value)
+
+
+def test_each_call_records_what_its_request_held_by_part_and_the_episode_splits_its_input_tokens() -> None:
+    whole, seen = sent_results("json")
+    clipped, _ = sent_results("json", context={"tool_result_chars": {"tail": 500}})
+    calls = whole.model_calls
+    assert len(calls) == len(seen)
+    for call, messages in zip(calls, seen):
+        system, tools, results, rest = call.sent_chars
+        assert system == len(messages[0]["content"]) and tools > 0
+        assert results == sum(len(str(m["content"])) for m in messages if m["role"] == "tool")
+        assert rest >= sum(len(str(m["content"])) for m in messages[1:] if m["role"] == "user")
+    assert calls[-1].sent_chars[2] >= len(LOG) and calls[0].sent_chars[2] == 0  # the log rides along once returned
+    assert clipped.model_calls[-1].sent_chars[2] < 1000
+    row = EpisodeResult.from_episode(whole, None)
+    assert set(row.input_parts) == {"system", "tools", "tool_results", "history"}
+    assert abs(sum(row.input_parts.values()) - whole.prompt_tokens) <= 4  # each part rounded once
+    assert row.input_parts["tool_results"] > EpisodeResult.from_episode(clipped, None).input_parts["tool_results"]
+    # a call recorded before the parts were kept: no split is claimed
+    old = replace(whole, model_calls=tuple(replace(c, sent_chars=(0, 0, 0, 0)) for c in whole.model_calls))
+    assert EpisodeResult.from_episode(old, None).input_parts == {}

@@ -22,7 +22,16 @@ from evoharness.compiler.runtime.llm import litellm_module
 from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.sim.rewriter import rewrite_reply
 from evoharness.search.genome import Genome, PoolEntry, initial_pools
-from evoharness.search.mutators.base import Control, FailedEpisode, MutationContext, Proposal, ToolLoad, grow_pools, known_mutators, make_mutator
+from evoharness.search.mutators.base import (
+    Control,
+    FailedEpisode,
+    MutationContext,
+    Proposal,
+    ToolLoad,
+    grow_pools,
+    known_mutators,
+    make_mutator,
+)
 from evoharness.search.mutators.llm import check_section, check_step, redact_call
 from evoharness.search.mutators.rule_miner import MaskedFailure, mask_values, parse_failures
 from evoharness.search.mutators.wordings import STEP_KINDS

@@ -1,0 +1,26 @@
+"""The answer's account of where the tokens go: per task on dev, by part, incumbent and champion."""
+from __future__ import annotations
+
+from evoharness.search.evaluation.episode import EpisodeResult
+from evoharness.search.evaluation.metrics import aggregate
+from evoharness.search.records.summary import tokens_line
+
+
+def episode(task: str, parts: dict[str, int], output: int) -> EpisodeResult:
+    return EpisodeResult(task_id=task, sample=0, status="scored", passed=True, score=1.0, named={}, delivered=True,
+                         safety_violations=0, cost_usd=0.01, latency_s=1.0, prompt_tokens=sum(parts.values()),
+                         completion_tokens=output, model_calls=3, tool_calls=2, tool_errors=0, detail="", input_parts=parts)
+
+
+def test_dev_metrics_carry_tokens_by_part_and_the_line_reads_them_largest_first() -> None:
+    eps = [episode("a", {"system": 1000, "tools": 20000, "tool_results": 3000, "history": 1000}, 200),
+           episode("b", {"system": 1000, "tools": 10000, "tool_results": 9000, "history": 3000}, 400)]
+    m = aggregate(eps, variant_hash="v", split="dev", samples=1).metrics
+    assert m["tokens.tools"] == 15000 and m["tokens.tool_results"] == 6000 and m["tokens.output"] == 300
+    assert sum(m[f"tokens.{p}"] for p in ("system", "tools", "tool_results", "history", "output")) == m["tokens_per_task"]
+    line = tokens_line("incumbent", m)
+    assert line is not None and line.strip().startswith("incumbent: 24,300 at $0.0100")
+    assert line.index("tool schemas 15,000 (62%)") < line.index("tool results 6,000 (25%)") < line.index("system prompt 1,000")
+    # an evaluation recorded without the parts: no line, rather than a split that is not known
+    old = aggregate([episode("a", {}, 200)], variant_hash="v", split="dev", samples=1).metrics
+    assert "tokens.tools" not in old and tokens_line("incumbent", old) is None
