@@ -8,20 +8,20 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from evoharness.compiler.sim.conversation import Conversation, RequestMeta, SimRequestError, parse_user, split_conversation
+from evoharness.compiler.sim.conversation import Conversation, Event, RequestMeta, SimRequestError, parse_user, split_conversation
 from evoharness.compiler.sim.features import HarnessFeatures, extract_features
 from evoharness.compiler.sim.gold import GoldSource
 from evoharness.compiler.sim.policy import Action, Since, TurnEnv, TurnState, decide
-from evoharness.compiler.sim.render import Rendered, render_call, render_final
+from evoharness.compiler.sim.render import FENCE, Rendered, bash_line, render_call, render_final
 from evoharness.compiler.sim.rewriter import PREFIX as REWRITE_PREFIX
 from evoharness.compiler.sim.rewriter import rewrite_reply
 from evoharness.compiler.sim.rng import Draws, digest_hex
 from evoharness.compiler.sim.surface import DOCUMENTED, Surface
-from evoharness.compiler.sim.tiers import Tier, tier_for
+from evoharness.compiler.sim.tiers import TIERS, Tier, tier_for
 from evoharness.compiler.sim.tokens import count_prompt_tokens, count_text_tokens, tools_json
 
 DEFAULT_TEMPERATURE = 1.0  # what OpenAI-compatible servers assume when the request omits it
@@ -88,8 +88,35 @@ class _Replayed:
     actions: list[Action]  # this turn's earlier decisions
 
 
-def _replay(env: TurnEnv, conv: Conversation) -> _Replayed:
-    """Re-derive this turn's state from the simulator's own earlier messages."""
+def _made(action: Action, event: Event) -> bool:
+    """Whether the assistant message ``event`` is what ``action`` renders to: the same call (its
+    tool and arguments), or a final answer where the action is one."""
+    if action.kind == "final":
+        return not event.calls and FENCE not in event.text
+    if event.calls:
+        return event.calls[0].name == action.tool and event.calls[0].arguments == json.loads(json.dumps(dict(action.arguments)))
+    return bash_line(action.tool, action.arguments) in event.text or action.error in ("missing_fence", "malformed_quote")
+
+
+def _as_made(env: TurnEnv, others: Callable[[], Sequence[TurnEnv]], state: TurnState, since: Since, seen: list[str],
+             event: Event) -> tuple[Action, TurnState]:
+    """An earlier decision of the turn, replayed as the tier that made it. A harness may hand a turn
+    to another model midway (escalation): the decisions the other tier made are replayed with its
+    rates and draws, so the state (the mistakes still standing, the calls made) is what happened.
+    The request's own tier comes first; the others are tried only when its replay differs."""
+    action, after = decide(env, state, since, seen)
+    if _made(action, event):
+        return action, after
+    for other in others():
+        theirs = decide(other, state, since, seen)
+        if _made(theirs[0], event):
+            return theirs
+    return action, after
+
+
+def _replay(env: TurnEnv, conv: Conversation, others: Callable[[], Sequence[TurnEnv]] = tuple) -> _Replayed:
+    """Re-derive this turn's state from the simulator's own earlier messages (``others``: the turn
+    as each other tier would play it, for decisions this tier did not make)."""
     seen = [r for e in conv.earlier if e.kind == "tool_results" for r in e.results]
     state, since, ignoring = TurnState(), Since(), False
     turn_results: list[str] = []
@@ -99,7 +126,7 @@ def _replay(env: TurnEnv, conv: Conversation) -> _Replayed:
             if event.is_fault:  # an injected fault, not a decision: the next request redoes it
                 since, ignoring = Since(steps=since.steps), True
                 continue
-            action, state = decide(env, state, since, seen)
+            action, state = _as_made(env, others, state, since, seen, event)
             actions.append(action)
             since, ignoring = Since(), False
         elif event.kind == "tool_results":
@@ -144,7 +171,12 @@ def simulate(request: SimRequest, gold: GoldSource,
         groups={n: s.group for n, s in specs.items()}, draws=draws, surface=surface,
         said="\n".join(t for turn in turn_texts[:conv.turn + 1] for t in turn),
     )
-    past = _replay(env, conv)
+
+    def others() -> list[TurnEnv]:
+        return [replace(env, tier=t, draws=replace(draws, harness=None if shared_draws else harness_digest(
+            t, conv.system_prompt, tools_text, float(temperature)))) for t in TIERS.values() if t.name != tier.name]
+
+    past = _replay(env, conv, others)
     action, state = decide(env, past.state, past.since, past.seen)
     decisions = len(past.actions)  # a fault's redo reuses the faulted decision's key on purpose
     rnd = draws.rng("text", decisions)

@@ -88,13 +88,14 @@ class EpisodeLog:
                    + r.completion_tokens * r.tier.output_cost_per_token for r in self.results)
 
 
-def play_episode(model: str, task: Task, gold: GoldSource, tool_fn: ToolFn, *,
+def play_episode(model: str | Callable[[list[dict[str, Any]]], str], task: Task, gold: GoldSource, tool_fn: ToolFn, *,
                  system_prompt: str, tools: Sequence[Mapping[str, Any]] | None,
                  temperature: float = 0.0, world: int = 0, sample: int = 0,
                  max_steps: int = 20, shared_draws: bool = False, surface: Surface = DOCUMENTED,
                  step: str | None = None) -> EpisodeLog:
     """``step``: the procedure step the harness sends before the final answer (default: the
-    first verify-type step, as the documented surface reads it)."""
+    first verify-type step, as the documented surface reads it). ``model`` may be a function of
+    the conversation so far: the route each request goes to (a harness handing a turn over)."""
     features = extract_features(system_prompt, tools, temperature)
     verify = (features.step(step) if step is not None
               else next((s for s in features.procedure if s.is_verify), None))
@@ -109,7 +110,8 @@ def play_episode(model: str, task: Task, gold: GoldSource, tool_fn: ToolFn, *,
         log.calls.append([])
         verified = verify is None
         for _ in range(max_steps):
-            result = simulate(SimRequest(model, messages, tools if native else None,
+            route = model(messages) if callable(model) else model
+            result = simulate(SimRequest(route, messages, tools if native else None,
                                          temperature, user, seed=sample), gold, shared_draws=shared_draws, world=world,
                               surface=surface)
             log.results.append(result)
