@@ -55,8 +55,9 @@ class RouteSettings:
         return dict(self.__dict__)
 
 
-def check_route_settings(model: Mapping[str, Any]) -> None:
-    """How the route is reached must make sense before any call is paid for."""
+def check_route_settings(model: Mapping[str, Any], *, path: str = "model") -> None:
+    """How the route is reached must make sense before any call is paid for (``path``: where the
+    settings are in the config, for the error)."""
     checks: tuple[tuple[str, Any, bool, str], ...] = (
         ("timeout_s", model.get("timeout_s", 60.0), 0 < _number(model.get("timeout_s", 60.0)) <= MAX_TIMEOUT_S,
          f"use a positive number of seconds, at most {MAX_TIMEOUT_S:.0f}"),
@@ -69,16 +70,45 @@ def check_route_settings(model: Mapping[str, Any]) -> None:
     )
     for key, value, ok, fix in checks:
         if not ok:
-            raise ConfigError(f"model.{key}", f"{value!r} is out of range", fix)
+            raise ConfigError(f"{path}.{key}", f"{value!r} is out of range", fix)
     base = model.get("api_base")
     if base is not None and (urlparse(str(base)).scheme not in ("http", "https") or not _host(str(base))):
-        raise ConfigError("model.api_base", f"{base!r} is not an http(s) URL with a host",
+        raise ConfigError(f"{path}.api_base", f"{base!r} is not an http(s) URL with a host",
                           "use e.g. http://127.0.0.1:8000/v1, or null for the provider's own")
     for key in ("input_cost_per_token", "output_cost_per_token"):
         if model.get(key) is not None and not _number(model.get(key)) >= 0:
-            raise ConfigError(f"model.{key}", f"{model.get(key)!r} is negative or not a number",
+            raise ConfigError(f"{path}.{key}", f"{model.get(key)!r} is negative or not a number",
                               "use a finite price of 0 or more USD per token, or null")
-    check_extra("model.extra", str(model.get("route") or ""), model.get("extra") or {})
+    check_extra(f"{path}.extra", str(model.get("route") or ""), model.get("extra") or {})
+
+
+def model_route(model: Mapping[str, Any], *, path: str = "model") -> tuple[ModelParams, RouteSettings]:
+    """A model config's params and route settings, checked (``path``: where it is in the config)."""
+    temperature = float(model.get("temperature", 0.0))
+    if not 0.0 <= temperature <= 2.0:
+        raise ConfigError(f"{path}.temperature", f"must be in [0, 2], got {temperature}", "pick a temperature between 0 and 2")
+    route = model.get("route")
+    if not route or "/" not in str(route):
+        raise ConfigError(f"{path}.route", f"not a litellm model string: {route!r}",
+                          "use provider/model, e.g. openai/gpt-4o-mini or sim/small")
+    check_route_settings(model, path=path)
+    params = ModelParams(route=str(route), temperature=temperature, max_tokens=model.get("max_tokens"),
+                         extra=dict(model.get("extra") or {}))
+    settings = RouteSettings(
+        api_base=model.get("api_base"),
+        api_key_env=model.get("api_key_env"),
+        timeout_s=float(model.get("timeout_s", 60.0)),
+        retries=int(model.get("retries", 3)),
+        backoff_s=float(model.get("backoff_s", 0.5)),
+        concurrency=int(model.get("concurrency", 8)),
+        input_cost_per_token=model.get("input_cost_per_token"),
+        output_cost_per_token=model.get("output_cost_per_token"),
+        free=bool(model.get("free", False)),
+        send_episode_id=bool(model.get("send_episode_id", False)),
+        send_seed=bool(model.get("send_seed", True)),
+        revision=None if model.get("revision") is None else str(model.get("revision")),
+    )
+    return params, settings
 
 
 def _host(url: str) -> str | None:

@@ -37,6 +37,33 @@ class ContextConfig:
 
 
 @dataclass
+class ModelConfig:
+    route: str = MISSING  # any litellm model string, e.g. openai/gpt-4o-mini or sim/small
+    temperature: float = 0.0  # sampling temperature
+    max_tokens: int | None = None  # completion cap; None = provider default
+    api_base: str | None = None  # endpoint for self-hosted / OpenAI-compatible servers
+    api_key_env: str | None = None  # NAME of the env var holding the key; the key never enters config
+    timeout_s: float = 60.0  # per-call timeout
+    retries: int = 3  # retries of infrastructure failures, with exponential backoff
+    backoff_s: float = 0.5  # first backoff delay
+    concurrency: int = 8  # most calls in flight on this route from one evaluation (one launcher worker)
+    send_episode_id: bool = False  # episode id as the request's `user` field (the simulator needs it; real providers do not)
+    send_seed: bool = True  # each sample's `seed` where the provider takes it; false for a server that refuses the parameter
+    input_cost_per_token: float | None = None  # price override, USD per prompt token
+    output_cost_per_token: float | None = None  # price override, USD per completion token
+    free: bool = False  # calls cost nothing (self-hosted): a route litellm has no price for is then $0, not unknown
+    revision: str | None = None  # the deployment's version, yours to bump when the model behind the route changes (response-cache key)
+    extra: dict[str, Any] = field(default_factory=dict)  # further litellm completion params
+
+
+@dataclass
+class EscalationConfig:
+    # the stronger model a troubled turn is handed to: a model config, e.g. +model@agent.escalation.model=sim_large
+    model: ModelConfig | None = None
+    on: list[str] = field(default_factory=lambda: ["tool_error", "max_turns"])  # tool_error | max_turns | review
+
+
+@dataclass
 class AgentConfig:
     name: str = MISSING  # agent identifier; registry snapshots are keyed by it
     prompt_sections: dict[str, str] = MISSING  # ordered named sections of the system prompt (Jinja2 text)
@@ -45,6 +72,7 @@ class AgentConfig:
     workflow: list[WorkflowStepConfig] = field(default_factory=list)  # steps of the procedure (a DAG)
     max_turns: int = 12  # most model calls allowed per user turn
     context: ContextConfig = field(default_factory=ContextConfig)  # what of the conversation each call re-sends
+    escalation: EscalationConfig = field(default_factory=EscalationConfig)  # where a troubled turn goes (none by default)
     vars: dict[str, Any] = field(default_factory=dict)  # extra variables for the section templates
     template: str = "system_prompt.md.j2"  # system-prompt template under compiler/templates/
     # what each section is for, so mutators find it whatever its name: rules | style | identity
@@ -78,26 +106,6 @@ class ToolCatalogConfig:
     definitions: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)  # per-tool edits, each a ToolOverrideConfig
     callables: list[str] = field(default_factory=list)  # Python functions as tools, by import path (compiler/callables.py)
-
-
-@dataclass
-class ModelConfig:
-    route: str = MISSING  # any litellm model string, e.g. openai/gpt-4o-mini or sim/small
-    temperature: float = 0.0  # sampling temperature
-    max_tokens: int | None = None  # completion cap; None = provider default
-    api_base: str | None = None  # endpoint for self-hosted / OpenAI-compatible servers
-    api_key_env: str | None = None  # NAME of the env var holding the key; the key never enters config
-    timeout_s: float = 60.0  # per-call timeout
-    retries: int = 3  # retries of infrastructure failures, with exponential backoff
-    backoff_s: float = 0.5  # first backoff delay
-    concurrency: int = 8  # most calls in flight on this route from one evaluation (one launcher worker)
-    send_episode_id: bool = False  # episode id as the request's `user` field (the simulator needs it; real providers do not)
-    send_seed: bool = True  # each sample's `seed` where the provider takes it; false for a server that refuses the parameter
-    input_cost_per_token: float | None = None  # price override, USD per prompt token
-    output_cost_per_token: float | None = None  # price override, USD per completion token
-    free: bool = False  # calls cost nothing (self-hosted): a route litellm has no price for is then $0, not unknown
-    revision: str | None = None  # the deployment's version, yours to bump when the model behind the route changes (response-cache key)
-    extra: dict[str, Any] = field(default_factory=dict)  # further litellm completion params
 
 
 @dataclass

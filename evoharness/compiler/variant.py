@@ -16,6 +16,7 @@ from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.configpath import template_dirs
 from evoharness.compiler.context_policy import ContextPolicy, context_policy
 from evoharness.compiler.errors import ConfigError
+from evoharness.compiler.escalation import Escalation, escalation
 from evoharness.compiler.names import checked_name
 from evoharness.compiler.render import (
     render_bash_usage,
@@ -24,7 +25,7 @@ from evoharness.compiler.render import (
     render_text,
     render_tools_intro,
 )
-from evoharness.compiler.route import ModelParams, RouteSettings, check_route_settings
+from evoharness.compiler.route import ModelParams, RouteSettings, model_route
 from evoharness.compiler.schema import SECTION_ROLES, TOOL_FORMATS
 from evoharness.compiler.secrets import find_secret
 from evoharness.compiler.template_budget import bounded
@@ -69,6 +70,7 @@ class HarnessVariant:
     route: RouteSettings = field(default_factory=RouteSettings)
     content_hash: str = ""
     context: ContextPolicy = field(default_factory=ContextPolicy)  # what of the conversation each call re-sends
+    escalation: Escalation | None = None  # where the rest of a troubled turn goes
     # the tools entry per offered selection, built once: every model call of every episode sends it
     _native: dict[tuple[str, ...] | None, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -115,6 +117,7 @@ class HarnessVariant:
             "max_turns": self.max_turns,
             # only when set: a variant without a policy keeps the hash it had before policies existed
             **({"context": self.context.to_dict()} if self.context else {}),
+            **({"escalation": self.escalation.hashed()} if self.escalation else {}),
         }
 
     # -- serialisation -------------------------------------------------------------------
@@ -130,6 +133,7 @@ class HarnessVariant:
             "max_turns": self.max_turns,
             "route": self.route.to_dict(),
             **({"context": self.context.to_dict()} if self.context else {}),
+            **({"escalation": self.escalation.to_dict()} if self.escalation else {}),
         }
 
     @classmethod
@@ -147,6 +151,7 @@ class HarnessVariant:
             max_turns=int(data["max_turns"]),
             route=RouteSettings(**data.get("route", {})),
             context=ContextPolicy.from_dict(data.get("context")),
+            escalation=Escalation.from_dict(data["escalation"]) if data.get("escalation") else None,
         )
         if data.get("content_hash") != variant.content_hash:
             raise ValueError(
@@ -167,11 +172,13 @@ def _assemble(
     max_turns: int,
     route: RouteSettings,
     context: ContextPolicy,
+    escalation: Escalation | None = None,
 ) -> HarnessVariant:
     tools = tuple(CompiledTool(spec=s, native=render_openai_tool(_with_examples(s)), usage=render_bash_usage(s)) for s in specs)
-    draft = HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route, context=context)
+    draft = HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route, context=context,
+                           escalation=escalation)
     return HarnessVariant(agent, prompt_body, tool_format, tools, workflow, model, max_turns, route, content_hash(draft.hashed_payload()),
-                          context=context)
+                          context=context, escalation=escalation)
 
 
 def _with_examples(spec: ToolSpec) -> ToolSpec:
@@ -198,9 +205,12 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
             raise ConfigError(f"agent.section_roles.{name}", "names no prompt section", f"use one of {sorted(sections)}")
         if role not in SECTION_ROLES:
             raise ConfigError(f"agent.section_roles.{name}", f"unknown role {role!r}", f"use one of {list(SECTION_ROLES)}")
-    temperature = float(model.get("temperature", 0.0))
-    if not 0.0 <= temperature <= 2.0:
-        raise ConfigError("model.temperature", f"must be in [0, 2], got {temperature}", "pick a temperature between 0 and 2")
+    leaked = find_secret({"model": dict(model)})
+    if leaked:
+        raise ConfigError(leaked, "looks like a credential; it would be written into the compiled variant and every record",
+                          "put the NAME of an environment variable in model.api_key_env instead")
+    params, settings = model_route(model)
+    escalate = escalation(agent.get("escalation"))
     specs = list(select_tools(agent.get("tools") or [], build_catalog(tool)))
     context_rule = context_policy(agent.get("context"), tools=[s.name for s in specs])
     workflow = build_workflow(list(agent.get("workflow") or []))
@@ -221,37 +231,15 @@ def compile_agent(agent: Mapping[str, Any], *, tool: Mapping[str, Any], model: M
             template=str(agent.get("template", "system_prompt.md.j2")), sections=sections, steps=workflow, tools=specs, context=context,
             template_dirs=template_dirs(),
         )
-    leaked = find_secret({"model": dict(model)})
-    if leaked:
-        raise ConfigError(leaked, "looks like a credential; it would be written into the compiled variant and every record",
-                          "put the NAME of an environment variable in model.api_key_env instead")
-    route = model.get("route")
-    if not route or "/" not in str(route):
-        raise ConfigError("model.route", f"not a litellm model string: {route!r}",
-                          "use provider/model, e.g. openai/gpt-4o-mini or sim/small")
-    check_route_settings(model)
     return _assemble(
         agent=str(agent["name"]),
         prompt_body=body,
         tool_format=tool_format,
         specs=specs,
         workflow=workflow,
-        model=ModelParams(route=str(route), temperature=temperature, max_tokens=model.get("max_tokens"),
-                          extra=dict(model.get("extra") or {})),
+        model=params,
         max_turns=max_turns,
-        route=RouteSettings(
-            api_base=model.get("api_base"),
-            api_key_env=model.get("api_key_env"),
-            timeout_s=float(model.get("timeout_s", 60.0)),
-            retries=int(model.get("retries", 3)),
-            backoff_s=float(model.get("backoff_s", 0.5)),
-            concurrency=int(model.get("concurrency", 8)),
-            input_cost_per_token=model.get("input_cost_per_token"),
-            output_cost_per_token=model.get("output_cost_per_token"),
-            free=bool(model.get("free", False)),
-            send_episode_id=bool(model.get("send_episode_id", False)),
-            send_seed=bool(model.get("send_seed", True)),
-            revision=None if model.get("revision") is None else str(model.get("revision")),
-        ),
+        route=settings,
         context=context_rule,
+        escalation=escalate,
     )

@@ -43,8 +43,11 @@ def tool_result_block(name: str, content: str) -> str:
 
 
 class _Episode:
-    def __init__(self, variant: HarnessVariant, task: Task, env: Environment, client: ModelClient, sample: int, seed: int) -> None:
-        self.v, self.task, self.env, self.client = variant, task, env, client
+    def __init__(self, variant: HarnessVariant, task: Task, env: Environment, client: ModelClient, sample: int, seed: int,
+                 strong: ModelClient | None = None) -> None:
+        self.v, self.task, self.env, self.client, self.strong = variant, task, env, client, strong
+        self.escalated = False  # the rest of this user turn goes to the escalation route
+        self.escalations: list[tuple[int, str]] = []  # (turn, trigger) of each handover
         self.sample, self.seed = sample, seed
         self.specs = {t.name: t.spec for t in variant.tools}
         self.offered: list[str] = [n for n in task.tool_names if n in self.specs]
@@ -110,7 +113,8 @@ class _Episode:
         """One model call and its tool calls. Returns True when the model gave a final answer."""
         tools = self.v.native_tools_for(self.offered)
         sent = self._sent_chars(tools)
-        reply = await self.client.complete(self.messages, tools=tools, user=episode_user(self.task),
+        client = self.strong if self.escalated and self.strong is not None else self.client
+        reply = await client.complete(self.messages, tools=tools, user=episode_user(self.task),
                                            seed=episode_seed(self.task, self.sample, self.seed))
         if reply.unparseable:
             return self._unparseable(turn, reply, sent)
@@ -127,7 +131,7 @@ class _Episode:
                 turn=turn, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
                 latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None,
                 cached=reply.cached, attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
-                latency_source=reply.latency_source, request_key=reply.key, sent_chars=sent,
+                latency_source=reply.latency_source, request_key=reply.key, sent_chars=sent, escalated=client is not self.client,
             )
         )
         # every later request of the episode carries this message: an oversized reply is kept clipped, with a
@@ -144,15 +148,30 @@ class _Episode:
                     result, error = self._run_tool(turn, call)
                 content = f"Error: {error}" if error else str(result)
                 self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+                if error:
+                    self._escalate(turn, "tool_error")
             return False
         if text is not None and (text.calls or text.errors):
             blocks = []
             for call in text.calls:
                 result, error = self._run_tool(turn, call)
                 blocks.append(tool_result_block(call.name, f"Error: {error}" if error else str(result)))
+                if error:
+                    self._escalate(turn, "tool_error")
             blocks += [tool_result_block("parse_error", f"Error: {e}") for e in text.errors]
+            if text.errors:
+                self._escalate(turn, "tool_error")
             self.messages.append({"role": "user", "content": "\n".join(blocks)})
             return False
+        return True
+
+    def _escalate(self, turn: int, trigger: str) -> bool:
+        """Hand the rest of the turn to the escalation route when ``trigger`` is one of its triggers
+        (once per turn). Returns whether this call handed it over."""
+        if self.escalated or self.strong is None or self.v.escalation is None or trigger not in self.v.escalation.on:
+            return False
+        self.escalated = True
+        self.escalations.append((turn, trigger))
         return True
 
     def _unparseable(self, turn: int, reply: ModelReply, sent: tuple[int, int, int, int]) -> bool:
@@ -179,14 +198,20 @@ class _Episode:
                 self.messages.extend(dict(m) for m in user_messages)
                 pending = list(self.v.step_messages("before_final"))
                 answer, finished = "", False
-                for _ in range(self.v.max_turns):
+                self.escalated = False  # every turn starts on the variant's own model
+                left = self.v.max_turns
+                while left > 0:
+                    left -= 1
                     if await self._step(turn):
                         # Steps like verify are sent once, and only when the turn did something to check.
                         if pending and any(c.turn == turn for c in self.tool_calls):
                             self.messages.append({"role": "user", "content": pending.pop(0)[1]})
+                            self._escalate(turn, "review")
                             continue
                         answer, finished = str(self.messages[-1].get("content") or ""), True
                         break
+                    if left == 0 and self._escalate(turn, "max_turns"):
+                        left = self.v.max_turns  # the stronger model gets a turn's budget of its own
                 if not finished:
                     status = "max_turns"
                 self.responses.append(answer)
@@ -205,6 +230,7 @@ class _Episode:
             model_calls=tuple(self.model_calls), tool_calls=tuple(self.tool_calls), responses=tuple(self.responses),
             infra_error=infra, final_state=_jsonable(self.env.snapshot()),
             lost_attempts=lost.attempts if lost else 0, lost_infra_s=lost.infra_s if lost else 0.0, messages=tuple(self.messages),
+            escalations=tuple(self.escalations),
         )
 
 
@@ -213,11 +239,15 @@ def _jsonable(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def run_episode(
-    variant: HarnessVariant, task: Task, environment: Environment, *, sample: int = 0, seed: int = 0, client: ModelClient | None = None
+    variant: HarnessVariant, task: Task, environment: Environment, *, sample: int = 0, seed: int = 0, client: ModelClient | None = None,
+    escalate_to: ModelClient | None = None,
 ) -> Trajectory:
     """Play every user turn of ``task`` against ``environment``; never raises for model or tool faults.
 
-    Pass a shared ``client`` to hold a route's concurrency limit (and response cache) across episodes.
+    Pass a shared ``client`` (and ``escalate_to``, for a variant that escalates) to hold a route's
+    concurrency limit (and response cache) across episodes.
     """
     client = client or ModelClient(variant.model, variant.route)
-    return await _Episode(variant, task, environment, client, sample, seed).run()
+    if escalate_to is None and variant.escalation is not None:
+        escalate_to = ModelClient(variant.escalation.model, variant.escalation.route)
+    return await _Episode(variant, task, environment, client, sample, seed, escalate_to).run()

@@ -63,6 +63,7 @@ class ModelCallRecord:
     # characters of the request by part: system prompt, tool schemas, tool results, the rest of the
     # conversation (user turns, the model's own messages, workflow steps); all 0 in records made before
     sent_chars: tuple[int, int, int, int] = (0, 0, 0, 0)
+    escalated: bool = False  # sent to the variant's escalation route (priced and timed as that route's)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class Trajectory:
         lost_infra_s: The time those attempts took.
         messages: The conversation as the model was last sent it (system prompt, user turns,
             replies with their tool calls, tool results), with the episode's final reply last.
+        escalations: (user turn, trigger) of each turn the variant handed to its escalation route.
     """
 
     task_id: str
@@ -100,6 +102,7 @@ class Trajectory:
     lost_attempts: int = 0  # attempts of the call that outlived its retries (an infra_error episode)
     lost_infra_s: float = 0.0  # and the time they took
     messages: tuple[Mapping[str, Any], ...] = ()
+    escalations: tuple[tuple[int, str], ...] = ()  # (user turn, trigger) of each turn handed to the escalation route
 
     @property
     def cost_usd(self) -> float | None:
@@ -156,7 +159,8 @@ class Trajectory:
         return build(cls, {**data, "model_calls": tuple(build(ModelCallRecord, _tupled(dict(c))) for c in data["model_calls"]),
                            "tool_calls": tuple(build(ToolCallRecord, dict(c)) for c in data["tool_calls"]),
                            "responses": tuple(data["responses"]), "final_state": dict(data["final_state"]),
-                           "messages": tuple(dict(m) for m in data.get("messages", ()))})
+                           "messages": tuple(dict(m) for m in data.get("messages", ())),
+                           "escalations": tuple((int(t), str(why)) for t, why in data.get("escalations", ()))})
 
 
 def _tupled(row: dict[str, Any]) -> dict[str, Any]:

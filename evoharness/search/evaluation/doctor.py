@@ -126,7 +126,8 @@ class DoctorReport:
 async def _score(variant: HarnessVariant, workload: Workload, task: Task, calls: Sequence[Sequence[ToolCall]],
                  answers: Sequence[str | None], seed: int) -> tuple[EpisodeScore | None, str]:
     env = workload.make_environment(task, seed=seed)
-    trajectory = await run_episode(variant, task, env, seed=seed, client=ReplayClient(calls, answers))
+    replay = ReplayClient(calls, answers)  # a turn handed over replays the same reference calls
+    trajectory = await run_episode(variant, task, env, seed=seed, client=replay, escalate_to=replay)
     if trajectory.status == "infra_error":
         return None, f"the loop could not run the replay: {trajectory.infra_error}"
     errors = [f"{c.name}: {c.error}" for c in trajectory.tool_calls if c.error]

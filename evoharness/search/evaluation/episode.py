@@ -11,8 +11,9 @@ from evoharness.compiler.runtime.trajectory import Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore
 
 EpisodeResultStatus = Literal["scored", "skipped"]
-# what a request's input tokens are spent on (ModelCallRecord.sent_chars, in its order)
-INPUT_PARTS = ("system", "tools", "tool_results", "history")
+# what a request's input tokens are spent on (ModelCallRecord.sent_chars, in its order), and the input
+# of the calls handed to an escalation route, counted apart whatever they sent
+INPUT_PARTS = ("system", "tools", "tool_results", "history", "escalated")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class EpisodeResult:
     # the episode's input tokens by part (INPUT_PARTS), each call's split by its request's characters;
     # empty when a call's request was recorded without them
     input_parts: Mapping[str, int] = field(default_factory=dict)
+    escalations: tuple[tuple[int, str], ...] = ()  # (user turn, trigger) of each turn handed to the escalation route
+    escalated_cost_usd: float | None = 0.0  # what the escalated calls cost (None: one was unpriced)
 
     @property
     def scored(self) -> bool:
@@ -106,12 +109,14 @@ class EpisodeResult:
         data["named"] = dict(self.named)
         data["tool_output"] = {k: list(v) for k, v in self.tool_output.items()}
         data["input_parts"] = dict(self.input_parts)
+        data["escalations"] = [list(e) for e in self.escalations]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
         return cls(**{**data, "named": dict(data.get("named", {})), "failures": tuple(dict(f) for f in data.get("failures", ())),
-                      "tool_output": {str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in dict(data.get("tool_output") or {}).items()}})
+                      "tool_output": {str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in dict(data.get("tool_output") or {}).items()},
+                      "escalations": tuple((int(t), str(why)) for t, why in data.get("escalations") or ())})
 
 
 def _usage(trajectory: Trajectory) -> dict[str, Any]:
@@ -132,12 +137,22 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "tool_output": _tool_output(trajectory),
         "cut_chars": sum(c.cut for c in trajectory.tool_calls),
         "input_parts": _input_parts(trajectory),
+        "escalations": tuple(trajectory.escalations),
+        "escalated_cost_usd": _escalated_cost(trajectory),
     }
+
+
+def _escalated_cost(trajectory: Trajectory) -> float | None:
+    costs = [c.cost_usd for c in trajectory.model_calls if c.escalated]
+    return None if None in costs else float(sum(c for c in costs if c is not None))
 
 
 def _input_parts(trajectory: Trajectory) -> dict[str, int]:
     sums = [0.0] * len(INPUT_PARTS)
     for c in trajectory.model_calls:
+        if c.escalated:
+            sums[-1] += c.prompt_tokens
+            continue
         total = sum(c.sent_chars)
         if not total:
             if c.prompt_tokens:  # a call recorded without its request's parts: no split is known

@@ -13,6 +13,7 @@ sample is run; a later task whose one sample failed on the infrastructure runs i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -35,14 +36,14 @@ log = logging.getLogger(__name__)
 
 async def _episode(
     variant: HarnessVariant, workload: Workload, task: Task, sample: int, seed: int, client: ModelClient,
-    store: EpisodeStore | None = None,
+    store: EpisodeStore | None = None, strong: ModelClient | None = None,
 ) -> tuple[EpisodeResult, Trajectory]:
     if store is not None:
         warm = await asyncio.to_thread(store.read, task, sample, seed) if store.remote else store.read(task, sample, seed)
         if warm is not None:
             return warm
     env = workload.make_environment(task, seed=seed)
-    trajectory = await run_episode(variant, task, env, sample=sample, seed=seed, client=client)
+    trajectory = await run_episode(variant, task, env, sample=sample, seed=seed, client=client, escalate_to=strong)
     score = None if trajectory.status == "infra_error" else workload.score(task, trajectory, env)
     result = EpisodeResult.from_episode(trajectory, score)
     if store is not None:
@@ -117,7 +118,9 @@ async def evaluate_variant_async(
     if not chosen:
         raise ValueError(f"workload.split={split!r}: no tasks; use train, dev or holdout")
     client = ModelClient(variant.model, variant.route, cache=cache)
-    store = episode_store(variant, workload, client, cache)
+    # the escalation route's own client: its concurrency limit, prices and cached replies are that route's
+    strong = ModelClient(variant.escalation.model, variant.escalation.route, cache=cache) if variant.escalation else None
+    store = episode_store(variant, workload, client, cache, strong=strong)
     capped = route_cap_warning(variant, concurrency, min(concurrency, len(chosen) * samples))
     if capped:
         log.warning(capped)
@@ -131,7 +134,7 @@ async def evaluate_variant_async(
             if fatal or stop():  # no new episode starts; the ones in flight finish, so nothing is left half-done
                 return None  # type: ignore[return-value]
             try:
-                return await _episode(variant, workload, task, sample, seed, client, store)
+                return await _episode(variant, workload, task, sample, seed, client, store, strong)
             except ConfigError as exc:
                 fatal.append(exc)
                 return None  # type: ignore[return-value]
@@ -145,7 +148,7 @@ async def evaluate_variant_async(
 
     judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
     try:
-        async with client:  # flushes the cache's writes on the way out, an error included
+        async with client, (strong or contextlib.nullcontext()):  # flush the cache's writes on the way out, an error included
             if not judged:
                 done = list(await asyncio.gather(*[guarded(t, s) for t in chosen for s in range(samples)]))
                 stop_if_fatal()

@@ -104,13 +104,16 @@ class EpisodeStore:
         self._writes.flush()
 
 
-def episode_store(variant: HarnessVariant, workload: Workload, client: ModelClient, cache: ReplyCache | None) -> EpisodeStore | None:
+def episode_store(variant: HarnessVariant, workload: Workload, client: ModelClient, cache: ReplyCache | None, *,
+                  strong: ModelClient | None = None) -> EpisodeStore | None:
     """The store of ``variant``'s episodes on ``workload`` in ``cache``, or None when none can be
     replayed: no cache, a cache that keeps no episodes, or tools that call a live service."""
     if cache is None or not isinstance(cache, EpisodeCache) or live_tools(workload):
         return None
     base = content_hash({
         "version": ENTRY_VERSION, "code": code_hash(), "variant": variant.content_hash, "route": client.key_settings(),
+        # an escalation route's settings only when there is one: the stores of variants without keep their keys
+        **({"escalation_route": strong.key_settings()} if strong is not None else {}),
         "workload": {"name": workload.name, "scorer": scorer_hash(workload), "tool_outputs": getattr(workload, "tool_outputs_hash", None)},
     })
     return EpisodeStore(cache, base)

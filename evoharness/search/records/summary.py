@@ -70,7 +70,7 @@ def _spend(o: SearchOutcome) -> str:
 
 
 PARTS = (("system", "system prompt"), ("tools", "tool schemas"), ("tool_results", "tool results"), ("history", "history"),
-         ("output", "output"))
+         ("escalated", "escalated calls"), ("output", "output"))
 
 
 def tokens_line(label: str, dev: Mapping[str, Any]) -> str | None:
@@ -81,9 +81,12 @@ def tokens_line(label: str, dev: Mapping[str, Any]) -> str | None:
     if not isinstance(total, (int, float)) or not total or not all(isinstance(v, (int, float)) for v in raw.values()):
         return None
     parts = {name: float(v) for name, v in raw.items() if isinstance(v, (int, float))}
-    shown = ", ".join(f"{name} {v:,.0f} ({v / total:.0%})" for name, v in sorted(parts.items(), key=lambda kv: -kv[1]))
-    cost = dev.get("cost_per_task")
+    shown = ", ".join(f"{name} {v:,.0f} ({v / total:.0%})" for name, v in sorted(parts.items(), key=lambda kv: -kv[1])
+                      if v or name != "escalated calls")
+    cost, handed = dev.get("cost_per_task"), dev.get("cost.escalated")
     price = f" at {fmt_metric(cost, 'cost_per_task')}" if isinstance(cost, (int, float)) else ""
+    if isinstance(handed, (int, float)) and handed:
+        price += f" ({fmt_metric(handed, 'cost_per_task')} of it on escalated calls)"
     return f"    {label}: {total:,.0f}{price}: {shown}"
 
 

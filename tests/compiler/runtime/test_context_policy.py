@@ -125,7 +125,7 @@ def test_each_call_records_what_its_request_held_by_part_and_the_episode_splits_
     assert calls[-1].sent_chars[2] >= len(LOG) and calls[0].sent_chars[2] == 0  # the log rides along once returned
     assert clipped.model_calls[-1].sent_chars[2] < 1000
     row = EpisodeResult.from_episode(whole, None)
-    assert set(row.input_parts) == {"system", "tools", "tool_results", "history"}
+    assert set(row.input_parts) == {"system", "tools", "tool_results", "history", "escalated"} and row.input_parts["escalated"] == 0
     assert abs(sum(row.input_parts.values()) - whole.prompt_tokens) <= 4  # each part rounded once
     assert row.input_parts["tool_results"] > EpisodeResult.from_episode(clipped, None).input_parts["tool_results"]
     # a call recorded before the parts were kept: no split is claimed
