@@ -176,11 +176,11 @@ def test_a_later_task_lost_to_the_infrastructure_runs_its_other_samples() -> Non
     real = ev._episode
     victim = DEV[6].task_id
 
-    async def flaky(variant: Any, workload: Any, task: Any, sample: int, seed: int, client: Any, store: Any = None) -> Any:
+    async def flaky(variant: Any, workload: Any, task: Any, sample: int, seed: int, client: Any, *rest: Any) -> Any:
         if task.task_id == victim and sample == 0:
             traj = Trajectory(task.task_id, sample, seed, variant.content_hash, "infra_error", infra_error="timeout")
             return ev.EpisodeResult.from_episode(traj, None), traj
-        return await real(variant, workload, task, sample, seed, client, store)
+        return await real(variant, workload, task, sample, seed, client, *rest)
 
     import pytest as _pytest
 
