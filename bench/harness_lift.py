@@ -22,9 +22,11 @@ harmful edits shipped = shipped edits whose leave-one-out
 effect on dev (shipped − shipped without that edit) is below −1 task in the split; the search's wall.
 
 ``--ceiling-worlds N`` adds, per surface, what a perfect search would ship: the oracle itself goes
-through the product's own holdout claim (the search's default rule, confidence, min_effect and
-samples) against base in N simulated worlds with unshared draws, as N searches would meet it. Its
-win rate bounds the shipped lift from above: no search ships more than the gate lets through.
+through the product's own holdout claim (``criteria=quality_first``'s superiority test, as the
+searches here run, with search/default.yaml's confidence, min_effect and samples; search overrides
+given to this script do not reach it) against base in N simulated worlds with unshared draws, as
+N searches would meet it. Its win rate bounds the shipped lift from above: no search ships more
+than the gate lets through.
 
     python bench/harness_lift.py [--surfaces 5 | --surface-seeds 0,1,8] [--seeds 2] [--worlds 3] [--ceiling-worlds 6]
                                  [--surface documented] [overrides...]
@@ -192,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="per surface, the oracle's holdout claim in this many worlds: what a perfect search ships")
     parser.add_argument("--surface", choices=("blind", "documented"), default="blind")
     args, overrides = parser.parse_known_args(argv)
+    if args.ceiling_worlds < 0:
+        parser.error(f"--ceiling-worlds {args.ceiling_worlds}: use 0 (none) or a positive number of worlds")
 
     from evoharness.compiler.sim import configure_sim
     from evoharness.compiler.sim.surface import surface_for

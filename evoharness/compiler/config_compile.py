@@ -17,6 +17,21 @@ def to_plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
 
 
+# agent settings whose schema default means "not used": left out of the plain agent, so a config
+# that does not use them hashes (study, snapshot) as it did before they existed
+_UNUSED = {"context": {"tool_result_chars": {}}, "escalation": {"model": None, "on": ["tool_error", "max_turns"]}}
+
+
+def plain_agent(node: Any) -> Any:
+    """``to_plain`` of an agent config, without the settings it leaves at their unused default."""
+    agent = to_plain(node)
+    if isinstance(agent, dict):
+        for key, unused in _UNUSED.items():
+            if agent.get(key) == unused or (key == "escalation" and isinstance(agent.get(key), dict) and agent[key].get("model") is None):
+                agent.pop(key, None)
+    return agent
+
+
 @contextlib.contextmanager
 def sharing_variants() -> Iterator[None]:
     """For one command: its pre-run checks and its run compile each configuration once. Never
@@ -31,7 +46,7 @@ def sharing_variants() -> Iterator[None]:
 
 
 def compile_config(cfg: DictConfig) -> HarnessVariant:
-    agent, tool, model = to_plain(cfg.agent), to_plain(cfg.tool), to_plain(cfg.model)
+    agent, tool, model = plain_agent(cfg.agent), to_plain(cfg.tool), to_plain(cfg.model)
     if _COMPILED is None:
         return compile_agent(agent, tool=tool, model=model)
     try:

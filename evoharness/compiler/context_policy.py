@@ -33,6 +33,12 @@ def is_clipped(text: str) -> bool:
     return _CUT.search(text) is not None
 
 
+def clipped_parts(text: str) -> tuple[str, str] | None:
+    """(the kept head, the kept tail) of a result as sent, or None when nothing of it was cut."""
+    parts = _CUT.split(text, maxsplit=1)
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
 @dataclass(frozen=True)
 class ContextPolicy:
     """How much of each tool's results the model is sent.
@@ -51,9 +57,12 @@ class ContextPolicy:
         return self.tool_result_chars.get(tool, self.tool_result_chars.get(ANY_TOOL))
 
     def clip(self, tool: str, text: str) -> tuple[str, int]:
-        """(what the model is sent of ``tool``'s result ``text``, characters cut)."""
+        """(what the model is sent of ``tool``'s result ``text``, characters cut). A tool's own
+        output that carries the marker's words has them defused, so only a real cut reads as one;
+        a result that the marker would not shorten is sent whole."""
+        text = _CUT.sub(lambda m: m.group(0).replace("[...", "[.."), text)
         limit = self.limit(tool)
-        if limit is None or len(text) <= limit:
+        if limit is None or len(text) <= limit + len(cut_marker(len(text) - limit, limit)):
             return text, 0
         head = int(limit * HEAD_SHARE)
         tail = limit - head
@@ -65,16 +74,27 @@ class ContextPolicy:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> ContextPolicy:
-        return cls(tool_result_chars=dict((data or {}).get("tool_result_chars") or {}))
+        """A written policy, checked as a config's is (a stored variant is data, not trusted)."""
+        chars = dict((data or {}).get("tool_result_chars") or {})
+        for name, value in chars.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CHARS:
+                raise ValueError(f"context policy: {name!r} -> {value!r} is not a clip length of at least {MIN_CHARS} characters")
+        return cls(tool_result_chars=chars)
 
 
 def context_policy(config: Mapping[str, Any] | None, *, tools: list[str]) -> ContextPolicy:
     """The policy ``agent.context`` describes, checked against the agent's tools."""
+    if config is not None and not isinstance(config, Mapping):
+        raise ConfigError("agent.context", f"must be a mapping, got {config!r}", "write agent.context.tool_result_chars.<tool>: <chars>")
     config = dict(config or {})
     unknown = sorted(set(config) - {"tool_result_chars"})
     if unknown:
         raise ConfigError(f"agent.context.{unknown[0]}", "is not a context policy setting", "use agent.context.tool_result_chars")
-    chars = dict(config.get("tool_result_chars") or {})
+    raw = config.get("tool_result_chars") or {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("agent.context.tool_result_chars", f"must map tool names to lengths, got {raw!r}",
+                          "write agent.context.tool_result_chars.<tool>: <chars>")
+    chars = dict(raw)
     for name, value in chars.items():
         key = f"agent.context.tool_result_chars.{name}"
         if name != ANY_TOOL and name not in tools:

@@ -10,6 +10,7 @@ its index (stored trials still read it) but is no longer offered to the sampler.
 from __future__ import annotations
 
 import copy
+import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
@@ -176,8 +177,18 @@ def genome_to_config(
     m = copy.deepcopy(dict(models[model_name]))
     m["temperature"] = float(_index(pools.temperatures, genome.temperature, "temperature").value)
     if genome.context:  # pools written before the slot existed have none, and their genomes never pick one
-        a["context"] = copy.deepcopy(_index(pools.contexts, genome.context, "context").value)
+        a["context"] = _offered_only(_index(pools.contexts, genome.context, "context").value, a["tools"])
     return a, t, m
+
+
+def _offered_only(context: Mapping[str, Any], patterns: Sequence[str]) -> dict[str, Any]:
+    """A context policy without the clips of tools the genome's toolset leaves out (a clip pooled
+    for one toolset, recombined with a smaller one): a policy for a tool never offered does nothing."""
+    out = copy.deepcopy(dict(context))
+    chars = dict(out.get("tool_result_chars") or {})
+    out["tool_result_chars"] = {k: v for k, v in chars.items()
+                                if k == "*" or any(fnmatch.fnmatchcase(k, str(p)) for p in patterns)}
+    return out
 
 
 def _workflow(base: Sequence[Mapping[str, Any]], pools: Pools, genome: Genome) -> list[dict[str, Any]]:
@@ -286,12 +297,19 @@ def live_len(pools: Pools, kind: SlotKind, key: str | None) -> int:
         return sum(1 for i, e in enumerate(pools.sections.get(key or "", ())) if i == 0 or not e.retired)
     if kind == "tool":
         return sum(1 for i, e in enumerate(pools.tools.get(key or "", ())) if i == 0 or not e.retired) or 1
+    if kind == "context":
+        return sum(1 for i, e in enumerate(pools.contexts) if i == 0 or not e.retired)
     return pool_len(pools, kind, key)
 
 
 def retire_one(pools: Pools, kind: SlotKind, key: str | None, *, keep: Sequence[int]) -> tuple[Pools, bool]:
-    """Retire the oldest live entry of a section or tool slot outside ``keep`` (never the
+    """Retire the oldest live entry of a section, tool or context slot outside ``keep`` (never the
     baseline). Other slots are never retired: their entries are few and each is a distinct choice."""
+    if kind == "context":
+        victim = next((i for i, e in enumerate(pools.contexts) if i and not e.retired and i not in keep), None)
+        if victim is None:
+            return pools, False
+        return replace(pools, contexts=tuple(replace(e, retired=True) if i == victim else e for i, e in enumerate(pools.contexts))), True
     if kind not in ("section", "tool") or key is None:
         return pools, False
     slots = pools.sections if kind == "section" else pools.tools

@@ -31,8 +31,8 @@ def param_space(pools: Pools) -> dict[str, tuple[Any, ...]]:
         space["model"] = tuple(range(len(pools.models)))
     if len(pools.temperatures) > 1:
         space["temperature"] = tuple(range(len(pools.temperatures)))
-    if len(pools.contexts) > 1:
-        space["context"] = tuple(range(len(pools.contexts)))
+    if len(live(pools.contexts)) > 1:
+        space["context"] = live(pools.contexts)
     return space
 
 

@@ -168,10 +168,10 @@ def snapshot_from_config(
     provenance: Mapping[str, Any] | None = None,
 ) -> Snapshot:
     """Snapshot what ``cfg`` compiles: its agent, tool overrides and model (the config must compile)."""
-    from evoharness.compiler.config_compile import compile_config, to_plain
+    from evoharness.compiler.config_compile import compile_config, plain_agent, to_plain
     from evoharness.compiler.provenance import git_revision
 
-    definition = {"agent": to_plain(cfg.agent), "tool_overrides": to_plain(cfg.tool.overrides) or {}, "model": to_plain(cfg.model)}
+    definition = {"agent": plain_agent(cfg.agent), "tool_overrides": to_plain(cfg.tool.overrides) or {}, "model": to_plain(cfg.model)}
     recorded = {"variant_hash": compile_config(cfg).content_hash, "config_hash": content_hash(to_plain(cfg)), **dict(provenance or {})}
     if "git_revision" not in recorded:
         recorded["git_revision"] = git_revision()

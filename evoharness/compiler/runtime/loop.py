@@ -107,7 +107,9 @@ class _Episode:
                 results += size
             else:
                 rest += size
-        return len(str(self.messages[0].get("content") or "")), self._tools_chars[key], results, rest
+        system = len(str(self.messages[0].get("content") or ""))
+        body = min(system, len(self.v.prompt_body))  # text-format tools ride in the system prompt: they count as tools
+        return body, self._tools_chars[key] + system - body, results, rest
 
     async def _step(self, turn: int) -> bool:
         """One model call and its tool calls. Returns True when the model gave a final answer."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from evoharness.compiler.sim.conversation import Conversation, Event, RequestMeta, SimRequestError, parse_user, split_conversation
 from evoharness.compiler.sim.features import HarnessFeatures, extract_features
-from evoharness.compiler.sim.gold import GoldSource
+from evoharness.compiler.sim.gold import GoldSource, reference_results
 from evoharness.compiler.sim.policy import Action, Since, TurnEnv, TurnState, decide
 from evoharness.compiler.sim.render import FENCE, Rendered, bash_line, render_call, render_final
 from evoharness.compiler.sim.rewriter import PREFIX as REWRITE_PREFIX
@@ -169,7 +169,9 @@ def simulate(request: SimRequest, gold: GoldSource,
         gold=tuple(task.gold[conv.turn]) if conv.turn < len(task.gold) else (),
         mutates={n: s.mutates_state for n, s in specs.items()},
         groups={n: s.group for n, s in specs.items()}, draws=draws, surface=surface,
-        said="\n".join(t for turn in turn_texts[:conv.turn + 1] for t in turn),
+        # what the model was shown besides the results: a value there was never cut from anything
+        said="\n".join([conv.system_prompt, tools_text, *(t for turn in turn_texts[:conv.turn + 1] for t in turn)]),
+        held=lambda: reference_results(gold, meta.task_id),
     )
 
     def others() -> list[TurnEnv]:

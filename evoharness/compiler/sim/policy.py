@@ -6,11 +6,11 @@ tool call or a final answer.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from evoharness.compiler.context_policy import is_clipped
+from evoharness.compiler.context_policy import clipped_parts
 from evoharness.compiler.runtime.trajectory import ToolCall
 from evoharness.compiler.sim import errors
 from evoharness.compiler.sim.conversation import Event
@@ -69,7 +69,9 @@ class TurnEnv:
     groups: Mapping[str, str]  # tool name -> group
     draws: Draws
     surface: Surface = DOCUMENTED
-    said: str = ""  # the user's messages of the episode so far: values the model can read there
+    said: str = ""  # the system prompt, the tool schemas and the user's messages so far: values the model can read there
+    # what the task's reference calls return, whole (read only when a result was clipped): the values a clip can take away
+    held: Callable[[], Sequence[str]] = tuple
 
 
 def _is_verify(env: TurnEnv, step_name: str) -> bool:
@@ -134,13 +136,21 @@ def _propagated(call: ToolCall, seen_results: Sequence[str]) -> frozenset[str]:
 
 
 def _cut_away(env: TurnEnv, call: ToolCall, seen_results: Sequence[str]) -> frozenset[str]:
-    """Arguments whose value the model cannot read anywhere because a tool result was clipped: a
-    distinctive value found in no result and no user message, in a conversation whose results say
-    some of them were cut. Nobody can copy what they were not shown."""
-    if not any(is_clipped(r) for r in seen_results):
+    """Arguments whose value a clip took away: a distinctive value that a result the conversation
+    holds clipped held whole (a reference call's result whose head and tail are the ones sent) and
+    that the model can read nowhere it was sent (no result as sent, no user message, neither the
+    system prompt nor the tool schemas). Nobody can copy what they were not shown; a value no
+    clipped result held is one the model knows or never read, with the rates it has unclipped."""
+    kept = [parts for r in seen_results if (parts := clipped_parts(r)) is not None]
+    if not kept:
         return frozenset()
-    return frozenset(arg for arg, value in call.arguments.items()
-                     if can_propagate(value) and str(value) not in env.said and not any(str(value) in r for r in seen_results))
+    wanted = {arg: str(value) for arg, value in call.arguments.items()
+              if can_propagate(value) and str(value) not in env.said and not any(str(value) in r for r in seen_results)}
+    if not wanted:
+        return frozenset()
+    # a reference result the conversation holds clipped: its kept head and tail are the sent one's
+    cut = [ref for ref in env.held() if any(len(ref) > len(h) + len(t) and ref.startswith(h) and ref.endswith(t) for h, t in kept)]
+    return frozenset(arg for arg, text in wanted.items() if any(text in ref for ref in cut))
 
 
 def _with_error(state: TurnState, j: int, kind: ErrorKind) -> TurnState:

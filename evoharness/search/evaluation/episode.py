@@ -168,5 +168,6 @@ def _tool_output(trajectory: Trajectory) -> dict[str, tuple[int, int, int]]:
     for c in trajectory.tool_calls:
         if c.result is not None:
             calls, chars, longest = out.get(c.name, (0, 0, 0))
-            out[c.name] = (calls + 1, chars + len(c.result), max(longest, len(c.result)))
+            size = len(str(c.result))  # a tool may hand back something other than text: the model is sent its str
+            out[c.name] = (calls + 1, chars + size, max(longest, size))
     return out

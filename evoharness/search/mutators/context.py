@@ -43,7 +43,8 @@ def context_clip(*, tools: int = 2, min_share: float = 0.1) -> Mutator:
     episodes, each a proposal of its own: a tool qualifies when its results hold at least
     ``min_share`` of all the tool output and its longest result is above the clip. The length is
     drawn with the rng from ``clip_lengths`` (a typical result kept whole, or a fraction of the
-    longest). A tool the anchor already clips is left as it is. Without stored output (an
+    longest), below any clip the anchor already has for it (its own is left as it is; one for
+    every tool is only ever tightened). Without stored output (an
     evaluation recorded before tool output was kept) nothing is proposed."""
     positive_int("context_clip", "tools", tools)
     if isinstance(min_share, bool) or not isinstance(min_share, (int, float)) or not 0.0 <= min_share < 1.0:
@@ -56,13 +57,19 @@ def context_clip(*, tools: int = 2, min_share: float = 0.1) -> Mutator:
         current = context_value(ctx)
         limits = dict(current.get("tool_result_chars") or {})
         offered = set(toolset_names(ctx))
+
+        def tighter(tool: str, load: ToolLoad) -> list[int]:
+            # below the clip the tool already has, its own or every tool's: a proposal never loosens one
+            now = limits.get(tool, limits.get("*"))
+            return [n for n in clip_lengths(load) if now is None or n < int(now)]
+
         heavy = sorted((t for t, load in ctx.load.items()
-                        if t in offered and t not in limits and load.chars / total >= min_share and clip_lengths(load)),
+                        if t in offered and t not in limits and load.calls > 0 and load.chars / total >= min_share and tighter(t, load)),
                        key=lambda t: (-ctx.load[t].chars, t))[:tools]
         out: list[Proposal] = []
         for tool in heavy:
             load = ctx.load[tool]
-            n = rng.choice(clip_lengths(load))
+            n = rng.choice(tighter(tool, load))
             note = (f"clip {tool} results to {n:,} characters: its {load.calls} results in {load.episodes} train episodes held "
                     f"{load.chars:,} characters, {load.chars / total:.0%} of all tool output (mean {load.chars // load.calls:,}, "
                     f"longest {load.longest:,}), sent again on every later call")

@@ -90,9 +90,12 @@ def stored_load(paths: StudyPaths, eval_key: str | None) -> dict[str, ToolLoad]:
     episodes = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored).get("report", {}).get("episodes", [])
     sums: dict[str, list[int]] = {}
     for e in episodes:
-        for tool, (calls, chars, longest) in dict(e.get("tool_output") or {}).items():
+        for tool, counts in dict(e.get("tool_output") or {}).items():
+            if not (isinstance(counts, list) and len(counts) == 3 and all(isinstance(x, int) and x >= 0 for x in counts)):
+                continue  # a row of another shape (a damaged or hand-edited record) says nothing about the load
+            calls, chars, longest = counts
             row = sums.setdefault(str(tool), [0, 0, 0])
-            row[0], row[1], row[2] = row[0] + int(calls), row[1] + int(chars), max(row[2], int(longest))
+            row[0], row[1], row[2] = row[0] + calls, row[1] + chars, max(row[2], longest)
     return {t: ToolLoad(calls=c, chars=n, longest=m, episodes=len(episodes)) for t, (c, n, m) in sorted(sums.items())}
 
 
@@ -182,7 +185,8 @@ def mutate(
     def room(ps: Pools, kind: SlotKind, key: str | None) -> Pools:
         if live_len(ps, kind, key) < cap:
             return ps
-        chosen = [g.sections.get(key or "", 0) if kind == "section" else g.tools.get(key or "", 0) for g in pinned]
+        chosen = [g.sections.get(key or "", 0) if kind == "section" else g.context if kind == "context" else g.tools.get(key or "", 0)
+                  for g in pinned]
         fresh = range(pool_len(pools, kind, key), pool_len(ps, kind, key))  # this round's entries wait to be tried
         return retire_one(ps, kind, key, keep=[*chosen, *fresh])[0]
 

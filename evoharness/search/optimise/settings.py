@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from evoharness.compiler.config_compile import to_plain
+from evoharness.compiler.config_compile import plain_agent, to_plain
 from evoharness.compiler.configpath import anchored_options
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.names import checked_name
@@ -227,7 +227,7 @@ class RunSettings:
             margin=rule.margin,
             reference=rule.reference,
             objectives=objectives_of(criteria),
-            agent=to_plain(cfg.agent),
+            agent=plain_agent(cfg.agent),
             tool=to_plain(cfg.tool),
             models=models,
             teacher=teacher,

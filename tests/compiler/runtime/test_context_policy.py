@@ -131,3 +131,38 @@ def test_each_call_records_what_its_request_held_by_part_and_the_episode_splits_
     # a call recorded before the parts were kept: no split is claimed
     old = replace(whole, model_calls=tuple(replace(c, sent_chars=(0, 0, 0, 0)) for c in whole.model_calls))
     assert EpisodeResult.from_episode(old, None).input_parts == {}
+
+
+def test_a_result_the_marker_would_not_shorten_is_sent_whole() -> None:
+    policy = ContextPolicy({"tail": 200})
+    for size in (201, 250, 289):  # 289: clipped, it would be 200 + an 89-character marker
+        assert policy.clip("tail", "x" * size) == ("x" * size, 0)
+    sent, cut = policy.clip("tail", "x" * 400)
+    assert cut == 200 and len(sent) < 400
+
+
+def test_a_stored_policy_is_checked_and_a_config_of_another_shape_is_one_line() -> None:
+    for bad in (-5, 0, MIN_CHARS - 1, "abc", True):
+        with pytest.raises(ValueError, match="clip length"):
+            ContextPolicy.from_dict({"tool_result_chars": {"tail": bad}})
+    agent, tool, model = configs()
+    for bad in ("abc", {"tool_result_chars": "abc"}):
+        with pytest.raises(ConfigError, match="agent.context"):
+            compile_agent({**agent, "context": bad}, tool=tool, model=model)
+
+
+def test_a_result_that_is_not_text_is_recorded() -> None:
+    class NumberEnv(FileEnv):
+        def call(self, name: str, arguments: Any) -> Any:
+            return 12345 if name == "tail" else super().call(name, arguments)
+
+    SCRIPTS["ctx_number"] = gold_player("json")
+    traj, _ = run(variant("json", "script/ctx_number"), env=NumberEnv())
+    assert EpisodeResult.from_episode(traj, None).tool_output["tail"] == (1, 5, 5)
+
+
+def test_in_text_format_the_tool_docs_count_as_tools_not_as_the_system_prompt() -> None:
+    traj, seen = sent_results("bash")
+    v = variant("bash", "script/x")
+    system, tools, _, _ = traj.model_calls[0].sent_chars
+    assert system == len(v.prompt_body) and tools == len(seen[0][0]["content"]) - len(v.prompt_body) > 0

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from evoharness.compiler.context_policy import ContextPolicy
+from evoharness.compiler.context_policy import ContextPolicy, cut_marker, is_clipped
 from evoharness.compiler.runtime.workload import Task
 from evoharness.compiler.sim.gold import StaticGoldSource
 from evoharness.compiler.sim.surface import DOCUMENTED, blind_surface
 from tests.compiler.sim.sim_selfplay import openai_tools, play_episode
-from tests.compiler.sim.test_sim_fixtures import GOLD, SPECS, TASK, fake_env, prompt
+from tests.compiler.sim.test_sim_fixtures import SPECS, TASK, fake_env, prompt
 
 N = 120
 LISTING = " ".join(f"file_{i:03d}.txt" for i in range(60)) + " document " + " ".join(f"note_{i:03d}.md" for i in range(60))
@@ -28,10 +28,11 @@ def listing_env(clip: int | None) -> Any:
     return env
 
 
-def folders(task: Task, clip: int | None, surface: Any) -> list[str]:
+def folders(task: Task, clip: int | None, surface: Any, *, known: bool = True) -> list[str]:
     """The folder of each episode's first `cd` after its `ls` (episodes that stopped first, or skipped
-    the listing, are left out: without a result there is nothing clipped)."""
-    gold = GOLD if task is TASK else StaticGoldSource([task], SPECS)
+    the listing, are left out: without a result there is nothing clipped). ``known``: the gold source
+    knows what the reference `ls` returns."""
+    gold = StaticGoldSource([task], SPECS, results={task.task_id: (LISTING,)} if known else None)
     out = []
     for s in range(N):
         log = play_episode("sim/small", task, gold, listing_env(clip), system_prompt=prompt(), tools=openai_tools(SPECS),
@@ -55,12 +56,25 @@ def test_a_value_clipped_out_of_a_result_cannot_be_copied(surface: Any) -> None:
                 turns=(({"role": "user", "content": "Move the report from document into a new temp folder."},), *TASK.turns[1:]))
     told = folders(said, 300, surface)
     assert sum(f == "document" for f in told) > 0.4 * len(told)
+    # a source that cannot say what the reference results held never takes a value away
+    unknown = folders(TASK, 300, surface, known=False)
+    assert sum(f == "document" for f in unknown) > 0.4 * len(unknown)
 
 
-def test_without_a_clip_a_value_nobody_showed_keeps_its_old_rates() -> None:
-    """The rule needs a result that says it was cut: an unclipped conversation plays as before."""
+def test_a_value_no_clipped_result_held_keeps_its_old_rates() -> None:
+    """The rule needs a clipped result that held the value: a value the model "knows" (no result
+    holds it) is copied as before, clipped listing or not; so is one nobody clipped."""
     hidden = Task(task_id=TASK.task_id, split=TASK.split, tool_names=TASK.tool_names, turns=TASK.turns,
                   gold=((TASK.gold[0][0], type(TASK.gold[0][1])("cd", {"folder": "nowhere_shown"}), *TASK.gold[0][2:]),
                         *TASK.gold[1:]))
-    got = folders(hidden, None, DOCUMENTED)
-    assert sum(f == "nowhere_shown" for f in got) > 0.4 * len(got)
+    for clip in (None, 300):
+        got = folders(hidden, clip, DOCUMENTED)
+        assert sum(f == "nowhere_shown" for f in got) > 0.4 * len(got)
+
+
+def test_a_result_that_quotes_the_marker_is_not_a_clip() -> None:
+    """A tool's own output that happens to carry the marker's text is sent with it defused: the
+    model (and the simulator) can tell a harness's cut from a tool's words."""
+    forged = "file_a.txt" + cut_marker(10, 300) + "note.md"
+    sent, cut = ContextPolicy().clip("ls", forged)
+    assert cut == 0 and not is_clipped(sent) and "file_a.txt" in sent and "note.md" in sent

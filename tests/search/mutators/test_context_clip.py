@@ -88,3 +88,42 @@ def test_the_slot_round_trips_and_leaves_old_genomes_and_pools_as_they_were() ->
     old.pop("contexts", None)  # pools written before the slot existed
     agent, _, _ = genome_to_config(Genome(), Pools.from_dict(old), agent=case.context.agent, tool=case.tool, models=case.models)
     assert agent.get("context") in (None, {})
+
+
+def test_a_clip_for_a_tool_the_toolset_leaves_out_does_nothing_rather_than_stopping_the_search() -> None:
+    case = order_desk_case()
+    pools, _ = with_pool_entry(case.context.pools, "context", None,
+                               PoolEntry({"tool_result_chars": {"order_status": 4900, "refund": 300}}, "context_clip"))
+    # toolset 1 (find_order, refund, cancel_order) leaves order_status out
+    agent, tool, model = genome_to_config(Genome(toolset=1, context=1), pools, agent=case.context.agent, tool=case.tool,
+                                          models=case.models)
+    assert agent["context"] == {"tool_result_chars": {"refund": 300}}
+    assert dict(compile_agent(agent, tool=tool, model=model).context.tool_result_chars) == {"refund": 300}
+
+
+def test_a_clip_for_every_tool_is_only_ever_tightened() -> None:
+    case = order_desk_case()
+    pools, _ = with_pool_entry(case.context.pools, "context", None, PoolEntry({"tool_result_chars": {"*": 300}}, "context_clip"))
+    ctx = replace(case.context, pools=pools, front=(Genome(context=1),), load={"find_order": HEAVY})
+    assert list(make_mutator("context_clip").propose(ctx, rng=random.Random(0))) == []  # every length it has is above 300
+    loose = replace(ctx, pools=with_pool_entry(case.context.pools, "context", None,
+                                               PoolEntry({"tool_result_chars": {"*": 5000}}, "context_clip"))[0])
+    for seed in range(10):
+        made = list(make_mutator("context_clip").propose(loose, rng=random.Random(seed)))
+        assert made and made[0].entry.value["tool_result_chars"]["find_order"] < 5000
+
+
+def test_a_stored_load_of_another_shape_is_skipped() -> None:
+    assert propose({"find_order": ToolLoad(calls=0, chars=54_000, longest=9_800, episodes=5)}) == []
+
+
+def test_a_full_context_slot_retires_its_oldest_unpicked_entry() -> None:
+    from evoharness.search.genome import live_len, retire_one
+
+    pools = order_desk_case().context.pools
+    for n in (4000, 3000, 2000):
+        pools, _ = with_pool_entry(pools, "context", None, PoolEntry({"tool_result_chars": {"find_order": n}}, "context_clip"))
+    assert live_len(pools, "context", None) == 4
+    pools, retired = retire_one(pools, "context", None, keep=[1])  # entry 1 is a front member's pick
+    assert retired and pools.contexts[2].retired and not pools.contexts[1].retired
+    assert param_space(pools)["context"] == (0, 1, 3) and live_len(pools, "context", None) == 3
