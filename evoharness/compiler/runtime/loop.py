@@ -209,9 +209,9 @@ class _Episode:
                         if pending and any(c.turn == turn for c in self.tool_calls):
                             self.messages.append({"role": "user", "content": pending.pop(0)[1]})
                             self._escalate(turn, "review")
-                            continue
-                        answer, finished = str(self.messages[-1].get("content") or ""), True
-                        break
+                        else:
+                            answer, finished = str(self.messages[-1].get("content") or ""), True
+                            break
                     if left == 0 and self._escalate(turn, "max_turns"):
                         left = self.v.max_turns  # the stronger model gets a turn's budget of its own
                 if not finished:
