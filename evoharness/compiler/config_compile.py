@@ -27,7 +27,7 @@ def plain_agent(node: Any) -> Any:
     agent = to_plain(node)
     if isinstance(agent, dict):
         for key, unused in _UNUSED.items():
-            if agent.get(key) == unused or (key == "escalation" and isinstance(agent.get(key), dict) and agent[key].get("model") is None):
+            if agent.get(key) == unused:
                 agent.pop(key, None)
     return agent
 

@@ -57,6 +57,12 @@ def escalation(config: Mapping[str, Any] | None) -> Escalation | None:
     unknown = sorted(set(config) - {"model", "on"})
     if unknown:
         raise ConfigError(f"{PATH}.{unknown[0]}", "is not an escalation setting", f"use {PATH}.model and {PATH}.on")
+    on = config.get("on", list(TRIGGERS[:2]))
+    if isinstance(on, str) or not isinstance(on, (list, tuple)) or not on:
+        raise ConfigError(f"{PATH}.on", f"must be a non-empty list of triggers, got {on!r}", f"use some of {list(TRIGGERS)}")
+    bad = [t for t in on if t not in TRIGGERS]
+    if bad:
+        raise ConfigError(f"{PATH}.on", f"unknown trigger {bad[0]!r}", f"use some of {list(TRIGGERS)}")
     model = config.get("model")
     if model is None:
         return None
@@ -67,11 +73,5 @@ def escalation(config: Mapping[str, Any] | None) -> Escalation | None:
     if leaked:
         raise ConfigError(f"{PATH}.{leaked}", "looks like a credential; it would be written into the compiled variant and every record",
                           f"put the NAME of an environment variable in {PATH}.model.api_key_env instead")
-    on = config.get("on", list(TRIGGERS[:2]))
-    if isinstance(on, str) or not isinstance(on, (list, tuple)) or not on:
-        raise ConfigError(f"{PATH}.on", f"must be a non-empty list of triggers, got {on!r}", f"use some of {list(TRIGGERS)}")
-    bad = [t for t in on if t not in TRIGGERS]
-    if bad:
-        raise ConfigError(f"{PATH}.on", f"unknown trigger {bad[0]!r}", f"use some of {list(TRIGGERS)}")
     params, route = model_route(model, path=f"{PATH}.model")
     return Escalation(model=params, route=route, on=tuple(t for t in TRIGGERS if t in on))

@@ -23,7 +23,8 @@ def agent(*overrides: str) -> dict:
 def test_unused_context_and_escalation_leave_the_agent_as_it_was() -> None:
     base = agent()
     assert "context" not in base and "escalation" not in base
-    assert "escalation" not in agent("agent.escalation.on=[review]")  # triggers without a model: nothing escalates
+    # triggers without a model: nothing escalates, but a config that says so is kept (and checked at compile)
+    assert agent("agent.escalation.on=[review]")["escalation"] == {"model": None, "on": ["review"]}
     used = agent("+agent.context.tool_result_chars.ls=500", "+model@agent.escalation.model=sim_large")
     assert used["context"] == {"tool_result_chars": {"ls": 500}} and used["escalation"]["model"]["route"] == "sim/large"
     assert {k: v for k, v in used.items() if k not in ("context", "escalation")} == base

@@ -119,7 +119,7 @@ class _Episode:
         reply = await client.complete(self.messages, tools=tools, user=episode_user(self.task),
                                            seed=episode_seed(self.task, self.sample, self.seed))
         if reply.unparseable:
-            return self._unparseable(turn, reply, sent)
+            return self._unparseable(turn, reply, sent, escalated=client is not self.client)
         native = self._decode_native(reply) if self.v.tool_format != "bash" else []
         content = reply.content or ""
         text = (decode_text_calls(content[:MAX_REPLY_CHARS], {n: self.specs[n] for n in self.offered})
@@ -176,17 +176,22 @@ class _Episode:
         self.escalations.append((turn, trigger))
         return True
 
-    def _unparseable(self, turn: int, reply: ModelReply, sent: tuple[int, int, int, int]) -> bool:
+    def _handed_without_a_call(self, turn: int) -> bool:
+        """The turn was handed over on its last allowed call: the stronger route has made none yet."""
+        return self.escalated and not any(c.escalated and c.turn == turn for c in self.model_calls)
+
+    def _unparseable(self, turn: int, reply: ModelReply, sent: tuple[int, int, int, int], *, escalated: bool) -> bool:
         """A reply nobody can read costs the model its turn, as a malformed call would; it is told and tries again."""
         self.model_calls.append(ModelCallRecord(
             turn=turn, prompt_tokens=0, completion_tokens=0, cost_usd=reply.cost_usd, latency_s=reply.latency_s,
             finish_reason=reply.finish_reason, parse_error=reply.unparseable, cached=reply.cached,
             attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s, request_key=reply.key,
-            sent_chars=sent,
+            sent_chars=sent, escalated=escalated,
         ))
         self.messages.append({"role": "assistant", "content": ""})
         self.messages.append({"role": "user", "content": f"Error: your last reply could not be read ({reply.unparseable}). "
                                                          "Reply again: plain text, or well-formed tool calls."})
+        self._escalate(turn, "tool_error")  # sent back as an error, like a call the parser refused
         return False
 
     async def run(self) -> Trajectory:
@@ -212,7 +217,7 @@ class _Episode:
                         else:
                             answer, finished = str(self.messages[-1].get("content") or ""), True
                             break
-                    if left == 0 and self._escalate(turn, "max_turns"):
+                    if left == 0 and (self._escalate(turn, "max_turns") or self._handed_without_a_call(turn)):
                         left = self.v.max_turns  # the stronger model gets a turn's budget of its own
                 if not finished:
                     status = "max_turns"

@@ -20,11 +20,15 @@ FIX = ("set {where}input_cost_per_token and output_cost_per_token (USD per token
 
 def routes(settings: RunSettings) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """(config path, where its price is set, price settings) of every route the search pays for: the
-    incumbent, each search.models entry, the teacher, and the LLM mutators (their route parameter)."""
+    incumbent, its escalation route, each search.models entry, the teacher, and the LLM mutators
+    (their route parameter)."""
     yield "model", "model.", settings.models["base"]
     for name, m in settings.models.items():
         if name != "base":
             yield f"search.models.{name}", f"model/{name}.yaml's ", m
+    escalation = (settings.agent.get("escalation") or {}).get("model")
+    if isinstance(escalation, Mapping):  # the stronger route a troubled turn is handed to: paid like the rest
+        yield "agent.escalation.model", "agent.escalation.model.", escalation
     if settings.teacher is not None:
         yield f"search.teacher={settings.search.teacher}", f"model/{settings.search.teacher}.yaml's ", settings.teacher
     for i, mutator in enumerate(settings.mutators):

@@ -146,7 +146,9 @@ async def evaluate_variant_async(
         if fatal:
             raise fatal[0]
 
-    judged = samples > 1 and probe > 0 and float(variant.model.temperature) == 0.0 and len(chosen) > probe
+    # repeats may stand in only where every route an episode can reach decodes greedily
+    greedy = float(variant.model.temperature) == 0.0 and (variant.escalation is None or float(variant.escalation.model.temperature) == 0.0)
+    judged = samples > 1 and probe > 0 and greedy and len(chosen) > probe
     try:
         async with client, (strong or contextlib.nullcontext()):  # flush the cache's writes on the way out, an error included
             if not judged:

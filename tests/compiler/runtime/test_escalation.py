@@ -54,11 +54,23 @@ def typo(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[st
     return fixer(messages, tools)
 
 
+def late_typo(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """Turn 0: two listings, then the mistyped move as the turn's last allowed call."""
+    if turn_of(messages) != 0:
+        return fixer(messages, tools)
+    made = len(made_in_turn(messages))
+    if made < 2:
+        return {"tool_calls": [{"name": "ls", "arguments": "{}"}]}
+    if made == 2:
+        return {"tool_calls": [{"name": "mv", "arguments": json.dumps({"source": "reprot.pdf", "destination": "archive"})}]}
+    return {"content": "Done."}
+
+
 def looper(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     return {"tool_calls": [{"name": "ls", "arguments": "{}"}]}
 
 
-SCRIPTS.update({"esc_fixer": fixer, "esc_typo": typo, "esc_looper": looper})
+SCRIPTS.update({"esc_fixer": fixer, "esc_typo": typo, "esc_looper": looper, "esc_late_typo": late_typo})
 
 
 def variant(weak: str, on: list[str], **agent_edits: Any) -> HarnessVariant:
@@ -124,6 +136,34 @@ def test_a_turn_that_runs_out_of_calls_gets_a_second_budget_on_the_stronger_rout
     assert turn0[:3] == [False] * 3 and all(turn0[3:]) and traj.status == "completed"
     looping = variant("esc_looper", ["tool_error"], max_turns=3)
     assert play(looping).status == "max_turns"
+
+
+def test_a_turn_handed_over_on_its_last_call_gives_the_stronger_route_calls_of_its_own() -> None:
+    traj = play(variant("esc_late_typo", ["tool_error"], max_turns=3))
+    turn0 = [c.escalated for c in traj.model_calls if c.turn == 0]
+    assert traj.escalations == ((0, "tool_error"),) and turn0[:3] == [False] * 3 and turn0[3:] and all(turn0[3:])
+    assert [(c.name, c.error is None) for c in traj.tool_calls if c.turn == 0][-1] == ("mv", True)
+
+
+def test_triggers_are_checked_even_without_a_model() -> None:
+    agent, tool, model = configs()
+    with pytest.raises(ConfigError, match="unknown trigger 'bogus'"):
+        compile_agent({**agent, "escalation": {"model": None, "on": ["bogus"]}}, tool=tool, model=model)
+    assert compile_agent({**agent, "escalation": {"model": None, "on": ["review"]}}, tool=tool, model=model).escalation is None
+
+
+def test_repeats_never_stand_in_when_the_stronger_route_samples() -> None:
+    from evoharness.search.evaluation.evaluate import evaluate_variant
+    from tests.search.evaluation.test_evaluate import DEV, WORKLOAD
+
+    agent, tool, model = configs()
+    sim = {"send_episode_id": True, "retries": 2, "backoff_s": 0.001}
+    hot = {**agent, "escalation": {"model": {"route": "sim/large", "temperature": 1.0, **sim}, "on": ["tool_error"]}}
+    cold = {**agent, "escalation": {"model": {"route": "sim/large", "temperature": 0.0, **sim}, "on": ["tool_error"]}}
+    for config, skipped in ((hot, 0), (cold, None)):
+        report = evaluate_variant(compile_agent(config, tool={"source": "bfcl"}, model={"route": "sim/small", "temperature": 0.0, **sim}),
+                                  WORKLOAD, "dev", tasks=DEV, samples=2, seed=0)
+        assert (report.metrics["samples_skipped"] == 0) if skipped == 0 else report.metrics["samples_skipped"] > 0
 
 
 def test_a_review_step_is_answered_by_the_stronger_route() -> None:

@@ -73,7 +73,10 @@ def test_free_true_lets_an_unpriced_model_through(tmp_path: Path, server: tuple[
     (["model.route=" + UNPRICED, "model.api_base=URL", "model.api_key_env=EVO_STUB_KEY"], "model: "),
     (["mutators.enabled=[{name: llm_prompt_rewriter, params: {route: " + UNPRICED + ", api_base: 'URL', api_key_env: EVO_STUB_KEY}}]"],
      "mutators.enabled[0].params.route: "),
-], ids=["incumbent", "llm_mutator"])
+    (["+model@agent.escalation.model=sim_large", "agent.escalation.model.route=" + UNPRICED, "agent.escalation.model.api_base=URL",
+      "agent.escalation.model.api_key_env=EVO_STUB_KEY", "agent.escalation.model.input_cost_per_token=null",
+      "agent.escalation.model.output_cost_per_token=null"], "agent.escalation.model: "),
+], ids=["incumbent", "llm_mutator", "escalation"])
 def test_every_route_the_search_pays_for_is_priced(server: tuple[str, StubProvider], capsys: pytest.CaptureFixture[str],
                                                    argv: list[str], path: str) -> None:
     url, seen = server
