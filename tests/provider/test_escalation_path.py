@@ -3,24 +3,14 @@ loopback, reached through litellm, each call billed at its own route's price."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.provider.stub import StubProvider, completion, respond, serve
-from tests.provider.test_real_path import KEY, PRICE_IN, PRICE_OUT, errors, model, record, run
+from tests.provider.stub import StubProvider, completion, respond
+from tests.provider.test_real_path import PRICE_IN, PRICE_OUT, errors, model, record, run
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def stub() -> Iterator[StubProvider]:
-    provider = StubProvider(key=KEY)
-    server = serve(provider)
-    yield provider
-    server.shutdown()
-    server.server_close()
 
 STRONG_IN, STRONG_OUT = 2e-5, 6e-5
 

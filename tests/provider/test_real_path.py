@@ -10,29 +10,19 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.provider.stub import StubProvider, serve
+from tests.provider.conftest import KEY
+from tests.provider.stub import StubProvider
 
 pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 REFUNDS = ROOT / "examples" / "refunds"
-KEY = "sk-stub-0123456789abcdef"
 PRICE_IN, PRICE_OUT = 2e-6, 8e-6
 SHOP = ["plugins=[refunds_shop]", "workload=refunds", "agent=refunds_agent", "tool=refunds"]
-
-
-@pytest.fixture
-def stub() -> Iterator[StubProvider]:
-    provider = StubProvider(key=KEY)
-    server = serve(provider)
-    yield provider
-    server.shutdown()
-    server.server_close()
 
 
 def model(stub: StubProvider, *, key_env: str | None = "STUB_KEY", temperature: float = 0.7, priced: bool = True) -> list[str]:
