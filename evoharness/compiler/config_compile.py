@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from evoharness.compiler.schema import ContextConfig, EscalationConfig
 from evoharness.compiler.variant import HarnessVariant, canonical_json, compile_agent
 
 _COMPILED: dict[str, HarnessVariant] | None = None  # plain (agent, tool, model) -> variant, while a command shares them
@@ -19,7 +20,8 @@ def to_plain(node: Any) -> Any:
 
 # agent settings whose schema default means "not used": left out of the plain agent, so a config
 # that does not use them hashes (study, snapshot) as it did before they existed
-_UNUSED = {"context": {"tool_result_chars": {}}, "escalation": {"model": None, "on": ["tool_error", "max_turns"]}}
+_UNUSED = {key: OmegaConf.to_container(OmegaConf.structured(schema)) for key, schema in (("context", ContextConfig),
+                                                                                         ("escalation", EscalationConfig))}
 
 
 def plain_agent(node: Any) -> Any:
