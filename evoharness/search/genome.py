@@ -2,25 +2,28 @@
 
 A genome picks, per slot, an entry of a pool: a prompt section's text, a tool's edit (an override of
 description/rules/examples), which optional workflow steps are on, the tool list, the tool format,
-the model, the temperature and the context policy (what each model call re-sends). Pools only grow
-(mutators append), so an index keeps its meaning for the whole search; entry 0 is always the
-baseline. An entry that no front member picks may be retired to make room in a full slot: it keeps
-its index (stored trials still read it) but is no longer offered to the sampler.
+the model, the temperature, the context policy (what each model call re-sends) and the escalation
+(where a troubled turn goes). Pools only grow (mutators append; ``pool_growth`` says how), so an
+index keeps its meaning for the whole search; entry 0 is always the baseline.
 """
 from __future__ import annotations
 
 import copy
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from evoharness.compiler.schema import TOOL_FORMATS
 
-SlotKind = Literal["section", "tool", "step", "toolset", "model", "temperature", "context"]
+SlotKind = Literal["section", "tool", "step", "toolset", "model", "temperature", "context", "escalation"]
 SLOT_KINDS: tuple[SlotKind, ...] = get_args(SlotKind)
-# the slots that hold one list-valued pool (no key), by the Pools attribute that holds it
-_LIST_SLOTS: dict[str, str] = {"toolset": "toolsets", "model": "models", "temperature": "temperatures", "context": "contexts"}
+# the slots that hold one list-valued pool (no key), by the Pools attribute that holds it; the
+# genome's field of the same name as the kind picks an index in it
+LIST_SLOTS: dict[str, str] = {"toolset": "toolsets", "model": "models", "temperature": "temperatures", "context": "contexts",
+                              "escalation": "escalations"}
+# list-valued slots whose entries are mutator-made policies: many, so retired like sections to make room
+POLICY_SLOTS: tuple[SlotKind, ...] = ("context", "escalation")
 
 
 @dataclass(frozen=True)
@@ -29,13 +32,14 @@ class PoolEntry:
 
     Attributes:
         value: Section text, a tool override mapping, a step config, a tool pattern list, a model
-            name or a temperature, by the slot's kind.
+            name, a temperature, an ``agent.context`` mapping or an escalation (``{"model": <model
+            config name>, "on": [triggers]}``; the baseline's is the agent's own), by the slot's kind.
         author: The mutator that made it (``"baseline"`` for entry 0).
         note: Why it was made (e.g. the failure kind it answers); never a task value.
         retired: Made room for a newer entry: kept for the trials that used it, no longer sampled.
     """
 
-    value: Any  # section text | tool override mapping | step config | tool pattern list | model name | temperature | context policy
+    value: Any  # section text | tool override mapping | step config | tool pattern list | model name | temperature | policy
     author: str  # mutator that made it ("baseline" for entry 0)
     note: str = ""  # why it was made (e.g. the failure it answers)
     retired: bool = False  # made room for a newer entry: kept for the trials that used it, no longer sampled
@@ -55,6 +59,7 @@ class Pools:
     temperatures: tuple[PoolEntry, ...] = ()
     formats: tuple[str, ...] = TOOL_FORMATS
     contexts: tuple[PoolEntry, ...] = ()  # agent.context mappings; empty in pools written before the slot existed
+    escalations: tuple[PoolEntry, ...] = ()  # escalations; empty in pools written before the slot existed
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +71,7 @@ class Pools:
             "temperatures": [e.to_dict() for e in self.temperatures],
             "formats": list(self.formats),
             **({"contexts": [e.to_dict() for e in self.contexts]} if self.contexts else {}),
+            **({"escalations": [e.to_dict() for e in self.escalations]} if self.escalations else {}),
         }
 
     @classmethod
@@ -82,6 +88,7 @@ class Pools:
             temperatures=entries(d.get("temperatures", [])),
             formats=tuple(d.get("formats", TOOL_FORMATS)),
             contexts=entries(d.get("contexts", [])),
+            escalations=entries(d.get("escalations", [])),
         )
 
 
@@ -95,6 +102,7 @@ class Genome:
     model: int = 0
     temperature: int = 0
     context: int = 0  # 0 = the agent's own context policy
+    escalation: int = 0  # 0 = the agent's own escalation (none by default)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +115,7 @@ class Genome:
             "temperature": self.temperature,
             # only when chosen: a genome without it keeps the form (and the keys) it had before the slot existed
             **({"context": self.context} if self.context else {}),
+            **({"escalation": self.escalation} if self.escalation else {}),
         }
 
     @classmethod
@@ -120,6 +129,7 @@ class Genome:
             model=int(d.get("model", 0)),
             temperature=int(d.get("temperature", 0)),
             context=int(d.get("context", 0)),
+            escalation=int(d.get("escalation", 0)),
         )
 
 
@@ -130,7 +140,7 @@ def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatur
                   base_temperature: float) -> Pools:
     """Pools holding only the baseline: every section's text, the agent's optional steps, its
     tool list, the configured model names (the base model first) and temperatures (base first),
-    and its context policy."""
+    and its context policy and escalation."""
     steps = {s["name"]: PoolEntry(dict(s), "baseline") for s in agent.get("workflow", []) if s.get("optional")}
     model_names = [base_model] + [m for m in models if m != base_model]
     temps = [float(base_temperature)] + [float(t) for t in temperatures if float(t) != float(base_temperature)]
@@ -141,6 +151,7 @@ def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatur
         models=tuple(PoolEntry(m, "baseline") for m in model_names),
         temperatures=tuple(PoolEntry(t, "baseline") for t in temps),
         contexts=(PoolEntry(copy.deepcopy(dict(agent.get("context") or {})), "baseline"),),
+        escalations=(PoolEntry(copy.deepcopy(dict(agent.get("escalation") or {})), "baseline"),),
     )
 
 
@@ -178,7 +189,22 @@ def genome_to_config(
     m["temperature"] = float(_index(pools.temperatures, genome.temperature, "temperature").value)
     if genome.context:  # pools written before the slot existed have none, and their genomes never pick one
         a["context"] = _offered_only(_index(pools.contexts, genome.context, "context").value, a["tools"])
+    if genome.escalation:
+        a["escalation"] = _escalation(_index(pools.escalations, genome.escalation, "escalation").value, model_name, models)
     return a, t, m
+
+
+def _escalation(value: Mapping[str, Any], model_name: str, models: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """An ``agent.escalation`` mapping from a pooled escalation, its model config looked up by name.
+    An escalation to the model the genome already runs on hands nothing over: it is left out."""
+    target = value.get("model")
+    if not isinstance(target, str):  # the baseline's own: a model config (or none) as the agent set it
+        return copy.deepcopy(dict(value))
+    if target not in models:
+        raise ValueError(f"genome escalation model {target!r} has no model config; known: {sorted(models)}")
+    if target == model_name or dict(models[target]) == dict(models[model_name]):
+        return {"model": None, "on": list(value.get("on") or [])}
+    return {"model": copy.deepcopy(dict(models[target])), "on": list(value.get("on") or [])}
 
 
 def _offered_only(context: Mapping[str, Any], patterns: Sequence[str]) -> dict[str, Any]:
@@ -232,36 +258,9 @@ def authors(genome: Genome, pools: Pools, base_steps: Sequence[str] = ()) -> tup
         found.append(pools.toolsets[genome.toolset].author)
     if genome.context:
         found.append(pools.contexts[genome.context].author)
+    if genome.escalation:
+        found.append(pools.escalations[genome.escalation].author)
     return tuple(dict.fromkeys(a for a in found if a != "baseline"))
-
-
-def with_pool_entry(pools: Pools, kind: SlotKind, key: str | None, entry: PoolEntry) -> tuple[Pools, bool]:
-    """Append ``entry`` unless an equal value is already pooled. Returns (pools, added)."""
-    if kind == "section":
-        assert key is not None
-        current = pools.sections[key]
-        if any(e.value == entry.value for e in current):
-            return pools, False
-        return replace(pools, sections={**pools.sections, key: current + (entry,)}), True
-    if kind == "tool":
-        assert key is not None
-        current = pools.tools.get(key, (PoolEntry({}, "baseline"),))
-        if any(e.value == entry.value for e in current):
-            return pools, False
-        return replace(pools, tools={**pools.tools, key: current + (entry,)}), True
-    if kind == "step":
-        assert key is not None
-        if key in pools.steps:  # a step's meaning never changes once pooled
-            return pools, False
-        return replace(pools, steps={**pools.steps, key: entry}), True
-    attr = _LIST_SLOTS.get(kind)
-    if attr is None:
-        raise ValueError(f"unknown pool kind {kind!r}; use one of {SLOT_KINDS}")
-    current_t: tuple[PoolEntry, ...] = getattr(pools, attr)
-    if any(e.value == entry.value for e in current_t):
-        return pools, False
-    grown: Any = current_t + (entry,)
-    return replace(pools, **{attr: grown}), True
 
 
 def canonical(genome: Genome, *, base_format: str, base_steps: Mapping[str, bool]) -> Genome:
@@ -276,75 +275,8 @@ def canonical(genome: Genome, *, base_format: str, base_steps: Mapping[str, bool
         model=genome.model,
         temperature=genome.temperature,
         context=genome.context,
+        escalation=genome.escalation,
     )
-
-
-def pool_len(pools: Pools, kind: SlotKind, key: str | None) -> int:
-    """Entries in a slot's pool (a tool without edits counts its implicit baseline entry; steps
-    are switches, never counted toward ``mutators.pool_size``)."""
-    if kind == "section":
-        return len(pools.sections.get(key or "", ()))
-    if kind == "tool":
-        return len(pools.tools.get(key or "", ())) or 1
-    if kind == "step":
-        return 0
-    return len(getattr(pools, _LIST_SLOTS[kind]))
-
-
-def live_len(pools: Pools, kind: SlotKind, key: str | None) -> int:
-    """Like ``pool_len``, counting only entries the sampler is still offered."""
-    if kind == "section":
-        return sum(1 for i, e in enumerate(pools.sections.get(key or "", ())) if i == 0 or not e.retired)
-    if kind == "tool":
-        return sum(1 for i, e in enumerate(pools.tools.get(key or "", ())) if i == 0 or not e.retired) or 1
-    if kind == "context":
-        return sum(1 for i, e in enumerate(pools.contexts) if i == 0 or not e.retired)
-    return pool_len(pools, kind, key)
-
-
-def retire_one(pools: Pools, kind: SlotKind, key: str | None, *, keep: Sequence[int]) -> tuple[Pools, bool]:
-    """Retire the oldest live entry of a section, tool or context slot outside ``keep`` (never the
-    baseline). Other slots are never retired: their entries are few and each is a distinct choice."""
-    if kind == "context":
-        victim = next((i for i, e in enumerate(pools.contexts) if i and not e.retired and i not in keep), None)
-        if victim is None:
-            return pools, False
-        return replace(pools, contexts=tuple(replace(e, retired=True) if i == victim else e for i, e in enumerate(pools.contexts))), True
-    if kind not in ("section", "tool") or key is None:
-        return pools, False
-    slots = pools.sections if kind == "section" else pools.tools
-    entries = slots.get(key, ())
-    victim = next((i for i, e in enumerate(entries) if i and not e.retired and i not in keep), None)
-    if victim is None:
-        return pools, False
-    grown = {**slots, key: tuple(replace(e, retired=True) if i == victim else e for i, e in enumerate(entries))}
-    return (replace(pools, sections=grown) if kind == "section" else replace(pools, tools=grown)), True
-
-
-def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None, base_steps: Sequence[str] = (), *,
-                   index: int | None = None) -> Genome:
-    """``genome`` with the slot's pool entry ``index`` chosen (None: the newest). A new step is
-    tried on; a required step of the base workflow (named in ``base_steps``) made switchable is
-    tried off."""
-    def pick(size: int) -> int:
-        return size - 1 if index is None else index
-
-    if kind == "section":
-        assert key is not None
-        return replace(genome, sections={**genome.sections, key: pick(len(pools.sections[key]))})
-    if kind == "tool":
-        assert key is not None
-        return replace(genome, tools={**genome.tools, key: pick(len(pools.tools[key]))})
-    if kind == "step":
-        assert key is not None
-        return replace(genome, steps={**genome.steps, key: key not in base_steps})
-    if kind == "toolset":
-        return replace(genome, toolset=pick(len(pools.toolsets)))
-    if kind == "model":
-        return replace(genome, model=pick(len(pools.models)))
-    if kind == "context":
-        return replace(genome, context=pick(len(pools.contexts)))
-    return replace(genome, temperature=pick(len(pools.temperatures)))
 
 
 def edits(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> list[dict[str, str]]:
@@ -376,6 +308,8 @@ def edits(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping
         add(f"toolset#{genome.toolset}", pools.toolsets[genome.toolset])
     if genome.context:
         add(f"context#{genome.context}", pools.contexts[genome.context])
+    if genome.escalation:
+        add(f"escalation#{genome.escalation}", pools.escalations[genome.escalation])
     return rows
 
 

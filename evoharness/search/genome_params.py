@@ -33,6 +33,8 @@ def param_space(pools: Pools) -> dict[str, tuple[Any, ...]]:
         space["temperature"] = tuple(range(len(pools.temperatures)))
     if len(live(pools.contexts)) > 1:
         space["context"] = live(pools.contexts)
+    if len(live(pools.escalations)) > 1:
+        space["escalation"] = live(pools.escalations)
     return space
 
 
@@ -49,6 +51,7 @@ def params_to_genome(params: Mapping[str, Any]) -> Genome:
         model=int(params.get("model", 0)),
         temperature=int(params.get("temperature", 0)),
         context=int(params.get("context", 0)),
+        escalation=int(params.get("escalation", 0)),
     )
 
 

@@ -19,11 +19,11 @@ import pytest
 
 from evoharness.compiler.plugins import load_plugins
 from evoharness.compiler.variant import compile_agent
-from evoharness.search.genome import SLOT_KINDS, Genome, Pools, genome_to_config
+from evoharness.search.genome import LIST_SLOTS, SLOT_KINDS, Genome, Pools, genome_to_config
 from evoharness.search.mutators.base import Control, Mutator, Proposal, grow_pools, make_mutator, section_text
 from evoharness.testing.mutation_case import MutationCase, order_desk_case
 
-LIST_SLOTS = {"toolset": "toolsets", "model": "models", "temperature": "temperatures", "context": "contexts"}
+
 
 
 def sentences(text: str) -> list[str]:

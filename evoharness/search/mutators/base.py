@@ -24,7 +24,8 @@ from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.plugins import NamedRegistry
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.toolspec import ToolSpec
-from evoharness.search.genome import Genome, PoolEntry, Pools, SlotKind, with_pool_entry
+from evoharness.search.genome import LIST_SLOTS, Genome, PoolEntry, Pools, SlotKind
+from evoharness.search.pool_growth import with_pool_entry
 
 
 def _slot(pools: Pools, kind: SlotKind, key: str | None) -> tuple[PoolEntry, ...]:
@@ -34,7 +35,7 @@ def _slot(pools: Pools, kind: SlotKind, key: str | None) -> tuple[PoolEntry, ...
         return tuple(pools.tools.get(key or "", ()))
     if kind == "step":
         return ()  # a step's pooling rule is with_pool_entry's
-    return tuple(getattr(pools, {"toolset": "toolsets", "model": "models", "temperature": "temperatures", "context": "contexts"}[kind]))
+    return tuple(getattr(pools, LIST_SLOTS[kind]))
 
 
 @dataclass(frozen=True)
@@ -130,9 +131,10 @@ class Proposal:
     """A new pool entry a mutator proposes; the search adds it unless it duplicates a pooled value.
 
     Attributes:
-        kind: The slot kind: ``"section"``, ``"tool"``, ``"step"``, ``"toolset"``, ``"model"``, ``"temperature"`` or
-            ``"context"``.
-        key: The section, tool or step name; None for the list-valued slots (toolset, model, temperature, context).
+        kind: The slot kind: ``"section"``, ``"tool"``, ``"step"``, ``"toolset"``, ``"model"``, ``"temperature"``,
+            ``"context"`` or ``"escalation"``.
+        key: The section, tool or step name; None for the list-valued slots (toolset, model, temperature, context,
+            escalation).
         entry: The ``PoolEntry``; its ``author`` is the mutator's registered name.
     """
 

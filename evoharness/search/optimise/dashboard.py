@@ -54,6 +54,8 @@ def choices(pools: Pools, *, base_format: str) -> dict[str, tuple[str, ...]]:
         out["toolset"] = entries(pools.toolsets)
     if len(pools.contexts) > 1:
         out["context"] = entries(pools.contexts)
+    if len(pools.escalations) > 1:
+        out["escalation"] = entries(pools.escalations)
     formats = tuple(dict.fromkeys([base_format, *pools.formats]))
     if len(formats) > 1:
         out["tool_format"] = formats

@@ -19,7 +19,7 @@ from evoharness.compiler.runtime.cache import open_cache
 from evoharness.compiler.runtime.workload import Workload
 from evoharness.compiler.variant import compile_agent, content_hash
 from evoharness.search.evaluation.criteria import quality_objective
-from evoharness.search.genome import Genome, Pools, SlotKind, initial_pools, live_len, pool_len, retire_one
+from evoharness.search.genome import Genome, Pools, SlotKind, initial_pools
 from evoharness.search.mutators.base import (
     Control,
     FailedEpisode,
@@ -31,10 +31,12 @@ from evoharness.search.mutators.base import (
     grow_pools,
     section_text,
 )
+from evoharness.search.mutators.escalation import troubled
 from evoharness.search.mutators.rule_miner import parse_failures
 from evoharness.search.optimise.seeding import ControlRequest, NewEntry, anchors
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.study import TrialRecord
+from evoharness.search.pool_growth import chosen, live_len, pool_len, retire_one
 from evoharness.search.records.versions import checked
 
 
@@ -185,10 +187,9 @@ def mutate(
     def room(ps: Pools, kind: SlotKind, key: str | None) -> Pools:
         if live_len(ps, kind, key) < cap:
             return ps
-        chosen = [g.sections.get(key or "", 0) if kind == "section" else g.context if kind == "context" else g.tools.get(key or "", 0)
-                  for g in pinned]
+        picked = [chosen(g, kind, key) for g in pinned]
         fresh = range(pool_len(pools, kind, key), pool_len(ps, kind, key))  # this round's entries wait to be tried
-        return retire_one(ps, kind, key, keep=[*chosen, *fresh])[0]
+        return retire_one(ps, kind, key, keep=[*picked, *fresh])[0]
 
     grown, added, controls = grow_pools(pools, [p for p, _, _ in proposals], room=room,
                                         cap=lambda ps, kind, key: live_len(ps, kind, key) < cap)
@@ -209,14 +210,33 @@ def mutate(
 
 
 def _interleaved(items: Sequence[tuple[Any, Genome, int]], anchors_: Sequence[Genome]) -> list[tuple[Any, Genome, int]]:
-    """Per anchor, best-supported first (ties keep the mutators' order), then one from each anchor
-    in turn: every anchor claims its share of the pools' room and of the round's budget."""
-    queues = [sorted([x for x in items if x[1] == a], key=lambda x: -x[2]) for a in anchors_]
+    """Per anchor, each mutator's best-supported proposal before any mutator's second (among
+    equals, best-supported first; ties keep the mutators' order), then one from each anchor in
+    turn: every anchor claims its share of the pools' room and of the round's budget, and a lever
+    whose evidence is not a failure count (a clip answers a token load) is measured in the round
+    that proposed it instead of waiting behind every rule."""
+    def by_author(queue: list[tuple[Any, Genome, int]]) -> list[tuple[Any, Genome, int]]:
+        depth: dict[str, int] = {}
+        ranked = []
+        for x in sorted(queue, key=lambda x: -x[2]):
+            who = _author(x[0])
+            ranked.append((depth.get(who, 0), -x[2], len(ranked), x))
+            depth[who] = depth.get(who, 0) + 1
+        return [x for *_, x in sorted(ranked, key=lambda r: r[:3])]
+
+    queues = [by_author([x for x in items if x[1] == a]) for a in anchors_]
     rest = [x for x in items if not any(x[1] == a for a in anchors_)]
     out: list[tuple[Any, Genome, int]] = []
     for depth in range(max((len(q) for q in queues), default=0)):
         out += [q[depth] for q in queues if depth < len(q)]
     return out + rest
+
+
+def _author(item: Any) -> str:
+    """Who made a ranked item: a proposal's or control's author, or a new pool entry's."""
+    if isinstance(item, Proposal):
+        return item.entry.author
+    return str(getattr(item, "author", ""))
 
 
 def support(p: Proposal | Control, ctx: MutationContext) -> int:
@@ -227,6 +247,8 @@ def support(p: Proposal | Control, ctx: MutationContext) -> int:
         return 0
     if p.kind == "step":
         return len(ctx.evidence)
+    if p.kind == "escalation":
+        return sum(1 for e in ctx.evidence if any(troubled(e, t) for t in p.entry.value.get("on", ())))
     if p.kind == "tool" and p.key is not None:
         named = {p.key}
     elif p.kind == "section" and p.key is not None:

@@ -12,7 +12,7 @@ import optuna
 
 from evoharness.compiler.runtime.workload import Workload
 from evoharness.search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
-from evoharness.search.genome import BASELINE, Genome, authors, with_new_entry
+from evoharness.search.genome import BASELINE, Genome, authors
 from evoharness.search.genome_params import param_space, params_to_genome
 from evoharness.search.optimise.budget import SpendWatch
 from evoharness.search.optimise.evaluations import Evaluations, SearchInterrupted
@@ -46,6 +46,7 @@ from evoharness.search.optimise.study import (
     round_study,
 )
 from evoharness.search.optimise.trial import TrialResult, TrialSpec
+from evoharness.search.pool_growth import with_new_entry
 from evoharness.search.records.format import race_text
 from evoharness.search.records.spend import append_spend, mutator_spend_row
 

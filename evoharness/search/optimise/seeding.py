@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evoharness.search.genome import BASELINE, SLOT_KINDS, Genome, Pools, SlotKind, with_new_entry
+from evoharness.search.genome import BASELINE, SLOT_KINDS, Genome, Pools, SlotKind
 from evoharness.search.genome_params import genome_to_params, param_space
 from evoharness.search.optimise.study import TrialRecord
+from evoharness.search.pool_growth import with_new_entry
 
 
 @dataclass(frozen=True)

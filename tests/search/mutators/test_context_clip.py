@@ -9,10 +9,11 @@ from dataclasses import replace
 import pytest
 
 from evoharness.compiler.variant import compile_agent
-from evoharness.search.genome import Genome, PoolEntry, Pools, genome_to_config, with_pool_entry
+from evoharness.search.genome import Genome, PoolEntry, Pools, genome_to_config
 from evoharness.search.genome_params import genome_to_params, param_space, params_to_genome
 from evoharness.search.mutators.base import ToolLoad, make_mutator
 from evoharness.search.mutators.context import clip_lengths
+from evoharness.search.pool_growth import with_pool_entry
 from evoharness.testing.mutation_case import order_desk_case
 
 HEAVY = ToolLoad(calls=12, chars=54_000, longest=9_800, episodes=5)
@@ -118,7 +119,7 @@ def test_a_stored_load_of_another_shape_is_skipped() -> None:
 
 
 def test_a_full_context_slot_retires_its_oldest_unpicked_entry() -> None:
-    from evoharness.search.genome import live_len, retire_one
+    from evoharness.search.pool_growth import live_len, retire_one
 
     pools = order_desk_case().context.pools
     for n in (4000, 3000, 2000):

@@ -11,9 +11,10 @@ import pytest
 
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.sim.features import ProcedureStep
-from evoharness.search.genome import Genome, PoolEntry, Pools, with_pool_entry
+from evoharness.search.genome import Genome, PoolEntry, Pools
 from evoharness.search.mutators.base import FailedEpisode, MutationContext, Proposal, make_mutator
 from evoharness.search.mutators.wordings import STEP_KINDS
+from evoharness.search.pool_growth import with_pool_entry
 from evoharness.testing import order_desk_case
 
 # The order desk: find_order and order_status only read; refund and cancel_order change state.

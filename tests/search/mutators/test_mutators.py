@@ -149,14 +149,15 @@ def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
 CONTEXTS = {"fixture": fixture_ctx, "bfcl": bfcl_ctx}
 SILENT = {  # mutators with nothing honest to propose in a context (each documents why)
     "fixture": {"tool_format"},
-    "bfcl": {"tool_format", "tool_attach"},  # bfcl offers every tool ("*"): nothing to attach
+    # bfcl offers every tool ("*"): nothing to attach; one tool error is below escalate_on_trouble's two episodes
+    "bfcl": {"tool_format", "tool_attach", "escalate_on_trouble"},
     "order_desk": {"tool_format", "teacher_gap_rewriter"},  # the order desk has no teacher
 }
 # The built-ins that draw their proposals from the failure records (the LLM mutators send them to
 # their model). tool_attach is not among them
 # here: where the anchor lacks only one tool, it attaches that tool whatever the records say.
 EVIDENCE_DRIVEN = {"rule_miner", "workflow_step_append", "tool_rule_add", "tool_description_append", "tool_detach",
-                   "llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter"}
+                   "llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter", "escalate_on_trouble"}
 
 
 def make(name: str, **params: Any) -> Any:

@@ -12,7 +12,7 @@ import pytest
 from evoharness.compiler.runtime.workload import Failure as Record
 from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
-from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools, live_len, retire_one
+from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, initial_pools
 from evoharness.search.genome_params import param_space
 from evoharness.search.mutators.base import FailedEpisode, FunctionMutator, make_mutator, proposal
 from evoharness.search.mutators.wordings import STEP_KINDS
@@ -20,6 +20,7 @@ from evoharness.search.optimise.mutation import mutate
 from evoharness.search.optimise.seeding import NewEntry, round_queue
 from evoharness.search.optimise.settings import RunSettings
 from evoharness.search.optimise.study import TrialRecord
+from evoharness.search.pool_growth import live_len, retire_one
 
 AGENT = {"name": "a", "prompt_sections": {"role": "You help."}, "tools": ["ls", "cd"], "tool_format": "json",
          "workflow": [{"name": "verify", "instructions": "check", "optional": True, "enabled": False}]}
@@ -258,4 +259,5 @@ def test_a_workflow_step_is_supported_by_every_failed_episode(settings: RunSetti
     evidence = [wrong(f"t/{i}", "mv", "destination", big.genome) for i in range(4)] + [wrong("t/9", "cd", "folder", big.genome)]
     rp = mutate(settings, 1, base, [big], evidence, run_teacher=None, echo=lambda _: None,
                 mutators=[(make_mutator("tool_rule_add"), 1.0), (make_mutator("workflow_step_append"), 1.0)])
-    assert [(e.kind, e.support) for e in rp.added] == [("step", 5), ("step", 5), ("tool", 4)]  # steps first: they act on all five
+    # steps act on all five, so a step leads; then tool_rule_add's best, before workflow_step_append's second
+    assert [(e.kind, e.support) for e in rp.added] == [("step", 5), ("tool", 4), ("step", 5)]
