@@ -78,6 +78,8 @@ DESK_AGENT: dict[str, Any] = {
 
 DESK_MODELS: dict[str, dict[str, Any]] = {"base": {"route": "sim/small", "temperature": 0.0}, "sim_large": {"route": "sim/large"},
                                           "sim_medium": {"route": "sim/medium"}}
+# USD per input token, as a search reads them from the price table: the incumbent's model is the cheapest here
+DESK_PRICES: dict[str, float] = {"base": 1e-7, "sim_medium": 6e-7, "sim_large": 3e-6}
 DESK_VALUES = ("Z-90817", "73.25", "quux4711@example.org", "Q-5550")
 
 
@@ -107,6 +109,7 @@ def order_desk_case() -> MutationCase:
     load = {"find_order": ToolLoad(calls=12, chars=54_000, longest=9_800, episodes=5),
             "refund": ToolLoad(calls=3, chars=240, longest=90, episodes=5)}
     context = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(toolset=1), Genome()), evidence=evidence,
-                              models=tuple(DESK_MODELS), round=1, load=load)
+                              models=tuple(DESK_MODELS), round=1, load=load,
+                              prices=dict(DESK_PRICES))
     return MutationCase(context=context, tool=copy.deepcopy(DESK_TOOLS), models=copy.deepcopy(DESK_MODELS), task_values=DESK_VALUES,
                         name="order_desk")

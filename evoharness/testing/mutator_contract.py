@@ -24,8 +24,6 @@ from evoharness.search.mutators.base import Control, Mutator, Proposal, grow_poo
 from evoharness.testing.mutation_case import MutationCase, order_desk_case
 
 
-
-
 def sentences(text: str) -> list[str]:
     """The sentences of ``text``, whitespace normalised."""
     return [s for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s]

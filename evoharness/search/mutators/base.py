@@ -111,6 +111,8 @@ class MutationContext:
         cache_dir: The model response cache for LLM-backed mutators, or None.
         on_cost: Called with (mutator, USD) for each paid model call a mutator makes, or None.
         load: The anchor's tool output on train, per tool (empty when nothing is stored).
+        prices: USD per input token of each of ``models`` whose price is known (the price table's,
+            or the config's own).
     """
 
     agent: Mapping[str, Any]  # the baseline agent config
@@ -124,6 +126,7 @@ class MutationContext:
     cache_dir: str | None = None  # model response cache for LLM-backed mutators
     on_cost: Callable[[str, float | None], None] | None = None  # (mutator, USD or None: unpriced) per paid model call
     load: Mapping[str, ToolLoad] = field(default_factory=dict)  # the anchor's tool output on train, per tool
+    prices: Mapping[str, float] = field(default_factory=dict)  # model config name -> USD per input token, where known
 
 
 @dataclass(frozen=True)

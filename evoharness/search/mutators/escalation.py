@@ -5,10 +5,11 @@ model, proposed from those losses.
 ones that show it: a tool call that came back as an error the episode never recovered from
 (``tool_error``), a turn that ran out of model calls (``max_turns``), and, when the anchor sends a
 check before its final answer, the episodes that check did not save (``review``). It proposes
-handing those turns to the incumbent's model (the ``base`` model config: the one the user runs
-today), to the other models of ``search.models`` for an anchor that runs on the incumbent's, or to
-the model ``to`` names. The paired evaluation then weighs what the handed-over calls
-cost against what they recover. Every proposal's note gives the counts it answers.
+handing those turns to a dearer model of the search (price per input token: the proxy for
+strength the routing literature uses, and the only one the search knows without paying to find
+out), cheapest first; without prices, to the incumbent's model (the one the user runs today); or
+to the model ``to`` names. The paired evaluation then weighs what the handed-over calls cost
+against what they recover. Every proposal's note gives the counts it answers.
 """
 from __future__ import annotations
 
@@ -67,6 +68,18 @@ def counts(ctx: MutationContext) -> dict[str, int]:
     return {t: n for t, n in found.items() if n}
 
 
+def dearer(ctx: MutationContext, runs_on: str) -> list[str]:
+    """The search's models dearer per input token than ``runs_on``, cheapest first, one per price;
+    the incumbent's alone when either price is unknown."""
+    own = ctx.prices.get(runs_on)
+    if own is None or any(m not in ctx.prices for m in ctx.models):
+        return [BASE_MODEL] if BASE_MODEL in ctx.models else []
+    by_price: dict[float, str] = {}
+    for m in sorted(ctx.models, key=lambda m: ctx.prices[m]):  # stable: of two at one price, the first listed
+        by_price.setdefault(ctx.prices[m], m)
+    return [m for p, m in by_price.items() if p > own]
+
+
 def _model_name(ctx: MutationContext) -> str:
     g = anchor(ctx)
     models = ctx.pools.models
@@ -78,9 +91,10 @@ def escalate_on_trouble(*, min_episodes: int = 2, to: str | None = None, models:
     """Proposes an escalation for the anchor when at least ``min_episodes`` of its failed train
     episodes show the trouble of a trigger: one with every such trigger and, when there are
     several, one with only the most frequent (fewer calls handed over). The target is the model
-    config ``to`` names (one of ``search.models``); else the incumbent's, or, for an anchor that
-    runs on the incumbent's model, each of up to ``models`` other models of the search (which of
-    them is stronger is the paired evaluation's to find; the mutator never guesses from names)."""
+    config ``to`` names (one of ``search.models``); else each of up to ``models`` models of the
+    search dearer per input token than the anchor's, cheapest first (of two at one price, the
+    first listed); else, when a price is unknown, the incumbent's. Nothing is proposed for an
+    anchor on the dearest model, nor one already on the target."""
     positive_int("escalate_on_trouble", "min_episodes", min_episodes)
     positive_int("escalate_on_trouble", "models", models)
     if to is not None and (not isinstance(to, str) or not to):
@@ -92,8 +106,7 @@ def escalate_on_trouble(*, min_episodes: int = 2, to: str | None = None, models:
             raise ValueError(f"escalate_on_trouble: params.to={to!r} is not one of the search's models {list(ctx.models)}; "
                              "add it to search.models")
         runs_on = _model_name(ctx)
-        targets = ([to] if to is not None else [BASE_MODEL] if runs_on != BASE_MODEL
-                   else [m for m in ctx.models if m != BASE_MODEL][:models])
+        targets = [to] if to is not None else dearer(ctx, runs_on)[:models]
         targets = [m for m in targets if m != runs_on]
         found = {t: n for t, n in counts(ctx).items() if n >= min_episodes}
         if not targets or not found:

@@ -23,6 +23,7 @@ class Forecast:
     baseline: float  # the baseline's train evaluation, every sample
     finish: float  # the dev runs and the holdout claim after it, at the baseline's cost per task
     search: float  # the whole search, every evaluation at per_task
+    escalates: bool = False  # the incumbent hands troubled turns to another route: those calls are above the floor
 
     @property
     def minimum(self) -> float:
@@ -47,7 +48,8 @@ def forecast(settings: RunSettings, splits: Splits) -> Forecast | None:
                    tasks=sizes, dev_members=s.max_front_dev, references=references, samples=s.samples)
     return Forecast(per_task=one.per_task, calls=one.calls, baseline=baseline, finish=est.finish if est else 0.0,
                     search=projection(one.per_task, tasks=sizes, rounds=s.rounds, per_round=s.trials_per_round,
-                                      dev_members=s.max_front_dev, references=references, samples=s.samples))
+                                      dev_members=s.max_front_dev, references=references, samples=s.samples),
+                    escalates=variant.escalation is not None)
 
 
 def forecast_line(f: Forecast | None, settings: RunSettings, train_tasks: int) -> str:
@@ -55,8 +57,11 @@ def forecast_line(f: Forecast | None, settings: RunSettings, train_tasks: int) -
     if f is None:
         return "projected spend: unknown, the incumbent's route has no price (see the unpriced cost in the baseline's metrics)"
     cap = f"; search.budget_usd={s.budget_usd:g} caps it" if s.budget_usd is not None else ""
+    # a floor prices the calls a task's solution needs on the variant's own route: a turn is handed
+    # over only on trouble, which a solved task does not have, so handed-over calls are never in it
+    left_out = "tool results and escalated calls" if f.escalates else "tool results"
     return (f"projected spend before the baseline (prices x the rendered prompt's tokens x the reference solutions' calls, "
-            f"tool results left out, so usually low): the baseline about ${f.baseline:.4f} ({train_tasks} train tasks x "
+            f"{left_out} left out, so usually low): the baseline about ${f.baseline:.4f} ({train_tasks} train tasks x "
             f"{s.samples} sample(s), {f.calls} calls per sample, ${f.per_task:.4f} per task), then about ${f.finish:.4f} for "
             "dev and the holdout; "
             f"the whole search about ${f.search:.2f} if every evaluation cost that per task{cap}")

@@ -16,6 +16,7 @@ from typing import Any
 from evoharness.compiler.atomic import write_json_atomic
 from evoharness.compiler.catalog import build_catalog, select_tools
 from evoharness.compiler.runtime.cache import open_cache
+from evoharness.compiler.runtime.prices import config_price
 from evoharness.compiler.runtime.workload import Workload
 from evoharness.compiler.variant import compile_agent, content_hash
 from evoharness.search.evaluation.criteria import quality_objective
@@ -161,6 +162,7 @@ def mutate(
     tried_on = (anchors(front, quality_objective(settings.objectives), margin=margin, reference=ref_q, reference_cost=ref_cost)
                 if front else [Genome()])
     proposals: list[tuple[Proposal | Control, Genome, int]] = []
+    prices = {name: p.input_per_token for name, cfg in settings.models.items() if (p := config_price(cfg)) is not None}
     for i, a in enumerate(tried_on):
         own = tuple(e for e in evidence if e.genome == a)
         # the anchor's own failures first; the rest of the front's after them, so a rule list covers
@@ -169,7 +171,7 @@ def mutate(
                               evidence=own + tuple(e for e in evidence if e.genome != a), models=tuple(settings.models), round=k,
                               run_teacher=run_teacher,
                               cache_dir=settings.cache_dir, on_cost=None if costs is None else lambda who, usd: costs.append((who, usd)),
-                              load=next((dict(load) for g, load in loads if g == a), {}))
+                              load=next((dict(load) for g, load in loads if g == a), {}), prices=prices)
         for m, weight in mutators:
             rng = random.Random(content_hash([settings.search.seed, k, m.name] + ([i] if i else [])))
             if weight < 1.0 and random.Random(content_hash([settings.search.seed, k, m.name])).random() >= weight:

@@ -8,6 +8,8 @@ from evoharness.search.records.format import UNPRICED, fmt_metric
 
 HEADLINE = ("pass_rate", "score_mean", "score_std", "latency_p50", "latency_p95", "cost_per_task", "tokens_per_task", "tool_failure_rate",
             "determinism", "skipped", "undelivered", "safety_violations")
+# shown under the headline only when a report has them: a variant that hands troubled turns to another route
+ESCALATION = ("cost.escalated", "escalated_turns")
 
 
 def missing(metrics: Mapping[str, float | None], key: str) -> str:
@@ -16,7 +18,10 @@ def missing(metrics: Mapping[str, float | None], key: str) -> str:
 
 
 def metrics_table(rows: Sequence[tuple[str, EvalReport]], keys: Sequence[str] = HEADLINE) -> str:
-    """One column per (label, report), one line per metric."""
+    """One column per (label, report), one line per metric (the headline's adds the escalation
+    metrics when a report escalated)."""
+    if keys is HEADLINE:
+        keys = (*keys, *(k for k in ESCALATION if any(r.metrics.get(k) for _, r in rows)))
     labels = [label for label, _ in rows]
     width = max([len(k) for k in keys] + [6])
     cols = [max(len(label), 12) for label in labels]

@@ -45,6 +45,7 @@ GOLD = ("archive_98765", "arch1ve", "secret_gold_file", "31337", "gold_value_424
         "gold_folder_555", "zz_gold")
 MODELS: dict[str, dict[str, Any]] = {"base": {"route": "sim/small", "temperature": 0.0}, "sim_medium": {"route": "sim/medium"},
                                      "sim_large": {"route": "sim/large"}}
+PRICES = {"base": 1e-7, "sim_medium": 6e-7, "sim_large": 3e-6}  # USD per input token
 REQUESTS: list[dict[str, Any]] = []
 
 
@@ -120,7 +121,7 @@ def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
         ev("files/4", Record("unneeded_call", "ls", None, None, {"a": True}, 0)),
     )
     front = (Genome(sections={"policy": 1}, tools={"mv": 1}, toolset=1), Genome())
-    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1,
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1, prices=PRICES,
                           run_teacher=_teacher, load={"ls": ToolLoad(calls=10, chars=30_000, longest=8_000, episodes=4)})
     return ctx, tool
 
@@ -141,7 +142,7 @@ def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
         ev("bfcl/multi_turn_base_2", Record("unneeded_call", "rm", None, None, {"file_name": "zz_gold"}, 1)),
         ev("bfcl/multi_turn_base_3", Record("unneeded_call", "touch", None, None, {"file_name": "tmp_wrong"}, 1)),
     )
-    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1,
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1, prices=PRICES,
                           run_teacher=_teacher, load={"cat": ToolLoad(calls=9, chars=41_000, longest=12_000, episodes=4)})
     return ctx, tool
 

@@ -5,6 +5,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,15 @@ def test_the_forecast_is_a_floor_of_what_the_baseline_costs(make: Callable[[str,
     assert f is not None and 0.2 * measured < f.per_task < measured
     calls = sum(e.model_calls for e in real.episodes) / len(tasks)
     assert 0.5 * calls < f.calls / len(tasks) < 2 * calls
+
+
+def test_the_forecast_says_when_it_leaves_escalated_calls_out() -> None:
+    from types import SimpleNamespace
+
+    from evoharness.search.optimise.forecast import Forecast, forecast_line
+
+    settings: Any = SimpleNamespace(search=SimpleNamespace(samples=2, budget_usd=None))
+    f = Forecast(per_task=0.01, calls=10, baseline=0.8, finish=2.0, search=9.0)
+    assert "(prices x the rendered prompt's tokens x the reference solutions' calls, tool results left out" in forecast_line(
+        f, settings, 40)
+    assert "tool results and escalated calls left out" in forecast_line(replace(f, escalates=True), settings, 40)
