@@ -88,7 +88,8 @@ def retire_one(pools: Pools, kind: SlotKind, key: str | None, *, keep: Sequence[
         return pools, False
     grown = tuple(replace(e, retired=True) if i == victim else e for i, e in enumerate(entries))
     if kind in POLICY_SLOTS:
-        return replace(pools, **{LIST_SLOTS[kind]: grown}), True
+        policy: Any = {LIST_SLOTS[kind]: grown}
+        return replace(pools, **policy), True
     assert key is not None
     if kind == "section":
         return replace(pools, sections={**pools.sections, key: grown}), True
@@ -121,4 +122,5 @@ def with_new_entry(genome: Genome, pools: Pools, kind: SlotKind, key: str | None
     if kind == "step":
         assert key is not None
         return replace(genome, steps={**genome.steps, key: key not in base_steps})
-    return replace(genome, **{kind: pick})
+    field: Any = {kind: pick}  # toolset, model, temperature, context, escalation: a genome field each
+    return replace(genome, **field)

@@ -162,7 +162,7 @@ def mutate(
     tried_on = (anchors(front, quality_objective(settings.objectives), margin=margin, reference=ref_q, reference_cost=ref_cost)
                 if front else [Genome()])
     proposals: list[tuple[Proposal | Control, Genome, int]] = []
-    prices = {name: p.input_per_token for name, cfg in settings.models.items() if (p := config_price(cfg)) is not None}
+    prices = {name: price.input_per_token for name, cfg in settings.models.items() if (price := config_price(cfg)) is not None}
     for i, a in enumerate(tried_on):
         own = tuple(e for e in evidence if e.genome == a)
         # the anchor's own failures first; the rest of the front's after them, so a rule list covers
@@ -219,7 +219,7 @@ def _interleaved(items: Sequence[tuple[Any, Genome, int]], anchors_: Sequence[Ge
     that proposed it instead of waiting behind every rule."""
     def by_author(queue: list[tuple[Any, Genome, int]]) -> list[tuple[Any, Genome, int]]:
         depth: dict[str, int] = {}
-        ranked = []
+        ranked: list[tuple[int, int, int, tuple[Any, Genome, int]]] = []
         for x in sorted(queue, key=lambda x: -x[2]):
             who = _author(x[0])
             ranked.append((depth.get(who, 0), -x[2], len(ranked), x))

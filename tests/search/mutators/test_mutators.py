@@ -121,7 +121,8 @@ def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
         ev("files/4", Record("unneeded_call", "ls", None, None, {"a": True}, 0)),
     )
     front = (Genome(sections={"policy": 1}, tools={"mv": 1}, toolset=1), Genome())
-    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1, prices=PRICES,
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1,
+                          prices=PRICES,
                           run_teacher=_teacher, load={"ls": ToolLoad(calls=10, chars=30_000, longest=8_000, episodes=4)})
     return ctx, tool
 
@@ -142,7 +143,8 @@ def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
         ev("bfcl/multi_turn_base_2", Record("unneeded_call", "rm", None, None, {"file_name": "zz_gold"}, 1)),
         ev("bfcl/multi_turn_base_3", Record("unneeded_call", "touch", None, None, {"file_name": "tmp_wrong"}, 1)),
     )
-    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1, prices=PRICES,
+    ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1,
+                          prices=PRICES,
                           run_teacher=_teacher, load={"cat": ToolLoad(calls=9, chars=41_000, longest=12_000, episodes=4)})
     return ctx, tool
 
