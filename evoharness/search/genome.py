@@ -2,9 +2,10 @@
 
 A genome picks, per slot, an entry of a pool: a prompt section's text, a tool's edit (an override of
 description/rules/examples), which optional workflow steps are on, the tool list, the tool format,
-the model, the temperature, the context policy (what each model call re-sends) and the escalation
-(where a troubled turn goes). Pools only grow (mutators append; ``pool_growth`` says how), so an
-index keeps its meaning for the whole search; entry 0 is always the baseline.
+the model, the temperature, the context policy (what each model call re-sends), the escalation
+(where a troubled turn goes) and ``max_turns`` (the model calls a user turn may take). Pools only
+grow (mutators append; ``pool_growth`` says how), so an index keeps its meaning for the whole
+search; entry 0 is always the baseline.
 """
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from typing import Any, Literal, get_args
 
 from evoharness.compiler.schema import TOOL_FORMATS
 
-SlotKind = Literal["section", "tool", "step", "toolset", "model", "temperature", "context", "escalation"]
+SlotKind = Literal["section", "tool", "step", "toolset", "model", "temperature", "context", "escalation", "max_turns"]
 SLOT_KINDS: tuple[SlotKind, ...] = get_args(SlotKind)
 # the slots that hold one list-valued pool (no key), by the Pools attribute that holds it; the
 # genome's field of the same name as the kind picks an index in it
 LIST_SLOTS: dict[str, str] = {"toolset": "toolsets", "model": "models", "temperature": "temperatures", "context": "contexts",
-                              "escalation": "escalations"}
+                              "escalation": "escalations", "max_turns": "turn_limits"}
 # list-valued slots whose entries are mutator-made policies: many, so retired like sections to make room
 POLICY_SLOTS: tuple[SlotKind, ...] = ("context", "escalation")
 
@@ -60,6 +61,7 @@ class Pools:
     formats: tuple[str, ...] = TOOL_FORMATS
     contexts: tuple[PoolEntry, ...] = ()  # agent.context mappings; empty in pools written before the slot existed
     escalations: tuple[PoolEntry, ...] = ()  # escalations; empty in pools written before the slot existed
+    turn_limits: tuple[PoolEntry, ...] = ()  # max_turns values; empty in pools written before the slot existed
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +74,7 @@ class Pools:
             "formats": list(self.formats),
             **({"contexts": [e.to_dict() for e in self.contexts]} if self.contexts else {}),
             **({"escalations": [e.to_dict() for e in self.escalations]} if self.escalations else {}),
+            **({"turn_limits": [e.to_dict() for e in self.turn_limits]} if self.turn_limits else {}),
         }
 
     @classmethod
@@ -89,6 +92,7 @@ class Pools:
             formats=tuple(d.get("formats", TOOL_FORMATS)),
             contexts=entries(d.get("contexts", [])),
             escalations=entries(d.get("escalations", [])),
+            turn_limits=entries(d.get("turn_limits", [])),
         )
 
 
@@ -103,6 +107,7 @@ class Genome:
     temperature: int = 0
     context: int = 0  # 0 = the agent's own context policy
     escalation: int = 0  # 0 = the agent's own escalation (none by default)
+    max_turns: int = 0  # 0 = the agent's own max_turns
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,6 +121,7 @@ class Genome:
             # only when chosen: a genome without it keeps the form (and the keys) it had before the slot existed
             **({"context": self.context} if self.context else {}),
             **({"escalation": self.escalation} if self.escalation else {}),
+            **({"max_turns": self.max_turns} if self.max_turns else {}),
         }
 
     @classmethod
@@ -130,6 +136,7 @@ class Genome:
             temperature=int(d.get("temperature", 0)),
             context=int(d.get("context", 0)),
             escalation=int(d.get("escalation", 0)),
+            max_turns=int(d.get("max_turns", 0)),
         )
 
 
@@ -140,7 +147,7 @@ def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatur
                   base_temperature: float) -> Pools:
     """Pools holding only the baseline: every section's text, the agent's optional steps, its
     tool list, the configured model names (the base model first) and temperatures (base first),
-    and its context policy and escalation."""
+    and its context policy, escalation and max_turns."""
     steps = {s["name"]: PoolEntry(dict(s), "baseline") for s in agent.get("workflow", []) if s.get("optional")}
     model_names = [base_model] + [m for m in models if m != base_model]
     temps = [float(base_temperature)] + [float(t) for t in temperatures if float(t) != float(base_temperature)]
@@ -152,6 +159,7 @@ def initial_pools(agent: Mapping[str, Any], *, models: Sequence[str], temperatur
         temperatures=tuple(PoolEntry(t, "baseline") for t in temps),
         contexts=(PoolEntry(copy.deepcopy(dict(agent.get("context") or {})), "baseline"),),
         escalations=(PoolEntry(copy.deepcopy(dict(agent.get("escalation") or {})), "baseline"),),
+        turn_limits=(PoolEntry(int(agent.get("max_turns", 12)), "baseline"),),
     )
 
 
@@ -191,6 +199,8 @@ def genome_to_config(
         a["context"] = _offered_only(_index(pools.contexts, genome.context, "context").value, a["tools"])
     if genome.escalation:
         a["escalation"] = _escalation(_index(pools.escalations, genome.escalation, "escalation").value, model_name, models)
+    if genome.max_turns:
+        a["max_turns"] = int(_index(pools.turn_limits, genome.max_turns, "max_turns").value)
     return a, t, m
 
 
@@ -260,6 +270,8 @@ def authors(genome: Genome, pools: Pools, base_steps: Sequence[str] = ()) -> tup
         found.append(pools.contexts[genome.context].author)
     if genome.escalation:
         found.append(pools.escalations[genome.escalation].author)
+    if genome.max_turns:
+        found.append(pools.turn_limits[genome.max_turns].author)
     return tuple(dict.fromkeys(a for a in found if a != "baseline"))
 
 
@@ -276,6 +288,7 @@ def canonical(genome: Genome, *, base_format: str, base_steps: Mapping[str, bool
         temperature=genome.temperature,
         context=genome.context,
         escalation=genome.escalation,
+        max_turns=genome.max_turns,
     )
 
 
@@ -310,6 +323,8 @@ def edits(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping
         add(f"context#{genome.context}", pools.contexts[genome.context])
     if genome.escalation:
         add(f"escalation#{genome.escalation}", pools.escalations[genome.escalation])
+    if genome.max_turns:
+        add(f"max_turns={pools.turn_limits[genome.max_turns].value}", pools.turn_limits[genome.max_turns])
     return rows
 
 

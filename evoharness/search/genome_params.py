@@ -35,6 +35,8 @@ def param_space(pools: Pools) -> dict[str, tuple[Any, ...]]:
         space["context"] = live(pools.contexts)
     if len(live(pools.escalations)) > 1:
         space["escalation"] = live(pools.escalations)
+    if len(pools.turn_limits) > 1:
+        space["max_turns"] = tuple(range(len(pools.turn_limits)))
     return space
 
 
@@ -52,6 +54,7 @@ def params_to_genome(params: Mapping[str, Any]) -> Genome:
         temperature=int(params.get("temperature", 0)),
         context=int(params.get("context", 0)),
         escalation=int(params.get("escalation", 0)),
+        max_turns=int(params.get("max_turns", 0)),
     )
 
 

@@ -90,7 +90,8 @@ def _failed(task_id: str, *failures: Failure, errors: Sequence[str] = ()) -> Fai
 
 def order_desk_case() -> MutationCase:
     """An order desk whose failed episodes ask for each kind of edit: a wrong value, a missed call
-    to a tool the front's toolset leaves out, a missing argument, an unneeded call. One configured
+    to a tool the front's toolset leaves out, a missing argument, an unneeded call, turns that ran
+    out of model calls. One configured
     model is not pooled yet; one tool's results are long."""
     agent = copy.deepcopy(DESK_AGENT)
     tools = {s.name: s for s in select_tools(agent["tools"], build_catalog(DESK_TOOLS))}
@@ -99,10 +100,12 @@ def order_desk_case() -> MutationCase:
     evidence = (
         _failed("desk/1", Failure("wrong_value", "refund", "amount", 73.25, 37.25, 0),
                 errors=("refund: 73.25 is more than the order total",)),
-        _failed("desk/2", Failure("missed_call", "order_status", None, {"order_id": "Z-90817"}, None, 1)),
+        _failed("desk/2", Failure("missed_call", "order_status", None, {"order_id": "Z-90817"}, None, 1),
+                Failure("non_termination", turn=1)),
         _failed("desk/3", Failure("missing_argument", "find_order", "customer", "quux4711@example.org", None, 0),
                 Failure("no_recovery", "find_order", None, None, "missing argument 'customer'", 0)),
-        _failed("desk/4", Failure("unneeded_call", "cancel_order", None, None, {"order_id": "Q-5550"}, 0)),
+        _failed("desk/4", Failure("unneeded_call", "cancel_order", None, None, {"order_id": "Q-5550"}, 0),
+                Failure("non_termination", turn=0)),
         _failed("desk/5", Failure("wrong_value", "refund", "amount", 73.25, 7.0, 0)),
     )
     # the front member's tool output on train: order lookups return whole order histories

@@ -56,6 +56,8 @@ def choices(pools: Pools, *, base_format: str) -> dict[str, tuple[str, ...]]:
         out["context"] = entries(pools.contexts)
     if len(pools.escalations) > 1:
         out["escalation"] = entries(pools.escalations)
+    if len(pools.turn_limits) > 1:
+        out["max_turns"] = tuple(f"#{i} {e.value}" for i, e in enumerate(pools.turn_limits))
     formats = tuple(dict.fromkeys([base_format, *pools.formats]))
     if len(formats) > 1:
         out["tool_format"] = formats

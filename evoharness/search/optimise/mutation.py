@@ -251,6 +251,8 @@ def support(p: Proposal | Control, ctx: MutationContext) -> int:
         return len(ctx.evidence)
     if p.kind == "escalation":
         return sum(1 for e in ctx.evidence if any(troubled(e, t) for t in p.entry.value.get("on", ())))
+    if p.kind == "max_turns":
+        return sum(1 for e in ctx.evidence if troubled(e, "max_turns"))
     if p.kind == "tool" and p.key is not None:
         named = {p.key}
     elif p.kind == "section" and p.key is not None:

@@ -116,8 +116,9 @@ def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
     evidence = (
         ev("files/1", Record("wrong_value", "mv", "destination", "archive_98765", "arch1ve", 0),
            errors=("mv: No such directory: 'gold_value_4242'",)),
-        ev("files/2", Record("wrong_value", "mv", "destination", "archive_98765", "x", 1)),
-        ev("files/3", Record("missed_call", "tail", None, {"file_name": "secret_gold_file.txt", "lines": 31337}, None, 1)),
+        ev("files/2", Record("wrong_value", "mv", "destination", "archive_98765", "x", 1), Record("non_termination", turn=1)),
+        ev("files/3", Record("missed_call", "tail", None, {"file_name": "secret_gold_file.txt", "lines": 31337}, None, 1),
+           Record("non_termination", turn=1)),
         ev("files/4", Record("unneeded_call", "ls", None, None, {"a": True}, 0)),
     )
     front = (Genome(sections={"policy": 1}, tools={"mv": 1}, toolset=1), Genome())
@@ -152,15 +153,16 @@ def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
 CONTEXTS = {"fixture": fixture_ctx, "bfcl": bfcl_ctx}
 SILENT = {  # mutators with nothing honest to propose in a context (each documents why)
     "fixture": {"tool_format"},
-    # bfcl offers every tool ("*"): nothing to attach; one tool error is below escalate_on_trouble's two episodes
-    "bfcl": {"tool_format", "tool_attach", "escalate_on_trouble"},
+    # bfcl offers every tool ("*"): nothing to attach; one tool error is below escalate_on_trouble's two episodes,
+    # and no turn ran out of calls
+    "bfcl": {"tool_format", "tool_attach", "escalate_on_trouble", "turn_limit"},
     "order_desk": {"tool_format", "teacher_gap_rewriter"},  # the order desk has no teacher
 }
 # The built-ins that draw their proposals from the failure records (the LLM mutators send them to
 # their model). tool_attach is not among them
 # here: where the anchor lacks only one tool, it attaches that tool whatever the records say.
 EVIDENCE_DRIVEN = {"rule_miner", "workflow_step_append", "tool_rule_add", "tool_description_append", "tool_detach",
-                   "llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter", "escalate_on_trouble"}
+                   "llm_prompt_rewriter", "llm_workflow_editor", "teacher_gap_rewriter", "escalate_on_trouble", "turn_limit"}
 
 
 def make(name: str, **params: Any) -> Any:
