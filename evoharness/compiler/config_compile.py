@@ -22,6 +22,8 @@ def to_plain(node: Any) -> Any:
 # that does not use them hashes (study, snapshot) as it did before they existed
 _UNUSED = {key: OmegaConf.to_container(OmegaConf.structured(schema)) for key, schema in (("context", ContextConfig),
                                                                                          ("escalation", EscalationConfig))}
+# settings added to one of them later, left out when unused: a config that sets the older ones keeps its hash
+_UNUSED_LATER = {"context": {"keep_turns": None}}
 
 
 def plain_agent(node: Any) -> Any:
@@ -31,6 +33,10 @@ def plain_agent(node: Any) -> Any:
         for key, unused in _UNUSED.items():
             if agent.get(key) == unused:
                 agent.pop(key, None)
+            elif isinstance(agent.get(key), dict):
+                for sub, default in _UNUSED_LATER.get(key, {}).items():
+                    if sub in agent[key] and agent[key][sub] == default:
+                        agent[key].pop(sub)
     return agent
 
 

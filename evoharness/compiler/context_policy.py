@@ -3,8 +3,10 @@
 In a tool loop every model call re-sends the system prompt, the tools and the whole conversation,
 tool results included, so one long result is paid for on every later call of the episode. A
 policy clips a tool's results to a length: the head and the tail are kept and the cut is said in
-its place, so the model knows that something was left out and how much. Pure: the compiler builds
-it from ``agent.context``, the runtime applies it, and the variant's hash covers it.
+its place, so the model knows that something was left out and how much. It can also keep only the
+last few user turns' results as they came (a verbatim window) and compact older ones to
+``MIN_CHARS``, the same way. Pure: the compiler builds it from ``agent.context``, the runtime
+applies it, and the variant's hash covers it.
 """
 from __future__ import annotations
 
@@ -20,12 +22,15 @@ MIN_CHARS = 200  # below this a clip keeps too little of a result to act on
 HEAD_SHARE = 2 / 3  # of the kept characters, the share from the result's start (the rest is its end)
 
 
-def cut_marker(cut: int, limit: int) -> str:
-    """What stands in the sent result for the characters the policy cut."""
-    return f"\n[... {cut} characters of this result not shown (results are clipped to {limit} characters) ...]\n"
+def cut_marker(cut: int, limit: int, *, older: bool = False) -> str:
+    """What stands in the sent result for the characters the policy cut (``older``: the result's
+    turn left the verbatim window)."""
+    whose = "results of earlier turns" if older else "results"
+    return f"\n[... {cut} characters of this result not shown ({whose} are clipped to {limit} characters) ...]\n"
 
 
-_CUT = re.compile(r"\n\[\.\.\. \d+ characters of this result not shown \(results are clipped to \d+ characters\) \.\.\.\]\n")
+_CUT = re.compile(r"\n\[\.\.\. \d+ characters of this result not shown \((?:results|results of earlier turns) are clipped to \d+ "
+                  r"characters\) \.\.\.\]\n")
 
 
 def is_clipped(text: str) -> bool:
@@ -46,12 +51,16 @@ class ContextPolicy:
     Attributes:
         tool_result_chars: The longest result sent per tool name (``"*"``: every tool without its
             own); empty sends every result whole.
+        keep_turns: The user turns whose results are sent as the clip left them: the current one
+            and the ``keep_turns - 1`` before it; an older turn's results are compacted to
+            ``MIN_CHARS``. None keeps every turn.
     """
 
     tool_result_chars: Mapping[str, int] = field(default_factory=dict)
+    keep_turns: int | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.tool_result_chars)
+        return bool(self.tool_result_chars) or self.keep_turns is not None
 
     def limit(self, tool: str) -> int | None:
         return self.tool_result_chars.get(tool, self.tool_result_chars.get(ANY_TOOL))
@@ -64,13 +73,20 @@ class ContextPolicy:
         limit = self.limit(tool)
         if limit is None or len(text) <= limit + len(cut_marker(len(text) - limit, limit)):
             return text, 0
-        head = int(limit * HEAD_SHARE)
-        tail = limit - head
-        cut = len(text) - limit
-        return text[:head] + cut_marker(cut, limit) + (text[-tail:] if tail else ""), cut
+        return _cut(text, limit), len(text) - limit
+
+    def compact(self, original: str, cut: int) -> tuple[str, int] | None:
+        """(what the model is sent of a result whose turn left the verbatim window, the characters
+        cut in all), or None when compacting would not shorten what was sent. ``original`` is the
+        tool's whole result and ``cut`` what the clip already took from it."""
+        original = _CUT.sub(lambda m: m.group(0).replace("[...", "[.."), original)
+        if len(original) - cut <= MIN_CHARS + len(cut_marker(len(original) - MIN_CHARS, MIN_CHARS, older=True)):
+            return None
+        return _cut(original, MIN_CHARS, older=True), len(original) - MIN_CHARS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tool_result_chars": dict(sorted(self.tool_result_chars.items()))}
+        out: dict[str, Any] = {"tool_result_chars": dict(sorted(self.tool_result_chars.items()))}
+        return {**out, "keep_turns": self.keep_turns} if self.keep_turns is not None else out  # a clip alone keeps its hash
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> ContextPolicy:
@@ -79,7 +95,16 @@ class ContextPolicy:
         for name, value in chars.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CHARS:
                 raise ValueError(f"context policy: {name!r} -> {value!r} is not a clip length of at least {MIN_CHARS} characters")
-        return cls(tool_result_chars=chars)
+        keep = (data or {}).get("keep_turns")
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+            raise ValueError(f"context policy: keep_turns={keep!r} is not a whole number of turns, at least 1")
+        return cls(tool_result_chars=chars, keep_turns=keep)
+
+
+def _cut(text: str, limit: int, *, older: bool = False) -> str:
+    head = int(limit * HEAD_SHARE)
+    tail = limit - head
+    return text[:head] + cut_marker(len(text) - limit, limit, older=older) + (text[-tail:] if tail else "")
 
 
 def context_policy(config: Mapping[str, Any] | None, *, tools: list[str]) -> ContextPolicy:
@@ -87,9 +112,14 @@ def context_policy(config: Mapping[str, Any] | None, *, tools: list[str]) -> Con
     if config is not None and not isinstance(config, Mapping):
         raise ConfigError("agent.context", f"must be a mapping, got {config!r}", "write agent.context.tool_result_chars.<tool>: <chars>")
     config = dict(config or {})
-    unknown = sorted(set(config) - {"tool_result_chars"})
+    unknown = sorted(set(config) - {"tool_result_chars", "keep_turns"})
     if unknown:
-        raise ConfigError(f"agent.context.{unknown[0]}", "is not a context policy setting", "use agent.context.tool_result_chars")
+        raise ConfigError(f"agent.context.{unknown[0]}", "is not a context policy setting",
+                          "use agent.context.tool_result_chars or agent.context.keep_turns")
+    keep = config.get("keep_turns")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ConfigError("agent.context.keep_turns", f"must be a whole number of user turns, at least 1; got {keep!r}",
+                          "set it to 1 (only the current turn's results whole) or more, or null to keep every turn")
     raw = config.get("tool_result_chars") or {}
     if not isinstance(raw, Mapping):
         raise ConfigError("agent.context.tool_result_chars", f"must map tool names to lengths, got {raw!r}",
@@ -103,4 +133,4 @@ def context_policy(config: Mapping[str, Any] | None, *, tools: list[str]) -> Con
         if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CHARS:
             raise ConfigError(key, f"must be a whole number of characters, at least {MIN_CHARS}; got {value!r}",
                               f"set it to {MIN_CHARS} or more, or drop it to send that tool's results whole")
-    return ContextPolicy(tool_result_chars={str(k): int(v) for k, v in chars.items()})
+    return ContextPolicy(tool_result_chars={str(k): int(v) for k, v in chars.items()}, keep_turns=keep)

@@ -34,6 +34,9 @@ class ContextConfig:
     # the longest result sent to the model per tool name ("*": every tool without its own); head and tail
     # are kept and the cut is said. Empty: every result is sent whole
     tool_result_chars: dict[str, int] = field(default_factory=dict)
+    # the user turns whose tool results are sent as they came (the current one and the ones before it);
+    # an older turn's results are clipped to MIN_CHARS (200) with the cut said. None: every turn kept
+    keep_turns: int | None = None
 
 
 @dataclass

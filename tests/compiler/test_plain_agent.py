@@ -28,3 +28,5 @@ def test_unused_context_and_escalation_leave_the_agent_as_it_was() -> None:
     used = agent("+agent.context.tool_result_chars.ls=500", "+model@agent.escalation.model=sim_large")
     assert used["context"] == {"tool_result_chars": {"ls": 500}} and used["escalation"]["model"]["route"] == "sim/large"
     assert {k: v for k, v in used.items() if k not in ("context", "escalation")} == base
+    # the verbatim window came later: set, it is kept; unset, a clip alone hashes as it did before it
+    assert agent("agent.context.keep_turns=2")["context"] == {"tool_result_chars": {}, "keep_turns": 2}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from evoharness.compiler.errors import ConfigError
@@ -56,6 +57,10 @@ class _Episode:
         self.tool_calls: list[ToolCallRecord] = []
         self.responses: list[str] = []
         self._tools_chars: dict[tuple[str, ...], int] = {}
+        # where each tool call's result sits in the conversation: (message index, block index for a
+        # text-format message of result blocks, else None), for the verbatim window to compact it
+        self._placed: dict[int, tuple[int, int | None]] = {}
+        self._blocks: dict[int, list[str]] = {}
 
     def _offer(self, names: tuple[str, ...]) -> None:
         self.offered += [n for n in names if n in self.specs and n not in self.offered]
@@ -65,8 +70,9 @@ class _Episode:
         else:
             self.messages.append(system)
 
-    def _run_tool(self, turn: int, call: ToolCall) -> tuple[str | None, str | None]:
-        """(the result as the model is sent it, the error sent instead)."""
+    def _run_tool(self, turn: int, call: ToolCall, place: tuple[int, int | None]) -> tuple[str | None, str | None]:
+        """(the result as the model is sent it, the error sent instead); ``place`` is where the
+        conversation will hold it."""
         result: str | None = None
         if call.name not in self.offered:
             error: str | None = f"unknown tool {clip(repr(call.name), 200)}; available: {', '.join(self.offered)}"
@@ -82,9 +88,30 @@ class _Episode:
             except Exception as exc:  # the tool's own failure goes back to the model, as a real tool error would
                 error = clip(f"{type(exc).__name__}: {exc}")
         sent, cut = self.v.context.clip(call.name, str(result)) if result is not None else (None, 0)
+        self._placed[len(self.tool_calls)] = place
         self.tool_calls.append(ToolCallRecord(turn=turn, name=call.name, arguments=dict(call.arguments), result=result, error=error,
                                               cut=cut))
         return sent, error
+
+    def _compact(self, turn: int) -> None:
+        """Compact the results of the turns that leave the verbatim window as ``turn`` starts."""
+        keep = self.v.context.keep_turns
+        if keep is None:
+            return
+        for i, rec in enumerate(self.tool_calls):
+            if rec.compacted or rec.result is None or rec.turn > turn - keep:
+                continue
+            done = self.v.context.compact(str(rec.result), rec.cut)
+            if done is None:
+                continue
+            text, cut = done
+            self.tool_calls[i] = replace(rec, cut=cut, compacted=True)
+            at, block = self._placed[i]
+            if block is None:
+                self.messages[at] = {**self.messages[at], "content": text}
+            else:
+                self._blocks[at][block] = tool_result_block(rec.name, text)
+                self.messages[at] = {**self.messages[at], "content": "\n".join(self._blocks[at])}
 
     def _decode_native(self, reply: ModelReply) -> list[tuple[str, ToolCall | None, str | None]]:
         out: list[tuple[str, ToolCall | None, str | None]] = []
@@ -147,22 +174,23 @@ class _Episode:
         if native:
             for call_id, call, error in native:
                 if call is not None:
-                    result, error = self._run_tool(turn, call)
+                    result, error = self._run_tool(turn, call, (len(self.messages), None))
                 content = f"Error: {error}" if error else str(result)
                 self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
                 if error:
                     self._escalate(turn, "tool_error")
             return False
         if text is not None and (text.calls or text.errors):
-            blocks = []
+            blocks: list[str] = []
             for call in text.calls:
-                result, error = self._run_tool(turn, call)
+                result, error = self._run_tool(turn, call, (len(self.messages), len(blocks)))
                 blocks.append(tool_result_block(call.name, f"Error: {error}" if error else str(result)))
                 if error:
                     self._escalate(turn, "tool_error")
             blocks += [tool_result_block("parse_error", f"Error: {e}") for e in text.errors]
             if text.errors:
                 self._escalate(turn, "tool_error")
+            self._blocks[len(self.messages)] = blocks
             self.messages.append({"role": "user", "content": "\n".join(blocks)})
             return False
         return True
@@ -202,6 +230,7 @@ class _Episode:
         try:
             for turn, user_messages in enumerate(self.task.turns):
                 self._offer(tuple(self.task.added_tools.get(turn, ())))
+                self._compact(turn)
                 self.messages.extend(dict(m) for m in user_messages)
                 pending = list(self.v.step_messages("before_final"))
                 answer, finished = "", False
