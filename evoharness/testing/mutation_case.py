@@ -109,8 +109,8 @@ def order_desk_case() -> MutationCase:
         _failed("desk/5", Failure("wrong_value", "refund", "amount", 73.25, 7.0, 0)),
     )
     # the front member's tool output on train: order lookups return whole order histories
-    load = {"find_order": ToolLoad(calls=12, chars=54_000, longest=9_800, episodes=5),
-            "refund": ToolLoad(calls=3, chars=240, longest=90, episodes=5)}
+    load = {"find_order": ToolLoad(calls=12, chars=54_000, longest=9_800, episodes=5, turns=20),
+            "refund": ToolLoad(calls=3, chars=240, longest=90, episodes=5, turns=20)}
     context = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(toolset=1), Genome()), evidence=evidence,
                               models=tuple(DESK_MODELS), round=1, load=load,
                               prices=dict(DESK_PRICES))

@@ -49,6 +49,7 @@ class EpisodeResult:
     input_parts: Mapping[str, int] = field(default_factory=dict)
     escalations: tuple[tuple[int, str], ...] = ()  # (user turn, trigger) of each turn handed to the escalation route
     escalated_cost_usd: float | None = 0.0  # what the escalated calls cost (None: one was unpriced)
+    turns: int = 0  # user turns played (0: recorded before it was kept); results of each re-sent on every later call
 
     @property
     def scored(self) -> bool:
@@ -138,6 +139,7 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "cut_chars": sum(c.cut for c in trajectory.tool_calls),
         "input_parts": _input_parts(trajectory),
         "escalations": tuple(trajectory.escalations),
+        "turns": len(trajectory.responses),
         "escalated_cost_usd": _escalated_cost(trajectory),
     }
 

@@ -87,12 +87,14 @@ class ToolLoad:
         chars: The characters those results held (before any clip).
         longest: The longest of them.
         episodes: The anchor's episodes measured (all of them, not only those that called the tool).
+        turns: The user turns those episodes played (0: recorded before turns were kept).
     """
 
     calls: int
     chars: int
     longest: int
     episodes: int
+    turns: int = 0
 
 
 @dataclass(frozen=True)

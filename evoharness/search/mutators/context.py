@@ -1,6 +1,10 @@
 """Context mutators: edits to what each model call re-sends, proposed from what the anchor's
 episodes actually sent.
 
+``context_window`` reads the same load and the user turns the episodes played, and proposes
+keeping only the last turns' results whole: in a long conversation, what an early turn's tools
+returned is re-sent on every call of every later turn.
+
 ``context_clip`` reads the anchor's tool output on train (``MutationContext.load``: per tool, its
 calls, the characters they returned, the longest) and proposes clipping the results of the tools
 whose output weighs most. It never reads failures to decide: a clip trades tokens for the risk of
@@ -77,3 +81,37 @@ def context_clip(*, tools: int = 2, min_share: float = 0.1) -> Mutator:
         return out
 
     return FunctionMutator("context_clip", propose)
+
+
+@register_mutator("context_window")
+def context_window(*, min_turns: float = 3.0, min_chars: int = 2_000) -> Mutator:
+    """Keeps only the last one or two user turns' tool results whole (the ``keep_turns`` of the
+    anchor's context policy), one proposal each, when the anchor's train episodes average at least
+    ``min_turns`` user turns and ``min_chars`` characters of tool output: every result is otherwise
+    re-sent on every later call of the episode, turns after it included. A window is only ever
+    narrowed. Without stored turns (an evaluation recorded before they were kept) nothing is proposed."""
+    if isinstance(min_turns, bool) or not isinstance(min_turns, (int, float)) or not min_turns >= 2:
+        raise ValueError(f"context_window: min_turns={min_turns!r} must be a number of user turns, at least 2; the default is 3")
+    positive_int("context_window", "min_chars", min_chars)
+
+    def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
+        loads = list(ctx.load.values())
+        if not loads or not loads[0].episodes or not loads[0].turns:
+            return []
+        episodes, turns = loads[0].episodes, loads[0].turns
+        chars = sum(load.chars for load in loads)
+        if turns / episodes < min_turns or chars / episodes < min_chars:
+            return []
+        current = context_value(ctx)
+        now = current.get("keep_turns")
+        out: list[Proposal] = []
+        for keep in (2, 1):
+            if now is not None and keep >= int(now):
+                continue
+            note = (f"send only the last {keep} user turn{'s' if keep > 1 else ''}' tool results whole, older ones compacted: "
+                    f"the anchor's {episodes} train episodes played {turns / episodes:.1f} user turns and held "
+                    f"{chars // episodes:,} characters of tool output each, every result re-sent on every later call")
+            out.append(proposal("context", None, {**current, "keep_turns": keep}, "context_window", note))
+        return out
+
+    return FunctionMutator("context_window", propose)

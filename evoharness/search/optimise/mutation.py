@@ -92,6 +92,7 @@ def stored_load(paths: StudyPaths, eval_key: str | None) -> dict[str, ToolLoad]:
         return {}
     episodes = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored).get("report", {}).get("episodes", [])
     sums: dict[str, list[int]] = {}
+    turns = sum(t for e in episodes if isinstance(t := e.get("turns"), int) and not isinstance(t, bool) and t > 0)
     for e in episodes:
         for tool, counts in dict(e.get("tool_output") or {}).items():
             if not (isinstance(counts, list) and len(counts) == 3 and all(isinstance(x, int) and x >= 0 for x in counts)):
@@ -99,7 +100,7 @@ def stored_load(paths: StudyPaths, eval_key: str | None) -> dict[str, ToolLoad]:
             calls, chars, longest = counts
             row = sums.setdefault(str(tool), [0, 0, 0])
             row[0], row[1], row[2] = row[0] + calls, row[1] + chars, max(row[2], longest)
-    return {t: ToolLoad(calls=c, chars=n, longest=m, episodes=len(episodes)) for t, (c, n, m) in sorted(sums.items())}
+    return {t: ToolLoad(calls=c, chars=n, longest=m, episodes=len(episodes), turns=turns) for t, (c, n, m) in sorted(sums.items())}
 
 
 def front_load(paths: StudyPaths, front: Sequence[TrialRecord]) -> list[tuple[Genome, dict[str, ToolLoad]]]:

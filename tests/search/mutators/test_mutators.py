@@ -124,7 +124,7 @@ def fixture_ctx() -> tuple[MutationContext, dict[str, Any]]:
     front = (Genome(sections={"policy": 1}, tools={"mv": 1}, toolset=1), Genome())
     ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=front, evidence=evidence, models=tuple(MODELS), round=1,
                           prices=PRICES,
-                          run_teacher=_teacher, load={"ls": ToolLoad(calls=10, chars=30_000, longest=8_000, episodes=4)})
+                          run_teacher=_teacher, load={"ls": ToolLoad(calls=10, chars=30_000, longest=8_000, episodes=4, turns=16)})
     return ctx, tool
 
 
@@ -146,7 +146,7 @@ def bfcl_ctx() -> tuple[MutationContext, dict[str, Any]]:
     )
     ctx = MutationContext(agent=agent, tools=tools, pools=pools, front=(Genome(),), evidence=evidence, models=tuple(MODELS), round=1,
                           prices=PRICES,
-                          run_teacher=_teacher, load={"cat": ToolLoad(calls=9, chars=41_000, longest=12_000, episodes=4)})
+                          run_teacher=_teacher, load={"cat": ToolLoad(calls=9, chars=41_000, longest=12_000, episodes=4, turns=14)})
     return ctx, tool
 
 
