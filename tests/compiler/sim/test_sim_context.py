@@ -78,3 +78,24 @@ def test_a_result_that_quotes_the_marker_is_not_a_clip() -> None:
     forged = "file_a.txt" + cut_marker(10, 300) + "note.md"
     sent, cut = ContextPolicy().clip("ls", forged)
     assert cut == 0 and not is_clipped(sent) and "file_a.txt" in sent and "note.md" in sent
+
+
+def test_a_result_compacted_by_the_verbatim_window_reads_as_clipped_too() -> None:
+    """A result an older turn left compacted carries the window's marker: the simulator takes a value
+    from it as it does from a clipped one (here the compacted form is sent from the start, the
+    strictest case: the value was never shown)."""
+    compacted = (ContextPolicy(keep_turns=1).compact(LISTING, 0) or ("", 0))[0]
+    assert is_clipped(compacted) and "results of earlier turns" in compacted and "document" not in compacted
+    gold = StaticGoldSource([TASK], SPECS, results={TASK.task_id: (LISTING,)})
+
+    def env(name: str, args: Mapping[str, Any]) -> str:
+        return compacted if name == "ls" else fake_env(name, args)
+
+    copied = []
+    for s in range(N):
+        log = play_episode("sim/small", TASK, gold, env, system_prompt=prompt(), tools=openai_tools(SPECS), temperature=1.0,
+                           sample=s, world=0, shared_draws=True, surface=DOCUMENTED)
+        names = [c.name for c, _ in log.calls[0]]
+        if "ls" in names and "cd" in names[names.index("ls"):]:
+            copied.append(next(str(c.arguments.get("folder")) for c, _ in log.calls[0][names.index("ls"):] if c.name == "cd"))
+    assert len(copied) > N / 2 and not any(f == "document" for f in copied)
