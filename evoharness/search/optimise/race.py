@@ -19,7 +19,10 @@ train tasks beyond the search's (``extension``), with its anchor on the same one
 same rule; it is then ranked by ``estimate``.
 
 A proposal that is clearly cheaper per task than its anchor (``CHEAPER``) is never rejected on
-quality: it may be a trade-off the front wants, and only the whole split can place it.
+quality: it may be a trade-off the front wants, and only the whole split can place it. One that
+saves less but still some (``SAVES``: a clip, a window) is not futile for a tie: equal quality at
+a lower cost is what a cost lever is for, so only a mean difference below 0 (or a clearly worse
+interval) races it out.
 bench/racing.py measures the rule's error rates by Monte-Carlo.
 """
 from __future__ import annotations
@@ -38,6 +41,7 @@ MIN_FIRST_BLOCK = 10  # fewer tasks than this make the first look's interval too
 MIN_GROWTH = 2.0  # the error rates bench/racing.py measured are at growth 2: slower growth means more looks, more false rejects
 FUTILE_AFTER = 2 * MIN_FIRST_BLOCK  # on 10 tasks the futility rule loses a +0.10 edit 22% of the time (bench/racing.py)
 CHEAPER = 0.10  # a proposal at least this share cheaper per task than its anchor is a trade-off, not raced out
+SAVES = 0.02  # a proposal at least this share cheaper is not futile for a tie (cost per task on the same tasks: little noise)
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class RaceStep:
     low: float
     high: float
     cheaper: bool  # clearly cheaper per task than the anchor on these tasks
+    saves: bool = False  # cheaper by at least SAVES on these tasks: a tie is not futility
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,11 +123,11 @@ class RaceStep:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RaceStep:
         return cls(decision=d["decision"], tasks=int(d["tasks"]), clusters=int(d["clusters"]), mean_diff=float(d["mean_diff"]),
-                   low=float(d["low"]), high=float(d["high"]), cheaper=bool(d["cheaper"]))
+                   low=float(d["low"]), high=float(d["high"]), cheaper=bool(d["cheaper"]), saves=bool(d.get("saves", False)))
 
 
 def judge(anchor: Sequence[float] | np.ndarray, proposal: Sequence[float] | np.ndarray, *, clusters: Sequence[str] | None,
-          ran: int, of: int, confidence: float, cheaper: bool = False) -> RaceStep:
+          ran: int, of: int, confidence: float, cheaper: bool = False, saves: bool = False) -> RaceStep:
     """The decision once ``ran`` of the split's ``of`` tasks have run, from the per-task quality of
     each side on the paired ones (in one order; a task skipped on the infrastructure drops out)."""
     test = quality_test(anchor, proposal, null=0.0, clusters=clusters, confidence=confidence)
@@ -131,16 +136,17 @@ def judge(anchor: Sequence[float] | np.ndarray, proposal: Sequence[float] | np.n
         decision = "accepted" if test.low > 0 else "undecided"
     # futility counts paired tasks, not planned ones: a task skipped on the infrastructure is no evidence;
     # a tie on half the split is futility on purpose: an edit that changed nothing there is not worth the rest
-    elif not cheaper and (test.high < 0 or (2 * test.n >= of and test.n >= FUTILE_AFTER and test.mean_diff <= 0)):
+    elif not cheaper and (test.high < 0 or (2 * test.n >= of and test.n >= FUTILE_AFTER
+                                            and (test.mean_diff < 0 if saves else test.mean_diff <= 0))):
         decision = "rejected"
     else:
         decision = "continue"
     return RaceStep(decision=decision, tasks=test.n, clusters=test.clusters, mean_diff=test.mean_diff, low=test.low,
-                    high=test.high, cheaper=cheaper)
+                    high=test.high, cheaper=cheaper, saves=saves)
 
 
-def is_cheaper(anchor_cost: float | None, proposal_cost: float | None) -> bool:
-    """Whether the proposal's mean cost per task is at least ``CHEAPER`` below the anchor's (unknown: no)."""
+def is_cheaper(anchor_cost: float | None, proposal_cost: float | None, *, share: float = CHEAPER) -> bool:
+    """Whether the proposal's mean cost per task is at least ``share`` below the anchor's (unknown: no)."""
     if anchor_cost is None or proposal_cost is None or not (math.isfinite(anchor_cost) and math.isfinite(proposal_cost)):
         return False
-    return proposal_cost <= anchor_cost * (1.0 - CHEAPER) and proposal_cost < anchor_cost
+    return proposal_cost <= anchor_cost * (1.0 - share) and proposal_cost < anchor_cost

@@ -24,7 +24,7 @@ from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.evaluation.metrics import EvalReport, aggregate, paired_clusters, paired_scores
 from evoharness.search.genome import Genome
 from evoharness.search.optimise.evaluations import Evaluations
-from evoharness.search.optimise.race import RaceSettings, RaceStep, estimate, extension, is_cheaper, judge, plan, promising
+from evoharness.search.optimise.race import SAVES, RaceSettings, RaceStep, estimate, extension, is_cheaper, judge, plan, promising
 from evoharness.search.optimise.study import least_counts
 from evoharness.search.optimise.trial import TrialResult, TrialSpec, stored_result
 from evoharness.search.records import transcripts
@@ -324,11 +324,12 @@ class Racer:
         if not tasks:  # every episode skipped on the infrastructure: no evidence either way
             return RaceStep(decision="undecided" if ran >= of else "continue", tasks=0, clusters=0, mean_diff=0.0, low=-1.0, high=1.0,
                             cheaper=False)
-        cheaper = False
+        cheaper = saves = False
         if self.cost:
             _, ca, cb = paired_scores(anchor, proposal, metric="cost_per_task")
-            cheaper = is_cheaper(_mean(ca), _mean(cb))
-        return judge(a, b, clusters=paired_clusters(anchor, proposal), ran=ran, of=of, confidence=self.confidence, cheaper=cheaper)
+            cheaper, saves = is_cheaper(_mean(ca), _mean(cb)), is_cheaper(_mean(ca), _mean(cb), share=SAVES)
+        return judge(a, b, clusters=paired_clusters(anchor, proposal), ran=ran, of=of, confidence=self.confidence, cheaper=cheaper,
+                     saves=saves)
 
 
 def _paid(lanes: Sequence[_Lane], free: Collection[str]) -> dict[str, int]:

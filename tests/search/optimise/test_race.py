@@ -17,7 +17,7 @@ from evoharness.compiler.schema import register_configs
 from evoharness.conf import CONF_DIR
 from evoharness.search.evaluation.episode import EpisodeResult
 from evoharness.search.evaluation.metrics import aggregate
-from evoharness.search.optimise.race import judge, plan
+from evoharness.search.optimise.race import SAVES, is_cheaper, judge, plan
 from evoharness.search.optimise.racing import merged
 from evoharness.search.optimise.run import SearchRun
 from evoharness.search.optimise.settings import RunSettings
@@ -28,6 +28,13 @@ from evoharness.search.records.format import race_text
 pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tests/conftest.py)
 
 N_TRAIN = 20
+
+
+def test_cheaper_and_saves_read_the_mean_cost_per_task() -> None:
+    assert is_cheaper(0.10, 0.089) and not is_cheaper(0.10, 0.095)
+    assert is_cheaper(0.10, 0.095, share=SAVES) and not is_cheaper(0.10, 0.099, share=SAVES)
+    assert not is_cheaper(None, 0.05, share=SAVES) and not is_cheaper(0.1, float("nan"), share=SAVES)
+    assert not is_cheaper(0.0, 0.0, share=SAVES)  # free on both sides: nothing saved
 
 
 def test_blocks_grow_to_the_whole_split_and_racing_off_is_one_block() -> None:
@@ -51,6 +58,11 @@ def test_the_rule_rejects_clear_losers_early_and_decides_only_on_the_whole_split
     assert judge([1.0] * 20, [1.0] * 20, clusters=None, ran=20, of=40, confidence=0.95).decision == "rejected"
     one_up = [0.0] + [1.0] * 19
     assert judge(one_up, [1.0] * 20, clusters=None, ran=20, of=40, confidence=0.95).decision == "continue"
+    # a tie that saves a little is what a cost lever is for: it runs on; a loss that saves a little does not
+    assert judge([1.0] * 20, [1.0] * 20, clusters=None, ran=20, of=40, confidence=0.95, saves=True).decision == "continue"
+    one_down = [1.0] * 19 + [0.0]
+    assert judge([1.0] * 20, one_down, clusters=None, ran=20, of=40, confidence=0.95, saves=True).decision == "rejected"
+    assert judge(tied, worse, clusters=None, ran=10, of=40, confidence=0.95, saves=True).decision == "rejected"  # clearly worse
     # the whole split: accepted only when the paired interval clears 0, never rejected
     a, b = [0.0] * 20 + [1.0] * 20, [1.0] * 40
     step = judge(a, b, clusters=None, ran=40, of=40, confidence=0.95)
