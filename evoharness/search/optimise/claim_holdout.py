@@ -107,8 +107,11 @@ def claim_on_holdout(settings: RunSettings, paths: StudyPaths, hashes: Mapping[s
                                           study=s.study, seal=seal))
     ablation: list[dict[str, Any]] = []
     if ablate and champion.dev:
+        base_cost, champion_cost = chosen.baseline_dev.metrics.get("cost_per_task"), champion.dev.get("cost_per_task")
         ablation = ablation_rows(layers_todo, ablation_results, incumbent_q=float(chosen.baseline_dev.metrics.get(q, 0.0)),
-                                 champion_q=float(champion.dev[q]), metric=q)
+                                 champion_q=float(champion.dev[q]), metric=q,
+                                 incumbent_cost=float(base_cost) if isinstance(base_cost, (int, float)) else None,
+                                 champion_cost=float(champion_cost) if isinstance(champion_cost, (int, float)) else None)
     return HoldoutClaim(claim=claim, champion_hold=champion_hold, ablation=ablation, champion_hash=champion_hash,
                         baseline_hold=baseline_hold, reference_hold=reference_hold)
 

@@ -104,18 +104,30 @@ def ablation_line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[
     """The printed account: every layer's gain on dev, and the mutators' share of the harness's
     gain (over the champion's own model with the base harness, so a model swap that loses quality
     does not make the share exceed 100%)."""
-    parts = [f"{r['layer']} {r['gain']:+.3f}" if r["gain"] is not None else f"{r['layer']} (not measured)" for r in rows]
+    def cost(r: Mapping[str, Any]) -> str:
+        change = r.get("cost_change")
+        return f" ({change:+.0%} cost/task)" if isinstance(change, (int, float)) else ""
+
+    parts = [f"{r['layer']} {r['gain']:+.3f}{cost(r)}" if r["gain"] is not None else f"{r['layer']} (not measured)" for r in rows]
     harness = [r for r in rows if r["layer"] != "model" and r["gain"] is not None]
     total = sum(max(0.0, r["gain"]) for r in harness)  # a layer that lost quality earns no share
     net = sum(r["gain"] for r in harness)
     mut = next((r["gain"] for r in harness if r["layer"] == "mutator edits"), 0.0)
     who = f" by {', '.join(champion_authors)}" if champion_authors else ""
-    if harness and net <= 0:  # a share of a gain that is not there would read as one
+    saved = [r["cost_change"] for r in harness if isinstance(r.get("cost_change"), (int, float))]
+    paid = 1.0
+    for change in saved:
+        paid *= 1.0 + change
+    if harness and net <= 0 and saved and paid < 1.0:  # a cost lever: what it earned is the bill, not quality
+        share = (f"; over its model with the base harness, the harness changes gained no quality net ({net:+.3f}) and cut "
+                 f"the cost per task by {1.0 - paid:.0%}")
+    elif harness and net <= 0:  # a share of a gain that is not there would read as one
         share = f"; over its model with the base harness, the harness changes gained nothing net ({net:+.3f})"
     else:
         share = (f"; over its model with the base harness, the mutators' edits{who} earned {max(0.0, mut) / total:.0%} of the gain"
                  if total > 0 else "")
-    return f"Where the dev {metric} gain comes from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
+    what = f"{metric} gain and cost" if saved else f"{metric} gain"
+    return f"Where the dev {what} {'come' if saved else 'comes'} from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
 
 
 def answer_lines(summary: SearchOutcome | Mapping[str, Any]) -> list[str]:

@@ -202,6 +202,15 @@ def test_the_ablation_peels_the_model_then_the_base_settings_then_the_mutators_e
     swap = decompose(0.787, [("model", 0.625), ("mutator edits", 0.812)])  # the model swap alone loses quality
     assert "model -0.162, mutator edits +0.187" in line(swap, ["x"], "pass_rate") and "earned 100% of the gain" in line(swap, [], "q")
     assert "not measured" in line(decompose(0.7, [("model", None), ("mutator edits", 0.8)]), [], "pass_rate")
+    # a cost lever earns its keep in the bill: each layer's cost change over the one before, and the harness's in all
+    clip = decompose(0.815, [("model", 0.70), ("mutator edits", 0.70)], incumbent_cost=0.108, costs=[0.029, 0.0261])
+    assert [round(r["cost_change"], 2) for r in clip] == [-0.73, -0.1]
+    text = line(clip, ["context_clip"], "pass_rate")
+    assert "model -0.115 (-73% cost/task), mutator edits +0.000 (-10% cost/task)" in text
+    assert "gained no quality net (+0.000) and cut the cost per task by 10%" in text and "gain and cost come from" in text
+    dearer = decompose(0.7, [("mutator edits", 0.7)], incumbent_cost=0.1, costs=[0.12])
+    assert "gained nothing net" in line(dearer, [], "pass_rate") and "(+20% cost/task)" in line(dearer, [], "pass_rate")
+    assert "cost/task" not in line(rows, ["rule_miner"], "pass_rate")  # recorded without costs: as before
 
 
 def test_with_no_cheap_member_qualifying_yet_the_cheap_anchor_is_the_closest_cheaper_one() -> None:
