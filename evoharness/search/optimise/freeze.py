@@ -115,8 +115,15 @@ def freeze(settings: RunSettings, paths: StudyPaths, splits: Splits, *, tools: l
                               "(its source changed), and one claim cannot compare variants judged by two scorers",
                               f"start a new search.study, or delete {paths.dir}")
         if changed:
-            raise ConfigError("search.study", f"study {s.study!r} was started with a different {', '.join(changed)}",
-                              f"resume with the same config, pick a new search.study, or delete {paths.dir}")
+            stored = before.get("resolved_config") or {}
+            # which config groups moved, so an upgrade that changed a default (a new default mutator) is named
+            moved = [k for k in ("agent", "tool", "model", "workload", "criteria", "mutators")
+                     if isinstance(stored, Mapping) and k in stored and stored.get(k) != st.resolved.get(k)]
+            what = f" (its {', '.join(moved)} differ from freeze.json's resolved_config)" if "config_hash" in changed and moved else ""
+            raise ConfigError("search.study", f"study {s.study!r} was started with a different {', '.join(changed)}{what}",
+                              "resume with the config it was started with (freeze.json's resolved_config: e.g. its "
+                              "mutators.enabled, when a newer version added default mutators), pick a new search.study, "
+                              f"or delete {paths.dir}")
         return {**before, "doctor": checkup}  # the doctor may have run since the study was frozen
     resolved = {**st.resolved, "search": {**st.resolved["search"], "storage": paths.storage_public}}
     write_json_atomic(path, versioned("freeze", {**frozen, "task_hashes": each, "created_at": datetime.now(UTC).isoformat(),

@@ -126,8 +126,8 @@ def ablation_line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[
     else:
         share = (f"; over its model with the base harness, the mutators' edits{who} earned {max(0.0, mut) / total:.0%} of the gain"
                  if total > 0 else "")
-    what = f"{metric} gain and cost" if saved else f"{metric} gain"
-    return f"Where the dev {what} {'come' if saved else 'comes'} from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
+    what = f"{metric} gain and cost come" if saved else f"{metric} gain comes"
+    return f"Where the dev {what} from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
 
 
 def answer_lines(summary: SearchOutcome | Mapping[str, Any]) -> list[str]:

@@ -65,3 +65,14 @@ def test_a_resume_under_another_seed_is_refused_naming_what_changed(settings: Ru
     frozen(settings)
     with pytest.raises(ConfigError, match="was started with a different config_hash, seed"):
         frozen(replace(settings, seed=settings.seed + 1))
+
+
+def test_a_resume_under_other_mutators_names_them_and_the_stored_list(settings: RunSettings) -> None:
+    """A newer version that adds a default mutator changes the config's hash: the refusal says it is
+    the mutators, and where the list the study was started with is kept."""
+    from dataclasses import replace
+
+    frozen(settings)
+    mutators = {**settings.resolved["mutators"], "enabled": [*settings.resolved["mutators"]["enabled"], {"name": "turn_limit"}]}
+    with pytest.raises(ConfigError, match=r"different config_hash \(its mutators differ from freeze.json's resolved_config\)"):
+        frozen(replace(settings, resolved={**settings.resolved, "mutators": mutators}))
