@@ -199,6 +199,8 @@ def genome_to_config(
         a["context"] = _offered_only(_index(pools.contexts, genome.context, "context").value, a["tools"])
     if genome.escalation:
         a["escalation"] = _escalation(_index(pools.escalations, genome.escalation, "escalation").value, model_name, models)
+    elif a.get("escalation"):  # the agent's own, on a genome whose model is that route: nothing to hand over
+        a["escalation"] = _not_to_itself(copy.deepcopy(dict(a["escalation"])), m)
     if genome.max_turns:
         a["max_turns"] = int(_index(pools.turn_limits, genome.max_turns, "max_turns").value)
     return a, t, m
@@ -206,15 +208,25 @@ def genome_to_config(
 
 def _escalation(value: Mapping[str, Any], model_name: str, models: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """An ``agent.escalation`` mapping from a pooled escalation, its model config looked up by name.
-    An escalation to the model the genome already runs on hands nothing over: it is left out."""
+    An escalation made for another model (its ``from``: the model whose troubles it answers, so
+    never a step down for a dearer one), or to the route the genome already runs on, hands nothing
+    over: it is left out."""
     target = value.get("model")
     if not isinstance(target, str):  # the baseline's own: a model config (or none) as the agent set it
-        return copy.deepcopy(dict(value))
+        return _not_to_itself(copy.deepcopy(dict(value)), models[model_name])
     if target not in models:
         raise ValueError(f"genome escalation model {target!r} has no model config; known: {sorted(models)}")
-    if target == model_name or dict(models[target]) == dict(models[model_name]):
+    made_for = value.get("from")
+    if (made_for is not None and made_for != model_name) or models[target].get("route") == models[model_name].get("route"):
         return {"model": None, "on": list(value.get("on") or [])}
     return {"model": copy.deepcopy(dict(models[target])), "on": list(value.get("on") or [])}
+
+
+def _not_to_itself(escalation: dict[str, Any], model: Mapping[str, Any]) -> dict[str, Any]:
+    target = escalation.get("model")
+    if isinstance(target, Mapping) and target.get("route") == model.get("route"):
+        return {**escalation, "model": None}
+    return escalation
 
 
 def _offered_only(context: Mapping[str, Any], patterns: Sequence[str]) -> dict[str, Any]:
@@ -322,10 +334,16 @@ def edits(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping
     if genome.context:
         add(f"context#{genome.context}", pools.contexts[genome.context])
     if genome.escalation:
-        add(f"escalation#{genome.escalation}", pools.escalations[genome.escalation])
+        add(escalation_label(genome.escalation, pools.escalations[genome.escalation].value), pools.escalations[genome.escalation])
     if genome.max_turns:
         add(f"max_turns={pools.turn_limits[genome.max_turns].value}", pools.turn_limits[genome.max_turns])
     return rows
+
+
+def escalation_label(index: int, value: Mapping[str, Any]) -> str:
+    """``escalation#2 (to base on tool_error)``: which pooled escalation, where it goes and when."""
+    target, on = value.get("model"), "+".join(str(t) for t in value.get("on") or ())
+    return f"escalation#{index} (to {target} on {on})" if isinstance(target, str) else f"escalation#{index}"
 
 
 def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:

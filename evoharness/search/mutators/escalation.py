@@ -35,13 +35,15 @@ BASE_MODEL = "base"  # the search's name for the incumbent's model config
 
 
 def troubled(episode: FailedEpisode, trigger: str) -> bool:
-    """Whether a failed episode shows the trouble a trigger answers (``review``: every failed
-    episode of a variant that reviews, which the check before the final answer did not save)."""
+    """Whether a failed episode shows the trouble a trigger answers (``review``: a failed episode
+    of a variant that reviews whose turns all reached a final answer, so the check before it was
+    sent and did not save it)."""
+    spent = any(f.kind == "non_termination" for f in episode.failures)
     if trigger == "tool_error":
         return bool(episode.tool_errors)
     if trigger == "max_turns":
-        return any(f.kind == "non_termination" for f in episode.failures)
-    return trigger == "review"
+        return spent
+    return trigger == "review" and not spent
 
 
 def reviews(ctx: MutationContext) -> bool:
@@ -90,7 +92,8 @@ def _model_name(ctx: MutationContext) -> str:
 def escalate_on_trouble(*, min_episodes: int = 2, to: str | None = None, models: int = 2) -> Mutator:
     """Proposes an escalation for the anchor when at least ``min_episodes`` of its failed train
     episodes show the trouble of a trigger: one with every such trigger and, when there are
-    several, one with only the most frequent (fewer calls handed over). The target is the model
+    several, one with only the most frequent of ``tool_error`` and ``max_turns`` (fewer calls
+    handed over). Each applies to the anchor's model only (the entry's ``from``). The target is the model
     config ``to`` names (one of ``search.models``); else each of up to ``models`` models of the
     search dearer per input token than the anchor's, cheapest first (of two at one price, the
     first listed); else, when a price is unknown, the incumbent's. Nothing is proposed for an
@@ -113,14 +116,17 @@ def escalate_on_trouble(*, min_episodes: int = 2, to: str | None = None, models:
             return []
         read, whose = episodes(ctx)
         options: list[Sequence[str]] = [[t for t in TRIGGERS if t in found]]
-        if len(found) > 1:
-            options.append([max(found, key=lambda t: (found[t], -TRIGGERS.index(t)))])
+        alone = [t for t in found if t != "review"]  # review hands over at every final check: never the cheaper option
+        if len(found) > 1 and alone:
+            options.append([max(alone, key=lambda t: (found[t], -TRIGGERS.index(t)))])
         out: list[Proposal] = []
         for target in targets:
             for on in options:
                 what = "; ".join(f"{found[t]} of {whose} {len(read)} failed train episodes {_SHOWS[t]}" for t in on)
                 note = f"hand the rest of a troubled turn to {target} on {', '.join(on)}: {what}"
-                out.append(proposal("escalation", None, {"model": target, "on": list(on)}, "escalate_on_trouble", note))
+                # "from": the model whose troubles it answers; with another model the genome leaves it out
+                out.append(proposal("escalation", None, {"model": target, "on": list(on), "from": runs_on}, "escalate_on_trouble",
+                                    note))
         return out
 
     return FunctionMutator("escalate_on_trouble", propose)

@@ -37,8 +37,8 @@ def turn_limit(*, min_episodes: int = 2, factor: float = 2.0, most: int = 48) ->
     the anchor's failed train episodes ran out of model calls in a turn."""
     positive_int("turn_limit", "min_episodes", min_episodes)
     positive_int("turn_limit", "most", most)
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 1.0 or factor != factor:
-        raise ConfigError("params.factor", f"turn_limit needs a factor above 1, got {factor!r}", "set it to 1.5 or 2")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1.0 < factor <= 10.0:
+        raise ConfigError("params.factor", f"turn_limit needs a factor above 1 and at most 10, got {factor!r}", "set it to 1.5 or 2")
 
     def propose(ctx: MutationContext, rng: random.Random) -> list[Proposal]:
         read, whose = episodes(ctx)

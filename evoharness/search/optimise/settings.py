@@ -166,6 +166,18 @@ class MutatorSetting:
             raise ConfigError(f"{where}.params", str(exc), f"give {self.name} only the parameters it takes") from None
 
 
+def _model_param(m: MutatorSetting, index: int, named: Sequence[str], models: Mapping[str, Any]) -> MutatorSetting:
+    """A mutator's ``to`` parameter names a model of the search: checked before anything is paid
+    for, and a model the search folded into the incumbent's (the same route) named as it is there."""
+    to = m.params.get("to")
+    if not isinstance(to, str):
+        return m
+    if to not in named and to != "base":
+        raise ConfigError(f"mutators.enabled[{index}].params.to", f"{to!r} is not one of search.models {list(named)}",
+                          f"add {to} to search.models, or name one of them")
+    return m if to in models else replace(m, params={**m.params, "to": "base"})
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """Everything a search run reads from the config, as plain typed data."""
@@ -204,8 +216,9 @@ class RunSettings:
         if not criteria:  # "better" would mean only the default objectives, with no floor the champion must clear
             raise ConfigError("criteria.criteria", "is empty: nothing says what a better variant is or what it must not fall below",
                               "give at least one criterion (criteria=default is quality up, cost and latency down), or drop the override")
-        mutators = tuple(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {})
-                         for m in cfg.mutators.enabled)
+        mutators = tuple(_model_param(MutatorSetting(name=str(m.name), weight=float(m.weight), params=to_plain(m.params) or {}), i,
+                                      search.models, models)
+                         for i, m in enumerate(cfg.mutators.enabled))
         for i, mutator in enumerate(mutators):
             if not mutator.weight >= 0:  # 0 = never runs (documented); below 0 means nothing
                 raise ConfigError(f"mutators.enabled[{i}].weight", f"must be 0 or more, got {mutator.weight}",

@@ -9,7 +9,7 @@ import pytest
 
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.variant import compile_agent
-from evoharness.search.genome import Genome, PoolEntry, Pools, genome_to_config, initial_pools
+from evoharness.search.genome import Genome, PoolEntry, Pools, describe, genome_to_config, initial_pools
 from evoharness.search.genome_params import genome_to_params, param_space, params_to_genome
 from evoharness.search.mutators.base import FailedEpisode, MutationContext, make_mutator
 from evoharness.search.optimise.mutation import support
@@ -48,7 +48,7 @@ def without_review() -> dict:
 def test_tool_errors_of_a_cheap_anchor_are_handed_to_the_incumbents_model_with_the_counts_in_the_note() -> None:
     evidence = [episode(f"t/{i}", CHEAP, error=i < 3) for i in range(5)]
     made = propose(context(evidence, agent=without_review()))
-    assert [p.entry.value for p in made] == [{"model": "base", "on": ["tool_error"]}]
+    assert [p.entry.value for p in made] == [{"model": "base", "on": ["tool_error"], "from": "sim_large"}]
     assert made[0].kind == "escalation" and made[0].key is None and made[0].entry.author == "escalate_on_trouble"
     assert "3 of its 5 failed train episodes failed after a tool error" in made[0].entry.note
     # below min_episodes: nothing; the same records without errors: nothing
@@ -67,7 +67,13 @@ def test_review_is_a_trigger_only_for_an_anchor_that_sends_a_check_before_its_fi
     evidence = [episode(f"t/{i}", CHEAP) for i in range(3)]
     assert propose(context(evidence, agent=without_review())) == []
     made = propose(context(evidence))  # the order desk's optional "confirm" step is a before_final check, on by default
-    assert [p.entry.value for p in made] == [{"model": "base", "on": ["review"]}]
+    assert [p.entry.value for p in made] == [{"model": "base", "on": ["review"], "from": "sim_large"}]
+    # a turn that ran out of calls never reached its final check: it is not the review's failure
+    spent = [episode(f"s/{i}", CHEAP, spent=True) for i in range(3)]
+    assert [p.entry.value["on"] for p in propose(context(spent))] == [["max_turns"]]
+    mixed = propose(context(evidence + spent))
+    assert [p.entry.value["on"] for p in mixed] == [["max_turns", "review"], ["max_turns"]]  # alone: never review
+    assert "3 of its 6 failed train episodes failed although the check before the final answer was sent" in mixed[0].entry.note
     off = replace(CHEAP, steps={"confirm": False})
     assert propose(context([replace(e, genome=off) for e in evidence], front=(off,))) == []
 
@@ -100,6 +106,24 @@ def test_with_prices_the_targets_are_the_dearer_models_cheapest_first() -> None:
     assert propose(replace(ctx, prices={"base": 1e-7, "sim_large": 3e-6})) == []
 
 
+def test_an_escalation_applies_to_the_model_it_was_made_for_and_never_to_its_own_route() -> None:
+    case = order_desk_case()  # pools.models: base (sim/small), sim_large
+    value = {"model": "sim_medium", "on": ["tool_error"], "from": "base"}
+    pools, _ = with_pool_entry(case.context.pools, "escalation", None, PoolEntry(value, "escalate_on_trouble"))
+
+    def escalation_of(g: Genome) -> object:
+        return genome_to_config(g, pools, agent=case.context.agent, tool=case.tool, models=case.models)[0]["escalation"]["model"]
+
+    assert escalation_of(Genome(escalation=1))["route"] == "sim/medium"  # made for base: applies
+    assert escalation_of(Genome(model=1, escalation=1)) is None  # recombined with sim_large: a step down, left out
+    # the agent's own escalation on a genome whose model is that very route: nothing to hand over
+    own = {**case.context.agent, "escalation": {"model": {"route": "sim/large"}, "on": ["tool_error"]}}
+    a_own = genome_to_config(Genome(model=1), pools, agent=own, tool=case.tool, models=case.models)[0]
+    a_base = genome_to_config(Genome(), pools, agent=own, tool=case.tool, models=case.models)[0]
+    assert a_own["escalation"]["model"] is None and a_base["escalation"]["model"]["route"] == "sim/large"
+    assert "escalation" not in genome_to_config(Genome(), pools, agent=case.context.agent, tool=case.tool, models=case.models)[0]
+
+
 def test_support_counts_the_anchors_episodes_the_triggers_answer() -> None:
     evidence = [episode(f"t/{i}", CHEAP, error=i < 3) for i in range(5)]
     ctx = context(evidence, agent=without_review())
@@ -120,6 +144,8 @@ def test_the_slot_compiles_to_the_named_models_config_and_its_hash_moves() -> No
     base = compile_agent(*genome_to_config(Genome(), pools, agent=case.context.agent, tool=case.tool, models=case.models)[:1],
                          tool=tool, model=model)
     assert base.escalation is None and base.content_hash != variant.content_hash
+    assert describe(Genome(escalation=1), pools, base_format="json", base_steps={}) == (
+        "escalation#1 (to sim_large on tool_error) (escalate_on_trouble)")
     # a genome on the target's own model hands nothing over: it compiles to that model's plain variant
     same, t2, m2 = genome_to_config(Genome(model=1, escalation=1), pools, agent=case.context.agent, tool=case.tool,
                                     models=case.models)

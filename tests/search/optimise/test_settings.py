@@ -65,6 +65,15 @@ def test_the_default_study_is_named_by_the_workload_and_the_agent(compose: Any) 
         study("agent.name=../x")
 
 
+def test_a_mutators_target_folded_into_the_incumbents_model_is_named_as_the_incumbents(compose: Any) -> None:
+    st = RunSettings.from_config(compose("model=sim_medium", "mutators.enabled=[{name: escalate_on_trouble, params: {to: sim_medium}}]"),
+                                 conf_dirs=[CONF_DIR])
+    assert "sim_medium" not in st.models and st.mutators[0].params["to"] == "base"
+    kept = RunSettings.from_config(compose("mutators.enabled=[{name: escalate_on_trouble, params: {to: sim_medium}}]"),
+                                   conf_dirs=[CONF_DIR])
+    assert kept.mutators[0].params["to"] == "sim_medium"
+
+
 def test_storage_password_is_masked_in_the_resolved_config(compose: Any) -> None:
     st = RunSettings.from_config(compose("search.storage='postgresql://u:hunter2@db:5432/evo'"), conf_dirs=[CONF_DIR])
     assert "hunter2" not in str(st.resolved) and "hunter2" not in StudyPaths.of(st).storage_public
@@ -95,6 +104,9 @@ def test_records_carry_their_version_and_readers_refuse_another(kind: str) -> No
         ("mutators.enabled=[{name: rule_miner, params: {top_k: 0}}]",
          "mutators.enabled[0].params.top_k: rule_miner needs a positive integer, got 0"),
         ("mutators.enabled=[{name: identity, params: {bogus: 1}}]", "mutators.enabled[0].params: "),
+        ("mutators.enabled=[{name: escalate_on_trouble, params: {to: gpt9}}]",
+         "mutators.enabled[0].params.to: 'gpt9' is not one of search.models ['sim_small', 'sim_medium', 'sim_large']"),
+        ("mutators.enabled=[{name: turn_limit, params: {factor: 1e308}}]", "mutators.enabled[0].params.factor: "),
         ("search.crossover=nope", "search.crossover: unknown crossover 'nope'"),
         ("search.sampler=../x", "search.sampler: unknown sampler '../x'"),
         ("search.rounds=0", "search.rounds: must be at least 1, got 0"),
