@@ -332,12 +332,20 @@ def edits(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping
     if genome.toolset:
         add(f"toolset#{genome.toolset}", pools.toolsets[genome.toolset])
     if genome.context:
-        add(f"context#{genome.context}", pools.contexts[genome.context])
+        add(context_label(genome.context, pools.contexts[genome.context].value), pools.contexts[genome.context])
     if genome.escalation:
         add(escalation_label(genome.escalation, pools.escalations[genome.escalation].value), pools.escalations[genome.escalation])
     if genome.max_turns:
         add(f"max_turns={pools.turn_limits[genome.max_turns].value}", pools.turn_limits[genome.max_turns])
     return rows
+
+
+def context_label(index: int, value: Mapping[str, Any]) -> str:
+    """``context#1 (clip get_stock_info to 15,900; keep 2 turns)``: which pooled policy, and what it sends."""
+    clips = [f"clip {tool} to {int(n):,}" for tool, n in sorted(dict(value.get("tool_result_chars") or {}).items())]
+    keep = value.get("keep_turns")
+    said = "; ".join(clips + ([f"keep {keep} turn{'s' if keep != 1 else ''}"] if keep is not None else []))
+    return f"context#{index} ({said})" if said else f"context#{index}"
 
 
 def escalation_label(index: int, value: Mapping[str, Any]) -> str:

@@ -47,3 +47,15 @@ def test_a_window_is_only_narrowed_and_compiles() -> None:
     for bad in ({"min_turns": 1}, {"min_turns": float("nan")}, {"min_chars": 0}):
         with pytest.raises(ValueError):
             make_mutator("context_window", **bad)
+
+
+def test_the_front_names_what_a_context_policy_sends() -> None:
+    from evoharness.search.genome import describe
+
+    case = order_desk_case()
+    pools, _ = with_pool_entry(case.context.pools, "context", None,
+                               PoolEntry({"tool_result_chars": {"find_order": 15900}, "keep_turns": 2}, "context_clip"))
+    pools, _ = with_pool_entry(pools, "context", None, PoolEntry({"keep_turns": 1}, "context_window"))
+    assert describe(Genome(context=1), pools, base_format="json", base_steps={}) == (
+        "context#1 (clip find_order to 15,900; keep 2 turns) (context_clip)")
+    assert describe(Genome(context=2), pools, base_format="json", base_steps={}) == "context#2 (keep 1 turn) (context_window)"
