@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from evoharness.compiler.variant import compile_agent
-from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, authors, describe, genome_to_config, initial_pools
+from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, genome_to_config, initial_pools
+from evoharness.search.genome_edits import authors, describe
 from evoharness.search.genome_params import genome_to_params, param_space, params_to_genome
 from evoharness.search.pool_growth import with_pool_entry
 from tests.compiler.fixtures import configs

@@ -26,7 +26,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from evoharness.search.evaluation.criteria import Objective
-from evoharness.search.genome import Genome, PoolEntry, Pools, escalation_label
+from evoharness.search.genome import Genome, PoolEntry, Pools
+from evoharness.search.genome_edits import escalation_label
 
 VIEW_ATTRS = ("genome", "authors", "origin", "variant_hash", "feasible", "error", "race", "control")
 

@@ -11,7 +11,8 @@ from evoharness.compiler.provenance import git_revision
 from evoharness.compiler.release.registry import Registry
 from evoharness.compiler.release.snapshot import make_snapshot
 from evoharness.compiler.variant import HarnessVariant
-from evoharness.search.genome import BASELINE, Genome, Pools, authors, genome_to_config
+from evoharness.search.genome import BASELINE, Genome, Pools, genome_to_config
+from evoharness.search.genome_edits import authors
 from evoharness.search.optimise.select import round_winner
 from evoharness.search.optimise.settings import RunSettings, StudyPaths
 from evoharness.search.optimise.study import TrialRecord

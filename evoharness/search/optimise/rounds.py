@@ -12,7 +12,8 @@ import optuna
 
 from evoharness.compiler.runtime.workload import Workload
 from evoharness.search.evaluation.criteria import constraint_values, evaluate_criteria, objective_values, quality_objective
-from evoharness.search.genome import BASELINE, Genome, authors
+from evoharness.search.genome import BASELINE, Genome
+from evoharness.search.genome_edits import authors
 from evoharness.search.genome_params import param_space, params_to_genome
 from evoharness.search.optimise.budget import SpendWatch
 from evoharness.search.optimise.evaluations import Evaluations, SearchInterrupted

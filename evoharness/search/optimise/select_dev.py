@@ -16,7 +16,8 @@ from evoharness.search.evaluation.criteria import evaluate_criteria, quality_obj
 from evoharness.search.evaluation.decision import DevCandidate, TrainChance, TrainStanding
 from evoharness.search.evaluation.metrics import EvalReport, paired_clusters, paired_scores
 from evoharness.search.evaluation.stats import quality_test
-from evoharness.search.genome import BASELINE, Genome, Pools, authors, describe, edits
+from evoharness.search.genome import BASELINE, Genome, Pools
+from evoharness.search.genome_edits import authors, describe, edits
 from evoharness.search.optimise.mutation import losses
 from evoharness.search.optimise.select import champion_index, dev_skips, distinct_front
 from evoharness.search.optimise.select import dev_members as dev_members_of

@@ -50,7 +50,7 @@ def test_a_window_is_only_narrowed_and_compiles() -> None:
 
 
 def test_the_front_names_what_a_context_policy_sends() -> None:
-    from evoharness.search.genome import describe
+    from evoharness.search.genome_edits import describe
 
     case = order_desk_case()
     pools, _ = with_pool_entry(case.context.pools, "context", None,

@@ -10,7 +10,8 @@ import pytest
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.runtime.workload import Failure
 from evoharness.compiler.variant import compile_agent
-from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, describe, genome_to_config
+from evoharness.search.genome import BASELINE, Genome, PoolEntry, Pools, genome_to_config
+from evoharness.search.genome_edits import describe
 from evoharness.search.genome_params import genome_to_params, param_space, params_to_genome
 from evoharness.search.mutators.base import FailedEpisode, MutationContext, make_mutator
 from evoharness.search.optimise.mutation import support

@@ -216,7 +216,7 @@ def test_a_best_quality_rule_spends_the_dev_runs_on_the_best_on_train() -> None:
 def test_every_new_entry_of_one_slot_is_tried_under_its_own_author() -> None:
     """Three mutators add entries to the ls tool in one round: each is queued on the anchor with its
     own pool index and labelled with its own author (the old rule tried only the newest entry)."""
-    from evoharness.search.genome import authors
+    from evoharness.search.genome_edits import authors
     from evoharness.search.mutators.base import Proposal, grow_pools
     from evoharness.search.optimise.mutation import new_entries
 

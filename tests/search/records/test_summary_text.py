@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from evoharness.search.genome import Genome, PoolEntry, describe, edits, initial_pools
+from evoharness.search.genome import Genome, PoolEntry, initial_pools
+from evoharness.search.genome_edits import describe, edits
 from evoharness.search.records.summary import summary_text
 
 AGENT = {"prompt_sections": {"role": "You act.", "policy": "Be careful."}, "tools": ["mv", "cd"],
