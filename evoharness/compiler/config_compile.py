@@ -23,7 +23,7 @@ def to_plain(node: Any) -> Any:
 _UNUSED = {key: OmegaConf.to_container(OmegaConf.structured(schema)) for key, schema in (("context", ContextConfig),
                                                                                          ("escalation", EscalationConfig))}
 # settings added to one of them later, left out when unused: a config that sets the older ones keeps its hash
-_UNUSED_LATER = {"context": {"keep_turns": None}}
+_UNUSED_LATER = {"context": {"keep_turns": None, "tools_per_turn": None}}
 
 
 def plain_agent(node: Any) -> Any:

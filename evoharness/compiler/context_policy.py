@@ -5,13 +5,17 @@ tool results included, so one long result is paid for on every later call of the
 policy clips a tool's results to a length: the head and the tail are kept and the cut is said in
 its place, so the model knows that something was left out and how much. It can also keep only the
 last few user turns' results as they came (a verbatim window) and compact older ones to
-``MIN_CHARS``, the same way. Pure: the compiler builds it from ``agent.context``, the runtime
-applies it, and the variant's hash covers it.
+``MIN_CHARS``, the same way. And it can offer a turn only the tools it is likely to use (the tool
+schemas are re-sent on every call, often the largest part of a request): the ``tools_per_turn``
+whose names and descriptions share the most words with the turn's user messages, weighted by how
+rare each word is among the tools, plus every tool the episode has called. Pure: the compiler
+builds it from ``agent.context``, the runtime applies it, and the variant's hash covers it.
 """
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,13 +58,32 @@ class ContextPolicy:
         keep_turns: The user turns whose results are sent as the clip left them: the current one
             and the ``keep_turns - 1`` before it; an older turn's results are compacted to
             ``MIN_CHARS``. None keeps every turn.
+        tools_per_turn: The tools a turn is offered beyond those the episode has called (see
+            ``turn_tools``); None offers every tool on every call.
     """
 
     tool_result_chars: Mapping[str, int] = field(default_factory=dict)
     keep_turns: int | None = None
+    tools_per_turn: int | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.tool_result_chars) or self.keep_turns is not None
+        return bool(self.tool_result_chars) or self.keep_turns is not None or self.tools_per_turn is not None
+
+    def turn_tools(self, offered: Sequence[str], docs: Mapping[str, str], said: str, called: Sequence[str]) -> list[str]:
+        """The tools a turn is offered, in ``offered``'s order: every one ``called`` earlier in the
+        episode, and the ``tools_per_turn`` others whose name and description (``docs``) share the
+        most words with the turn's user messages (``said``), each shared word weighted by how rare
+        it is among the offered tools' texts; ties go to the earlier tool. All of ``offered`` when
+        the policy sets no number."""
+        if self.tools_per_turn is None or len(offered) <= self.tools_per_turn:
+            return list(offered)
+        words = {name: _words(name + " " + docs.get(name, "")) for name in offered}
+        rarity = {w: math.log(1 + len(offered) / sum(1 for ws in words.values() if w in ws)) for ws in words.values() for w in ws}
+        asked = _words(said)
+        score = {name: sum(rarity[w] for w in ws & asked) for name, ws in words.items()}
+        rest = [n for n in offered if n not in called]
+        picked = set(sorted(rest, key=lambda n: (-score[n], rest.index(n)))[:self.tools_per_turn]) | set(called)
+        return [n for n in offered if n in picked]
 
     def limit(self, tool: str) -> int | None:
         return self.tool_result_chars.get(tool, self.tool_result_chars.get(ANY_TOOL))
@@ -86,7 +109,12 @@ class ContextPolicy:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tool_result_chars": dict(sorted(self.tool_result_chars.items()))}
-        return {**out, "keep_turns": self.keep_turns} if self.keep_turns is not None else out  # a clip alone keeps its hash
+        # each setting only when set: a clip alone keeps the hash it had before the others existed
+        if self.keep_turns is not None:
+            out["keep_turns"] = self.keep_turns
+        if self.tools_per_turn is not None:
+            out["tools_per_turn"] = self.tools_per_turn
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> ContextPolicy:
@@ -95,10 +123,18 @@ class ContextPolicy:
         for name, value in chars.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CHARS:
                 raise ValueError(f"context policy: {name!r} -> {value!r} is not a clip length of at least {MIN_CHARS} characters")
-        keep = (data or {}).get("keep_turns")
-        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-            raise ValueError(f"context policy: keep_turns={keep!r} is not a whole number of turns, at least 1")
-        return cls(tool_result_chars=chars, keep_turns=keep)
+        keep, per_turn = (data or {}).get("keep_turns"), (data or {}).get("tools_per_turn")
+        for key, value in (("keep_turns", keep), ("tools_per_turn", per_turn)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"context policy: {key}={value!r} is not a whole number, at least 1")
+        return cls(tool_result_chars=chars, keep_turns=keep, tools_per_turn=per_turn)
+
+
+def _words(text: str) -> set[str]:
+    """The lowercase words of a text, names split at underscores and case changes (``getStockInfo``:
+    get, stock, info), words of one or two letters left out."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
+    return {w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if len(w) > 2}
 
 
 def _cut(text: str, limit: int, *, older: bool = False) -> str:
@@ -112,14 +148,17 @@ def context_policy(config: Mapping[str, Any] | None, *, tools: list[str]) -> Con
     if config is not None and not isinstance(config, Mapping):
         raise ConfigError("agent.context", f"must be a mapping, got {config!r}", "write agent.context.tool_result_chars.<tool>: <chars>")
     config = dict(config or {})
-    unknown = sorted(set(config) - {"tool_result_chars", "keep_turns"})
+    unknown = sorted(set(config) - {"tool_result_chars", "keep_turns", "tools_per_turn"})
     if unknown:
         raise ConfigError(f"agent.context.{unknown[0]}", "is not a context policy setting",
-                          "use agent.context.tool_result_chars or agent.context.keep_turns")
-    keep = config.get("keep_turns")
+                          "use agent.context.tool_result_chars, keep_turns or tools_per_turn")
+    keep, per_turn = config.get("keep_turns"), config.get("tools_per_turn")
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
         raise ConfigError("agent.context.keep_turns", f"must be a whole number of user turns, at least 1; got {keep!r}",
                           "set it to 1 (only the current turn's results whole) or more, or null to keep every turn")
+    if per_turn is not None and (isinstance(per_turn, bool) or not isinstance(per_turn, int) or per_turn < 1):
+        raise ConfigError("agent.context.tools_per_turn", f"must be a whole number of tools, at least 1; got {per_turn!r}",
+                          "set it to the tools a turn needs at most (e.g. 8), or null to offer every tool on every call")
     raw = config.get("tool_result_chars") or {}
     if not isinstance(raw, Mapping):
         raise ConfigError("agent.context.tool_result_chars", f"must map tool names to lengths, got {raw!r}",
@@ -133,4 +172,4 @@ def context_policy(config: Mapping[str, Any] | None, *, tools: list[str]) -> Con
         if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CHARS:
             raise ConfigError(key, f"must be a whole number of characters, at least {MIN_CHARS}; got {value!r}",
                               f"set it to {MIN_CHARS} or more, or drop it to send that tool's results whole")
-    return ContextPolicy(tool_result_chars={str(k): int(v) for k, v in chars.items()}, keep_turns=keep)
+    return ContextPolicy(tool_result_chars={str(k): int(v) for k, v in chars.items()}, keep_turns=keep, tools_per_turn=per_turn)

@@ -37,6 +37,9 @@ class ContextConfig:
     # the user turns whose tool results are sent as they came (the current one and the ones before it);
     # an older turn's results are clipped to MIN_CHARS (200) with the cut said. None: every turn kept
     keep_turns: int | None = None
+    # the tools a turn is offered besides those the episode called: those whose name and description share
+    # the most words with the turn's user messages. None: every tool on every call
+    tools_per_turn: int | None = None
 
 
 @dataclass

@@ -52,6 +52,7 @@ class _Episode:
         self.sample, self.seed = sample, seed
         self.specs = {t.name: t.spec for t in variant.tools}
         self.offered: list[str] = [n for n in task.tool_names if n in self.specs]
+        self.shown: list[str] = list(self.offered)  # the tools this turn offers (all, unless the context policy narrows them)
         self.messages: list[dict[str, Any]] = []
         self.model_calls: list[ModelCallRecord] = []
         self.tool_calls: list[ToolCallRecord] = []
@@ -62,9 +63,13 @@ class _Episode:
         self._placed: dict[int, tuple[int, int | None]] = {}
         self._blocks: dict[int, list[str]] = {}
 
-    def _offer(self, names: tuple[str, ...]) -> None:
+    def _offer(self, names: tuple[str, ...], said: str = "") -> None:
+        """Offer the turn its tools: the task's, with ``names`` added, narrowed by the context
+        policy to those the turn's user messages (``said``) point at and those the episode called."""
         self.offered += [n for n in names if n in self.specs and n not in self.offered]
-        system = {"role": "system", "content": self.v.system_prompt_for(self.offered)}
+        called = list(dict.fromkeys([c.name for c in self.tool_calls if c.name in self.specs] + [n for n in names if n in self.specs]))
+        self.shown = self.v.context.turn_tools(self.offered, {n: self.specs[n].description for n in self.offered}, said, called)
+        system = {"role": "system", "content": self.v.system_prompt_for(self.shown)}
         if self.messages:
             self.messages[0] = system  # text-format tools live in the system prompt
         else:
@@ -123,7 +128,7 @@ class _Episode:
     def _sent_chars(self, tools: list[dict[str, Any]]) -> tuple[int, int, int, int]:
         """What the request about to be sent holds, by part, in characters: the system prompt, the
         tool schemas, the tool results, and the rest of the conversation."""
-        key = tuple(self.offered)
+        key = tuple(self.shown)
         if key not in self._tools_chars:  # the same schemas go with every call that offers the same tools
             self._tools_chars[key] = len(json.dumps(tools)) if tools else 0
         results = rest = 0
@@ -140,7 +145,7 @@ class _Episode:
 
     async def _step(self, turn: int) -> bool:
         """One model call and its tool calls. Returns True when the model gave a final answer."""
-        tools = self.v.native_tools_for(self.offered)
+        tools = self.v.native_tools_for(self.shown)
         sent = self._sent_chars(tools)
         client = self.strong if self.escalated and self.strong is not None else self.client
         reply = await client.complete(self.messages, tools=tools, user=episode_user(self.task),
@@ -229,7 +234,8 @@ class _Episode:
         lost: InfraError | None = None
         try:
             for turn, user_messages in enumerate(self.task.turns):
-                self._offer(tuple(self.task.added_tools.get(turn, ())))
+                self._offer(tuple(self.task.added_tools.get(turn, ())),
+                            " ".join(str(m.get("content") or "") for m in user_messages))
                 self._compact(turn)
                 self.messages.extend(dict(m) for m in user_messages)
                 pending = list(self.v.step_messages("before_final"))
