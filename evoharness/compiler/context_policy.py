@@ -37,6 +37,16 @@ _CUT = re.compile(r"\n\[\.\.\. \d+ characters of this result not shown \((?:resu
                   r"characters\) \.\.\.\]\n")
 
 
+# the start of a marker, matched without consuming anything after it: two markers a tool wrote back
+# to back are both defused (a match that swallowed the newline between them would leave the second)
+_MARKER_START = re.compile(r"\n\[\.\.\. (?=\d+ characters of this result not shown \()")
+
+
+def defused(text: str) -> str:
+    """A tool's own output with every marker's opening changed, so only a real cut reads as one."""
+    return _MARKER_START.sub("\n[.. ", text)
+
+
 def is_clipped(text: str) -> bool:
     """Whether a result as sent says that some of it was cut."""
     return _CUT.search(text) is not None
@@ -92,7 +102,7 @@ class ContextPolicy:
         """(what the model is sent of ``tool``'s result ``text``, characters cut). A tool's own
         output that carries the marker's words has them defused, so only a real cut reads as one;
         a result that the marker would not shorten is sent whole."""
-        text = _CUT.sub(lambda m: m.group(0).replace("[...", "[.."), text)
+        text = defused(text)
         limit = self.limit(tool)
         if limit is None or len(text) <= limit + len(cut_marker(len(text) - limit, limit)):
             return text, 0
@@ -102,8 +112,9 @@ class ContextPolicy:
         """(what the model is sent of a result whose turn left the verbatim window, the characters
         cut in all), or None when compacting would not shorten what was sent. ``original`` is the
         tool's whole result and ``cut`` what the clip already took from it."""
-        original = _CUT.sub(lambda m: m.group(0).replace("[...", "[.."), original)
-        if len(original) - cut <= MIN_CHARS + len(cut_marker(len(original) - MIN_CHARS, MIN_CHARS, older=True)):
+        original = defused(original)
+        sent = len(original) if not cut else len(original) - cut + len(cut_marker(cut, len(original) - cut))
+        if sent <= MIN_CHARS + len(cut_marker(len(original) - MIN_CHARS, MIN_CHARS, older=True)):
             return None
         return _cut(original, MIN_CHARS, older=True), len(original) - MIN_CHARS
 

@@ -58,7 +58,8 @@ def edits(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping
     if genome.context:
         add(context_label(genome.context, pools.contexts[genome.context].value), pools.contexts[genome.context])
     if genome.escalation:
-        add(escalation_label(genome.escalation, pools.escalations[genome.escalation].value), pools.escalations[genome.escalation])
+        model = str(pools.models[genome.model].value) if 0 <= genome.model < len(pools.models) else None
+        add(escalation_label(genome.escalation, pools.escalations[genome.escalation].value, model), pools.escalations[genome.escalation])
     if genome.max_turns:
         add(f"max_turns={pools.turn_limits[genome.max_turns].value}", pools.turn_limits[genome.max_turns])
     return rows
@@ -72,10 +73,21 @@ def context_label(index: int, value: Mapping[str, Any]) -> str:
     return f"context#{index} ({said})" if said else f"context#{index}"
 
 
-def escalation_label(index: int, value: Mapping[str, Any]) -> str:
+def escalation_what(value: Mapping[str, Any], model: str | None = None) -> str:
+    """Where a pooled escalation goes and when (``to base on tool_error``); ``left out`` on a
+    genome whose ``model`` is not the one it was made for (genome_to_config drops it there)."""
+    target, on, made_for = value.get("model"), "+".join(str(t) for t in value.get("on") or ()), value.get("from")
+    if not isinstance(target, str):
+        return ""
+    if model is not None and made_for is not None and made_for != model:
+        return f"left out: made for {made_for}"
+    return f"to {target} on {on}"
+
+
+def escalation_label(index: int, value: Mapping[str, Any], model: str | None = None) -> str:
     """``escalation#2 (to base on tool_error)``: which pooled escalation, where it goes and when."""
-    target, on = value.get("model"), "+".join(str(t) for t in value.get("on") or ())
-    return f"escalation#{index} (to {target} on {on})" if isinstance(target, str) else f"escalation#{index}"
+    what = escalation_what(value, model)
+    return f"escalation#{index} ({what})" if what else f"escalation#{index}"
 
 
 def describe(genome: Genome, pools: Pools, *, base_format: str, base_steps: Mapping[str, bool]) -> str:

@@ -62,6 +62,9 @@ class _Episode:
         # text-format message of result blocks, else None), for the verbatim window to compact it
         self._placed: dict[int, tuple[int, int | None]] = {}
         self._blocks: dict[int, list[str]] = {}
+        # what later calls are sent in place of a message the window compacted; the conversation
+        # itself (the trajectory's record) keeps each message as it was first sent
+        self._later: dict[int, str] = {}
 
     def _offer(self, names: tuple[str, ...], said: str = "") -> None:
         """Offer the turn its tools: the task's, with ``names`` added, narrowed by the context
@@ -110,13 +113,19 @@ class _Episode:
             if done is None:
                 continue
             text, cut = done
-            self.tool_calls[i] = replace(rec, cut=cut, compacted=True)
+            self.tool_calls[i] = replace(rec, compacted=cut)
             at, block = self._placed[i]
             if block is None:
-                self.messages[at] = {**self.messages[at], "content": text}
+                self._later[at] = text
             else:
                 self._blocks[at][block] = tool_result_block(rec.name, text)
-                self.messages[at] = {**self.messages[at], "content": "\n".join(self._blocks[at])}
+                self._later[at] = "\n".join(self._blocks[at])
+
+    def _request(self) -> list[dict[str, Any]]:
+        """The conversation as the next call is sent it: compacted messages in their later form."""
+        if not self._later:
+            return self.messages
+        return [{**m, "content": self._later[i]} if i in self._later else m for i, m in enumerate(self.messages)]
 
     def _decode_native(self, reply: ModelReply) -> list[tuple[str, ToolCall | None, str | None]]:
         out: list[tuple[str, ToolCall | None, str | None]] = []
@@ -125,30 +134,31 @@ class _Episode:
             out.append((nc.id, ToolCall(nc.name, args) if args is not None else None, error))
         return out
 
-    def _sent_chars(self, tools: list[dict[str, Any]]) -> tuple[int, int, int, int]:
-        """What the request about to be sent holds, by part, in characters: the system prompt, the
-        tool schemas, the tool results, and the rest of the conversation."""
+    def _sent_chars(self, tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> tuple[int, int, int, int]:
+        """What the request about to be sent (``messages``, ``tools``) holds, by part, in characters:
+        the system prompt, the tool schemas, the tool results, and the rest of the conversation."""
         key = tuple(self.shown)
         if key not in self._tools_chars:  # the same schemas go with every call that offers the same tools
             self._tools_chars[key] = len(json.dumps(tools)) if tools else 0
         results = rest = 0
-        for m in self.messages[1:]:
+        for m in messages[1:]:
             size = len(str(m.get("content") or "")) + sum(len(str(c.get("function", {}).get("arguments", "")))
                                                           for c in m.get("tool_calls") or ())
             if m.get("role") == "tool" or str(m.get("content") or "").startswith('<tool_result name="'):
                 results += size
             else:
                 rest += size
-        system = len(str(self.messages[0].get("content") or ""))
+        system = len(str(messages[0].get("content") or ""))
         body = min(system, len(self.v.prompt_body))  # text-format tools ride in the system prompt: they count as tools
         return body, self._tools_chars[key] + system - body, results, rest
 
     async def _step(self, turn: int) -> bool:
         """One model call and its tool calls. Returns True when the model gave a final answer."""
         tools = self.v.native_tools_for(self.shown)
-        sent = self._sent_chars(tools)
+        request = self._request()
+        sent = self._sent_chars(tools, request)
         client = self.strong if self.escalated and self.strong is not None else self.client
-        reply = await client.complete(self.messages, tools=tools, user=episode_user(self.task),
+        reply = await client.complete(request, tools=tools, user=episode_user(self.task),
                                            seed=episode_seed(self.task, self.sample, self.seed))
         if reply.unparseable:
             return self._unparseable(turn, reply, sent, escalated=client is not self.client)

@@ -34,10 +34,10 @@ class ToolCallRecord:
             characters.
         error: The failure sent to the model instead (a raised exception, an unknown tool, bad
             arguments), or None.
-        cut: Characters of the result the variant's context policy did not send (0: sent whole);
-            once its turn left the verbatim window, what the later calls were not sent.
-        compacted: Its turn left the context policy's verbatim window, and the later calls were
-            sent less of it.
+        cut: Characters of the result the variant's context policy did not send in its own turn
+            (0: sent whole).
+        compacted: Characters of the result the calls of later turns were not sent, once its turn
+            left the context policy's verbatim window (0: never compacted).
     """
 
     turn: int  # index of the user turn this call belongs to
@@ -46,7 +46,7 @@ class ToolCallRecord:
     result: str | None  # tool output (None when error); the model was sent it less `cut` characters
     error: str | None  # tool exception / unknown tool / bad arguments, as sent to the model
     cut: int = 0  # characters of the result the context policy did not send
-    compacted: bool = False  # its turn left the verbatim window: later calls were sent less of it
+    compacted: int = 0  # characters later turns were not sent, once its turn left the verbatim window
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "billed_cost_usd": trajectory.billed_cost_usd,
         "billed_tokens": trajectory.billed_tokens,
         "tool_output": _tool_output(trajectory),
-        "cut_chars": sum(c.cut for c in trajectory.tool_calls),
+        "cut_chars": sum(c.compacted or c.cut for c in trajectory.tool_calls),  # what the last calls were not sent
         "input_parts": _input_parts(trajectory),
         "escalations": tuple(trajectory.escalations),
         "turns": len(trajectory.responses),

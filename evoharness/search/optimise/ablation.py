@@ -52,7 +52,7 @@ def decompose(incumbent_q: float, measured: Sequence[tuple[str, float | None]], 
             cost = costs[i] if i < len(costs) else None
             row["cost_per_task"] = cost
             row["cost_change"] = None if cost is None or not paid else cost / paid - 1.0
-            paid = cost if cost is not None else paid
+            paid = cost  # a layer not measured leaves the next one's change unknown, never credited with two layers' saving
         rows.append(row)
         before = q if q is not None else before
     return rows

@@ -27,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from evoharness.search.evaluation.criteria import Objective
 from evoharness.search.genome import Genome, PoolEntry, Pools
-from evoharness.search.genome_edits import escalation_label
+from evoharness.search.genome_edits import escalation_what
 
 VIEW_ATTRS = ("genome", "authors", "origin", "variant_hash", "feasible", "error", "race", "control")
 
@@ -56,8 +56,7 @@ def choices(pools: Pools, *, base_format: str) -> dict[str, tuple[str, ...]]:
     if len(pools.contexts) > 1:
         out["context"] = entries(pools.contexts)
     if len(pools.escalations) > 1:
-        out["escalation"] = tuple(f"#{i} {e.author}" if not i else escalation_label(i, e.value).replace("escalation", "")
-                                  for i, e in enumerate(pools.escalations))
+        out["escalation"] = tuple(f"#{i} {escalation_what(e.value) or e.author}" for i, e in enumerate(pools.escalations))
     if len(pools.turn_limits) > 1:
         out["max_turns"] = tuple(f"#{i} {e.value}" for i, e in enumerate(pools.turn_limits))
     formats = tuple(dict.fromkeys([base_format, *pools.formats]))

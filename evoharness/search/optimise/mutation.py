@@ -92,7 +92,8 @@ def stored_load(paths: StudyPaths, eval_key: str | None) -> dict[str, ToolLoad]:
         return {}
     episodes = checked("trial_result", json.loads(stored.read_text(encoding="utf-8")), stored).get("report", {}).get("episodes", [])
     sums: dict[str, list[int]] = {}
-    turns = sum(t for e in episodes if isinstance(t := e.get("turns"), int) and not isinstance(t, bool) and t > 0)
+    counted = [t for e in episodes if isinstance(t := e.get("turns"), int) and not isinstance(t, bool) and t > 0]
+    turns = sum(counted) if len(counted) == len(episodes) else 0  # an episode recorded without them: turns unknown
     for e in episodes:
         for tool, counts in dict(e.get("tool_output") or {}).items():
             if not (isinstance(counts, list) and len(counts) == 3 and all(isinstance(x, int) and x >= 0 for x in counts)):

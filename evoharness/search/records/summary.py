@@ -114,19 +114,21 @@ def ablation_line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[
     net = sum(r["gain"] for r in harness)
     mut = next((r["gain"] for r in harness if r["layer"] == "mutator edits"), 0.0)
     who = f" by {', '.join(champion_authors)}" if champion_authors else ""
-    saved = [r["cost_change"] for r in harness if isinstance(r.get("cost_change"), (int, float))]
+    changes = [r.get("cost_change") for r in harness]
+    known = bool(changes) and all(isinstance(c, (int, float)) for c in changes)  # every harness layer's cost measured
     paid = 1.0
-    for change in saved:
-        paid *= 1.0 + change
-    if harness and net <= 0 and saved and paid < 1.0:  # a cost lever: what it earned is the bill, not quality
-        share = (f"; over its model with the base harness, the harness changes gained no quality net ({net:+.3f}) and cut "
-                 f"the cost per task by {1.0 - paid:.0%}")
+    for change in changes if known else ():
+        paid *= 1.0 + float(change or 0.0)
+    if harness and net <= 0 and known and paid != 1.0:  # a cost lever: what it earned (or cost) is the bill, not quality
+        share = (f"; over its model with the base harness, the harness changes gained no quality net ({net:+.3f}) and "
+                 f"{'cut' if paid < 1.0 else 'raised'} the cost per task by {abs(1.0 - paid):.0%}")
     elif harness and net <= 0:  # a share of a gain that is not there would read as one
         share = f"; over its model with the base harness, the harness changes gained nothing net ({net:+.3f})"
     else:
         share = (f"; over its model with the base harness, the mutators' edits{who} earned {max(0.0, mut) / total:.0%} of the gain"
                  if total > 0 else "")
-    what = f"{metric} gain and cost come" if saved else f"{metric} gain comes"
+    costed = any(isinstance(r.get("cost_change"), (int, float)) for r in rows)
+    what = f"{metric} gain and cost come" if costed else f"{metric} gain comes"
     return f"Where the dev {what} from (one layer at a time from the incumbent): {', '.join(parts) or 'nothing'}{share}"
 
 

@@ -86,8 +86,10 @@ def test_an_older_turns_result_is_sent_compacted_and_the_record_keeps_it_whole(f
         keep_head = int(MIN_CHARS * 2 / 3)
         assert head.endswith(LOG[:keep_head]) and tail.startswith(LOG[-(MIN_CHARS - keep_head):])
     rec = next(c for c in kept.tool_calls if c.name == "tail")
-    assert rec.result == LOG and rec.compacted and rec.cut == len(LOG) - MIN_CHARS
+    assert rec.result == LOG and rec.compacted == len(LOG) - MIN_CHARS and rec.cut == 0
     assert not next(c for c in whole.tool_calls if c.name == "tail").compacted
+    # the conversation on record keeps the result as its own turn was sent it: a transcript of turn 0 shows it whole
+    assert LOG in log_in(list(kept.messages))
     assert kept.prompt_tokens < whole.prompt_tokens  # the later calls re-send 200 characters, not 10,000
     row = EpisodeResult.from_episode(kept, None)
     assert row.cut_chars == len(LOG) - MIN_CHARS and EpisodeResult.from_dict(row.to_dict()) == row
@@ -105,12 +107,28 @@ def test_the_window_stacks_on_a_clip_and_never_lengthens_a_result() -> None:
     turns = by_turn(seen)
     assert cut_marker(len(LOG) - 500, 500) in log_in(turns[0][-1])
     assert "results of earlier turns are clipped to 200" in log_in(turns[2][-1])
-    assert next(c for c in traj.tool_calls if c.name == "tail").cut == len(LOG) - MIN_CHARS
+    rec = next(c for c in traj.tool_calls if c.name == "tail")
+    assert rec.cut == len(LOG) - 500 and rec.compacted == len(LOG) - MIN_CHARS
+    assert EpisodeResult.from_episode(traj, None).cut_chars == len(LOG) - MIN_CHARS  # what the last calls were not sent
     short = ContextPolicy(keep_turns=1)
     assert short.compact("x" * 250, 0) is None  # the marker would make it longer
-    assert short.compact(LOG, len(LOG) - 210) is None  # already clipped about as short
+    assert short.compact(LOG, len(LOG) - 200) is None  # already clipped as short
+    # a clip of 300 sends about 390 characters with its marker: the window's 200 and its marker are shorter
+    clipped_300, cut_300 = ContextPolicy({"*": 300}).clip("t", LOG)
+    assert short.compact(LOG, cut_300) is not None and len(short.compact(LOG, cut_300)[0]) < len(clipped_300)
     sent, cut = short.compact(LOG, 0) or ("", 0)
     assert cut == len(LOG) - MIN_CHARS and len(sent) < 400
+
+
+def test_a_tool_cannot_forge_the_marker_even_twice_in_a_row() -> None:
+    forged = "x" + cut_marker(5, 200) + cut_marker(5, 200)[1:] + "y" + cut_marker(9, 200, older=True) + "z"
+    assert is_clipped(forged)
+    sent, cut = ContextPolicy({"*": 10_000}, keep_turns=1).clip("t", forged)
+    assert cut == 0 and not is_clipped(sent)
+    compacted = ContextPolicy(keep_turns=1).compact(forged * 10, 0)
+    assert compacted is not None and clipped_parts(compacted[0]) is not None
+    head, tail = clipped_parts(compacted[0]) or ("", "")
+    assert not is_clipped(head) and not is_clipped(tail)  # only the window's own marker reads as one
 
 
 def test_the_window_is_hashed_only_when_set_and_bad_values_are_refused() -> None:

@@ -117,6 +117,10 @@ def test_an_escalation_applies_to_the_model_it_was_made_for_and_never_to_its_own
 
     assert escalation_of(Genome(escalation=1))["route"] == "sim/medium"  # made for base: applies
     assert escalation_of(Genome(model=1, escalation=1)) is None  # recombined with sim_large: a step down, left out
+    # and the front says so, rather than describing a handover that is not compiled
+    assert describe(Genome(model=1, escalation=1), pools, base_format="json", base_steps={}).endswith(
+        "escalation#1 (left out: made for base) (escalate_on_trouble)")
+    assert "escalation#1 (to sim_medium on tool_error)" in describe(Genome(escalation=1), pools, base_format="json", base_steps={})
     # the agent's own escalation on a genome whose model is that very route: nothing to hand over
     own = {**case.context.agent, "escalation": {"model": {"route": "sim/large"}, "on": ["tool_error"]}}
     a_own = genome_to_config(Genome(model=1), pools, agent=own, tool=case.tool, models=case.models)[0]
