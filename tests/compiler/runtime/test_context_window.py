@@ -12,7 +12,6 @@ import pytest
 from evoharness.compiler.context_policy import MIN_CHARS, ContextPolicy, clipped_parts, cut_marker, is_clipped
 from evoharness.compiler.errors import ConfigError
 from evoharness.compiler.route import RouteSettings
-from evoharness.compiler.runtime.bash_calls import format_call_line
 from evoharness.compiler.runtime.loop import run_episode
 from evoharness.compiler.runtime.models import ModelClient
 from evoharness.compiler.runtime.trajectory import ToolCall
@@ -20,7 +19,7 @@ from evoharness.compiler.runtime.workload import Task
 from evoharness.search.evaluation.episode import EpisodeResult
 from tests.compiler.runtime.scripted_model import SCRIPTS
 from tests.compiler.runtime.test_context_policy import LOG, LongLogEnv
-from tests.compiler.runtime.test_runtime import calls_so_far_in_turn, provider, turn_of, variant  # noqa: F401 (fixture)
+from tests.compiler.runtime.test_runtime import gold_player, provider, turn_of, variant  # noqa: F401 (fixture)
 
 TASK = Task(
     task_id="files/window",
@@ -38,17 +37,11 @@ TASK = Task(
 def played(fmt: str, **agent_edits: Any) -> tuple[Any, list[list[dict[str, Any]]]]:
     """The episode, and every request's messages as the model received them."""
     seen: list[list[dict[str, Any]]] = []
+    play = gold_player(fmt, TASK)
 
     def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         seen.append(json.loads(json.dumps(messages)))
-        turn, done = turn_of(messages), calls_so_far_in_turn(messages)
-        gold = TASK.gold[turn]
-        if done >= len(gold):
-            return {"content": "Done."}
-        call = gold[done]
-        if fmt == "json":
-            return {"tool_calls": [{"name": call.name, "arguments": json.dumps(dict(call.arguments))}]}
-        return {"content": "Running:\n```tool\n" + format_call_line(call) + "\n```"}
+        return play(messages, tools)
 
     name = f"window_{fmt}_{len(SCRIPTS)}"
     SCRIPTS[name] = script

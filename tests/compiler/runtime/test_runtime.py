@@ -80,12 +80,12 @@ def calls_so_far_in_turn(messages: list[dict[str, Any]]) -> int:
     return n
 
 
-def gold_player(fmt: str) -> Any:
-    """Plays TASK's gold calls, one per model call, then answers."""
+def gold_player(fmt: str, task: Task = TASK) -> Any:
+    """Plays ``task``'s gold calls, one per model call, then answers."""
 
     def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         turn, done = turn_of(messages), calls_so_far_in_turn(messages)
-        gold = TASK.gold[turn]
+        gold = task.gold[turn]
         if done >= len(gold):
             return {"content": "Done."}
         call = gold[done]

@@ -10,28 +10,21 @@ import pytest
 
 from evoharness.compiler.context_policy import ContextPolicy
 from evoharness.compiler.errors import ConfigError
-from evoharness.compiler.runtime.bash_calls import format_call_line
 from tests.compiler.runtime.scripted_model import SCRIPTS
-from tests.compiler.runtime.test_runtime import TASK, calls_so_far_in_turn, provider, run, turn_of, variant  # noqa: F401 (fixture)
+from tests.compiler.runtime.test_runtime import gold_player, provider, run, turn_of, variant  # noqa: F401 (fixture)
 
 
 def played(fmt: str, **agent_edits: Any) -> tuple[Any, list[tuple[list[dict[str, Any]], list[str]]]]:
     """The episode, and every request as (messages, the tool names it offered)."""
     seen: list[tuple[list[dict[str, Any]], list[str]]] = []
+    play = gold_player(fmt)
 
     def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         system = str(messages[0]["content"])
         names = ([t["function"]["name"] for t in tools] if tools else
                  [n for n in ("ls", "mv", "tail") if f"\n{n} " in system or f"`{n}" in system or f"{n}(" in system])
         seen.append((json.loads(json.dumps(messages)), names))
-        turn, done = turn_of(messages), calls_so_far_in_turn(messages)
-        gold = TASK.gold[turn]
-        if done >= len(gold):
-            return {"content": "Done."}
-        call = gold[done]
-        if fmt == "json":
-            return {"tool_calls": [{"name": call.name, "arguments": json.dumps(dict(call.arguments))}]}
-        return {"content": "Running:\n```tool\n" + format_call_line(call) + "\n```"}
+        return play(messages, tools)
 
     name = f"turn_tools_{fmt}_{len(SCRIPTS)}"
     SCRIPTS[name] = script
