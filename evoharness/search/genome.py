@@ -217,9 +217,8 @@ def _escalation(value: Mapping[str, Any], model_name: str, models: Mapping[str, 
     if target not in models:
         raise ValueError(f"genome escalation model {target!r} has no model config; known: {sorted(models)}")
     made_for = value.get("from")
-    if (made_for is not None and made_for != model_name) or models[target].get("route") == models[model_name].get("route"):
-        return {"model": None, "on": list(value.get("on") or [])}
-    return {"model": copy.deepcopy(dict(models[target])), "on": list(value.get("on") or [])}
+    target_config = None if made_for is not None and made_for != model_name else copy.deepcopy(dict(models[target]))
+    return _not_to_itself({"model": target_config, "on": list(value.get("on") or [])}, models[model_name])
 
 
 def _not_to_itself(escalation: dict[str, Any], model: Mapping[str, Any]) -> dict[str, Any]:

@@ -70,8 +70,11 @@ class _Episode:
         """Offer the turn its tools: the task's, with ``names`` added, narrowed by the context
         policy to those the turn's user messages (``said``) point at and those the episode called."""
         self.offered += [n for n in names if n in self.specs and n not in self.offered]
-        called = list(dict.fromkeys([c.name for c in self.tool_calls if c.name in self.specs] + [n for n in names if n in self.specs]))
-        self.shown = self.v.context.turn_tools(self.offered, {n: self.specs[n].description for n in self.offered}, said, called)
+        if self.v.context.tools_per_turn is None:  # every tool on every call: nothing to choose
+            self.shown = list(self.offered)
+        else:
+            called = list(dict.fromkeys([c.name for c in self.tool_calls if c.name in self.specs] + [n for n in names if n in self.specs]))
+            self.shown = self.v.context.turn_tools(self.offered, {n: self.specs[n].description for n in self.offered}, said, called)
         system = {"role": "system", "content": self.v.system_prompt_for(self.shown)}
         if self.messages:
             self.messages[0] = system  # text-format tools live in the system prompt
