@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 PROCESSING_MS = 40.0
-EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 ORDER = re.compile(r"\bA-\d+\b")
 ITEMS = ("lamp", "mug", "chair", "desk", "book", "kettle", "shirt", "phone")
 REASONS = (("late", "late"), ("damaged", "damaged"), ("broken", "damaged"), ("wrong", "wrong_item"))

@@ -1,0 +1,129 @@
+"""The context policy on the path a real user takes: an OpenAI-compatible server on loopback, reached
+through litellm, told nothing but what a provider is told. What the server received is checked
+against what the policy says it may be sent (a clipped result, a compacted earlier turn, a subset of
+the tools), against the record, and against the bill the server's own usage figures make."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evoharness.compiler.context_policy import MIN_CHARS, clipped_parts, is_clipped
+from tests.provider.stub import StubProvider, completion, respond
+from tests.provider.test_real_path import PRICE_IN, PRICE_OUT, model, record, run
+
+pytestmark = pytest.mark.slow
+
+ITEMS = ("lamp", "mug", "chair", "desk", "book", "kettle", "shirt", "phone", "rug", "vase")
+TOOLS = {"find_order", "order_status", "refund", "cancel_order"}
+
+
+def tasks(tmp: Path, n: int = 3) -> Path:
+    """Two-turn tasks whose customer has ten orders, so find_order's result runs to about 1,000
+    characters: cancel one order, then ask another's status."""
+    rows = []
+    for i in range(n):
+        email = f"kim{i}@example.com"
+        orders = {f"A-{500 + 10 * i + k}": {"customer": email, "status": "paid" if k % 2 else "shipped", "total": 10 + k,
+                                            "item": item} for k, item in enumerate(ITEMS)}
+        cancel, ask = "A-%d" % (501 + 10 * i), "A-%d" % (500 + 10 * i)
+        after = {oid: ({**o, "status": "cancelled"} if oid == cancel else o) for oid, o in orders.items()}
+        rows.append({"id": f"window_{i}", "split": "dev", "stratum": "cancel", "state": {"orders": orders}, "expected_state": {"orders": after},
+                     "turns": [f"This is {email}. Please cancel my mug order, it hasn't shipped.",
+                               "Thanks. What is the status of my lamp order now?"],
+                     "expected_calls": [[{"name": "find_order", "arguments": {"customer": email}},
+                                         {"name": "cancel_order", "arguments": {"order_id": cancel}}],
+                                        [{"name": "order_status", "arguments": {"order_id": ask}}]],
+                     "answers": [None, "shipped"]})
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "long_orders.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def evaluate(stub: StubProvider, tmp: Path, *policy: str) -> dict[str, Any]:
+    proc = run(tmp, "evaluate", *model(stub, temperature=0.0), f"workload.options.path={tasks(tmp)}", "workload.samples=1",
+               *policy)
+    assert proc.returncode == 0, proc.stderr
+    return record(tmp)
+
+
+def transcripts(tmp: Path) -> list[dict[str, Any]]:
+    found = sorted((tmp / "runs").rglob("eval.transcripts.jsonl.gz"), key=lambda p: p.stat().st_mtime)
+    assert found, "no transcripts written"
+    return [json.loads(line) for line in gzip.decompress(found[-1].read_bytes()).splitlines()]
+
+
+def tool_messages(body: dict[str, Any]) -> list[str]:
+    return [str(m.get("content") or "") for m in body["messages"] if m.get("role") == "tool"]
+
+
+def user_turns(body: dict[str, Any]) -> int:
+    return sum(1 for m in body["messages"] if m.get("role") == "user")
+
+
+def billed(bodies: list[dict[str, Any]]) -> float:
+    """The bill the server's own usage figures make for these requests, at the test's prices."""
+    usage = [completion(b, respond(b))["usage"] for b in bodies]
+    return sum(u["prompt_tokens"] * PRICE_IN + u["completion_tokens"] * PRICE_OUT for u in usage)
+
+
+def test_a_clipped_result_is_what_the_server_receives_and_the_bill_is_its_usage(stub: StubProvider, tmp_path: Path) -> None:
+    whole = evaluate(stub, tmp_path / "whole")
+    sent_whole = [t for b in stub.answered() for t in tool_messages(b)]
+    assert sent_whole and max(map(len, sent_whole)) > 900 and not any(map(is_clipped, sent_whole))
+    first = len(stub.requests)
+
+    clipped = evaluate(stub, tmp_path / "clip", "+agent.context.tool_result_chars.find_order=300")
+    bodies = stub.answered()[first:]
+    long = [t for b in bodies for t in tool_messages(b) if is_clipped(t)]
+    assert long, "no clipped result reached the server"
+    for text in long:  # head and tail of the result, 300 characters between them, and the cut said in their place
+        head, tail = clipped_parts(text) or ("", "")
+        assert len(head) + len(tail) == 300 and head.startswith("[") and tail.endswith("]")
+        assert "characters of this result not shown" in text
+    # the record says what was cut, and it is what the server was not sent; the tool's whole output is counted
+    for episode in clipped["episodes"]:
+        calls, chars, _ = episode["tool_output"]["find_order"]
+        assert calls == 1 and chars > 900 and episode["cut_chars"] == chars - 300
+    sent = {t for b in bodies for t in tool_messages(b)}
+    assert {m["content"] for t in transcripts(tmp_path / "clip") for m in t["messages"] if m["role"] == "tool"} <= sent
+    # the bill is the server's usage at the configured price, and a clip makes it smaller
+    assert clipped["billing"]["billed_cost"] == pytest.approx(billed(bodies), rel=1e-9)
+    assert whole["billing"]["billed_cost"] == pytest.approx(billed(stub.answered()[:first]), rel=1e-9)
+    assert clipped["metrics"]["tokens_per_task"] < whole["metrics"]["tokens_per_task"]
+    # the same clip again is read from the response cache: nothing new is sent or billed
+    calls = stub.calls()
+    assert evaluate(stub, tmp_path / "clip", "+agent.context.tool_result_chars.find_order=300")["billing"]["billed_cost"] == 0.0
+    assert stub.calls() == calls
+
+
+def test_a_turn_outside_the_window_reaches_the_server_compacted_and_the_record_keeps_it_whole(
+        stub: StubProvider, tmp_path: Path) -> None:
+    rec = evaluate(stub, tmp_path, "agent.context.keep_turns=1")
+    second = [b for b in stub.answered() if user_turns(b) == 2]
+    assert second, "no request of a second turn"
+    for body in second:
+        earlier = tool_messages(body)[0]  # find_order's result, called in the first turn
+        head, tail = clipped_parts(earlier) or ("", "")
+        assert len(head) + len(tail) == MIN_CHARS and "results of earlier turns are clipped" in earlier
+    first = [b for b in stub.answered() if user_turns(b) == 1 and tool_messages(b)]
+    assert first and all(not is_clipped(t) for b in first for t in tool_messages(b))
+    assert all(len(tool_messages(b)[0]) > 900 for b in first)  # find_order's, whole in its own turn
+    # the record keeps the first turn's result as that turn was sent it, and counts what later turns were not
+    kept = [m["content"] for t in transcripts(tmp_path) for m in t["messages"] if m["role"] == "tool"]
+    assert kept and not any(map(is_clipped, kept)) and max(map(len, kept)) > 900
+    for episode in rec["episodes"]:
+        assert episode["turns"] == 2 and episode["cut_chars"] == episode["tool_output"]["find_order"][1] - MIN_CHARS
+
+
+def test_a_turn_is_offered_the_tools_it_names_and_those_it_called(stub: StubProvider, tmp_path: Path) -> None:
+    rec = evaluate(stub, tmp_path, "agent.context.tools_per_turn=1")
+    offered = [({t["function"]["name"] for t in b.get("tools") or []}, b) for b in stub.answered()]
+    assert offered and all(names < TOOLS for names, _ in offered)  # never the whole catalogue
+    for names, body in offered:
+        called = {c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []}
+        assert called <= names and len(names - called) <= 1
