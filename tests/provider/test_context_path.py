@@ -29,9 +29,10 @@ def tasks(tmp: Path, n: int = 3) -> Path:
         email = f"kim{i}@example.com"
         orders = {f"A-{500 + 10 * i + k}": {"customer": email, "status": "paid" if k % 2 else "shipped", "total": 10 + k,
                                             "item": item} for k, item in enumerate(ITEMS)}
-        cancel, ask = "A-%d" % (501 + 10 * i), "A-%d" % (500 + 10 * i)
+        cancel, ask = f"A-{501 + 10 * i}", f"A-{500 + 10 * i}"
         after = {oid: ({**o, "status": "cancelled"} if oid == cancel else o) for oid, o in orders.items()}
-        rows.append({"id": f"window_{i}", "split": "dev", "stratum": "cancel", "state": {"orders": orders}, "expected_state": {"orders": after},
+        rows.append({"id": f"window_{i}", "split": "dev", "stratum": "cancel", "state": {"orders": orders},
+                     "expected_state": {"orders": after},
                      "turns": [f"This is {email}. Please cancel my mug order, it hasn't shipped.",
                                "Thanks. What is the status of my lamp order now?"],
                      "expected_calls": [[{"name": "find_order", "arguments": {"customer": email}},
@@ -121,9 +122,15 @@ def test_a_turn_outside_the_window_reaches_the_server_compacted_and_the_record_k
 
 
 def test_a_turn_is_offered_the_tools_it_names_and_those_it_called(stub: StubProvider, tmp_path: Path) -> None:
-    rec = evaluate(stub, tmp_path, "agent.context.tools_per_turn=1")
-    offered = [({t["function"]["name"] for t in b.get("tools") or []}, b) for b in stub.answered()]
+    every = evaluate(stub, tmp_path / "every")
+    first = len(stub.requests)
+    rec = evaluate(stub, tmp_path / "subset", "agent.context.tools_per_turn=1")
+    offered = [({t["function"]["name"] for t in b.get("tools") or []}, b) for b in stub.answered()[first:]]
     assert offered and all(names < TOOLS for names, _ in offered)  # never the whole catalogue
     for names, body in offered:
         called = {c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []}
         assert called <= names and len(names - called) <= 1
+    # the record's tool-schema characters are what was offered, fewer than the whole catalogue's
+    def schemas(r: dict[str, Any]) -> int:
+        return sum(e["input_parts"]["tools"] for e in r["episodes"])
+    assert 0 < schemas(rec) < schemas(every)
