@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from evoharness.compiler.context_policy import MIN_CHARS, clipped_parts, is_clipped
+from evoharness.search.records.summary import part_costs
 from tests.provider.stub import StubProvider, completion, respond
 from tests.provider.test_real_path import PRICE_IN, PRICE_OUT, model, record, run
 
@@ -96,6 +97,12 @@ def test_a_clipped_result_is_what_the_server_receives_and_the_bill_is_its_usage(
     assert clipped["billing"]["billed_cost"] == pytest.approx(billed(bodies), rel=1e-9)
     assert whole["billing"]["billed_cost"] == pytest.approx(billed(stub.answered()[:first]), rel=1e-9)
     assert clipped["metrics"]["tokens_per_task"] < whole["metrics"]["tokens_per_task"]
+    # what the prompts cost is the server's prompt tokens at the input price; the parts add up to the bill
+    prompts = sum(completion(b, respond(b))["usage"]["prompt_tokens"] for b in bodies) * PRICE_IN
+    assert clipped["metrics"]["cost.input"] == pytest.approx(prompts / len(clipped["episodes"]), rel=1e-9)
+    costs = part_costs(clipped["metrics"])
+    assert costs is not None and sum(costs.values()) == pytest.approx(clipped["metrics"]["cost_per_task"], rel=1e-9)
+    assert (part_costs(whole["metrics"]) or {})["tool_results"] > costs["tool_results"] > 0
     # the same clip again is read from the response cache: nothing new is sent or billed
     calls = stub.calls()
     assert evaluate(stub, tmp_path / "clip", "+agent.context.tool_result_chars.find_order=300")["billing"]["billed_cost"] == 0.0

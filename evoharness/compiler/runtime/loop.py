@@ -179,6 +179,7 @@ class _Episode:
                 latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None,
                 cached=reply.cached, attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
                 latency_source=reply.latency_source, request_key=reply.key, sent_chars=sent, escalated=client is not self.client,
+                input_cost_usd=reply.input_cost_usd,
             )
         )
         # every later request of the episode carries this message: an oversized reply is kept clipped, with a

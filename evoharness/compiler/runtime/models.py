@@ -26,6 +26,7 @@ from evoharness.compiler.runtime.llm import (
     provider_params,
     takes_seed,
 )
+from evoharness.compiler.runtime.prices import Price, route_price
 from evoharness.compiler.runtime.reply import ModelReply, provider_latency, record_from_response, reply_from_record
 from evoharness.compiler.secrets import remember_env
 
@@ -146,6 +147,7 @@ class ModelClient:
             self._key_extra = {"provider_cache_tag": provider_cache_tag(model.route), "litellm": package_version("litellm"),
                                "revision": route.revision}
         self._warned_price = False
+        self._price: Price | None | bool = False  # the route's price table, looked up on the first priced call
 
     def _api_key(self) -> str | None:
         if not self.route.api_key_env:
@@ -198,6 +200,22 @@ class ModelClient:
                             "output_cost_per_token, or model.free=true if it costs nothing", self.model.route, _first_line(exc))
                 self._warned_price = True
             return None
+
+    def _input_cost(self, prompt_tokens: int, completion_tokens: int, total: float | None) -> float | None:
+        """The share of a call's cost its prompt made: the total split in the proportion of the
+        route's input and output prices (a provider's own discounts stay where the total has them);
+        None when the total or the route's prices are unknown."""
+        if total is None:
+            return None
+        if self._price is False:
+            r = self.route
+            self._price = route_price(self.model.route, input_cost_per_token=r.input_cost_per_token,
+                                      output_cost_per_token=r.output_cost_per_token, free=r.free)
+        price = self._price
+        if not isinstance(price, Price):
+            return None
+        whole = price.of(prompt_tokens, completion_tokens)
+        return total * prompt_tokens * price.input_per_token / whole if whole else 0.0
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str,
                        seed: int | None = None) -> ModelReply:
@@ -263,6 +281,7 @@ class ModelClient:
             if reported is not None:  # the provider's own clock: the same on a loaded machine and on a replay
                 record["latency_s"], record["latency_source"] = reported, "provider"
             record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
+            record["input_cost_usd"] = self._input_cost(record["prompt_tokens"], record["completion_tokens"], record["cost_usd"])
         record["attempts"] = attempts
         record["infra_s"] = infra_s
         if self._writes is not None:

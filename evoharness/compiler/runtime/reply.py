@@ -2,6 +2,7 @@
 the record the response cache stores for it, and the provider's own account of its latency."""
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ class ModelReply:
     attempts: int = 1
     infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
     unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
+    input_cost_usd: float | None = None  # the prompt's share of cost_usd; None when unknown (or a reply cached without it)
     key: str = ""  # the request's response-cache key ("" without a cache): what a replayed episode checks is still there
 
 
@@ -73,6 +75,11 @@ def record_from_response(response: Any, latency: float) -> dict[str, Any]:
     }
 
 
+def _cost_or_none(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return float(value) if ok else None
+
+
 def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") -> ModelReply:
     """A stored reply (from the cache, or just recorded) as the agent loop reads it."""
     return ModelReply(
@@ -82,6 +89,7 @@ def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") ->
         prompt_tokens=int(rec.get("prompt_tokens", 0)),
         completion_tokens=int(rec.get("completion_tokens", 0)),
         cost_usd=None if rec.get("cost_usd", 0.0) is None else float(rec.get("cost_usd", 0.0)),
+        input_cost_usd=_cost_or_none(rec.get("input_cost_usd")),
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,
         latency_source=str(rec.get("latency_source", "client")),

@@ -68,6 +68,7 @@ class ModelCallRecord:
     # conversation (user turns, the model's own messages, workflow steps); all 0 in records made before
     sent_chars: tuple[int, int, int, int] = (0, 0, 0, 0)
     escalated: bool = False  # sent to the variant's escalation route (priced and timed as that route's)
+    input_cost_usd: float | None = None  # the prompt's share of cost_usd (None: unknown)
 
 
 @dataclass(frozen=True)

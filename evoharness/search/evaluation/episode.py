@@ -50,6 +50,9 @@ class EpisodeResult:
     escalations: tuple[tuple[int, str], ...] = ()  # (user turn, trigger) of each turn handed to the escalation route
     escalated_cost_usd: float | None = 0.0  # what the escalated calls cost (None: one was unpriced)
     turns: int = 0  # user turns played (0: recorded before it was kept); results of each re-sent on every later call
+    # what the prompts of the calls on the variant's own route cost (the rest of cost_usd is their output
+    # and the escalated calls); None when a call's share is unknown (unpriced, or recorded before it was kept)
+    input_cost_usd: float | None = None
 
     @property
     def scored(self) -> bool:
@@ -138,6 +141,7 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "tool_output": _tool_output(trajectory),
         "cut_chars": sum(c.compacted or c.cut for c in trajectory.tool_calls),  # what the last calls were not sent
         "input_parts": _input_parts(trajectory),
+        "input_cost_usd": _input_cost(trajectory),
         "escalations": tuple(trajectory.escalations),
         "turns": len(trajectory.responses),
         "escalated_cost_usd": _escalated_cost(trajectory),
@@ -147,6 +151,19 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
 def _escalated_cost(trajectory: Trajectory) -> float | None:
     costs = [c.cost_usd for c in trajectory.model_calls if c.escalated]
     return None if None in costs else float(sum(c for c in costs if c is not None))
+
+
+def _input_cost(trajectory: Trajectory) -> float | None:
+    total = 0.0
+    for c in trajectory.model_calls:
+        if c.escalated:
+            continue
+        if c.input_cost_usd is None:
+            if c.cost_usd == 0 and not c.prompt_tokens:  # nothing was read of it, and nothing charged
+                continue
+            return None
+        total += c.input_cost_usd
+    return total
 
 
 def _input_parts(trajectory: Trajectory) -> dict[str, int]:

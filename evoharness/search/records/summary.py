@@ -73,19 +73,42 @@ PARTS = (("system", "system prompt"), ("tools", "tool schemas"), ("tool_results"
          ("escalated", "escalated calls"), ("output", "output"))
 
 
+def part_costs(dev: Mapping[str, Any]) -> dict[str, float] | None:
+    """Cost per task by part (PARTS' keys): the prompts' cost shared among the input parts by their
+    tokens (one route bills every prompt token at one price), the output, and the escalated calls;
+    None when the evaluation did not record what its prompts cost."""
+    found = {key: dev.get(key) for key in ("cost_per_task", "cost.input", "tokens.system", "tokens.tools", "tokens.tool_results",
+                                           "tokens.history")}
+    if not all(isinstance(v, (int, float)) for v in found.values()):
+        return None
+    total, prompts, *own = (float(v) for v in found.values() if isinstance(v, (int, float)))
+    tokens = sum(own)
+    out = {key: prompts * v / tokens if tokens else 0.0 for key, v in zip(("system", "tools", "tool_results", "history"), own)}
+    handed = dev.get("cost.escalated")
+    out["escalated"] = float(handed) if isinstance(handed, (int, float)) else 0.0
+    out["output"] = max(0.0, total - prompts - out["escalated"])
+    return out
+
+
 def tokens_line(label: str, dev: Mapping[str, Any]) -> str | None:
-    """Where one variant's tokens per task go on dev, by part, largest first; None when its
-    evaluation was recorded without the parts."""
+    """Where one variant's tokens per task go on dev, by part, largest first, with what each part
+    cost when the evaluation recorded it; None when it was recorded without the parts."""
     raw = {name: dev.get(f"tokens.{key}") for key, name in PARTS}
     total = dev.get("tokens_per_task")
     if not isinstance(total, (int, float)) or not total or not all(isinstance(v, (int, float)) for v in raw.values()):
         return None
+    costs = part_costs(dev)
+    named = {name: key for key, name in PARTS}
+
+    def part(name: str, v: float) -> str:
+        dollars = f", {fmt_metric(costs[named[name]], 'cost_per_task')}" if costs is not None else ""
+        return f"{name} {v:,.0f} ({v / total:.0%}{dollars})"
+
     parts = {name: float(v) for name, v in raw.items() if isinstance(v, (int, float))}
-    shown = ", ".join(f"{name} {v:,.0f} ({v / total:.0%})" for name, v in sorted(parts.items(), key=lambda kv: -kv[1])
-                      if v or name != "escalated calls")
+    shown = ", ".join(part(name, v) for name, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v or name != "escalated calls")
     cost, handed = dev.get("cost_per_task"), dev.get("cost.escalated")
     price = f" at {fmt_metric(cost, 'cost_per_task')}" if isinstance(cost, (int, float)) else ""
-    if isinstance(handed, (int, float)) and handed:
+    if isinstance(handed, (int, float)) and handed and costs is None:
         price += f" ({fmt_metric(handed, 'cost_per_task')} of it on escalated calls)"
     return f"    {label}: {total:,.0f}{price}: {shown}"
 
@@ -97,7 +120,8 @@ def tokens_lines(o: SearchOutcome) -> list[str]:
     if champion.variant_hash != base.variant_hash:
         rows.append(tokens_line(f"trial {champion.trial}", present(champion.dev, None) or {}))
     shown = [r for r in rows if r]
-    return ["  Tokens per task on dev, by what each call sends:", *shown] if shown else []
+    return ["  Tokens per task on dev, by what each call sends (share, and cost per task where it was recorded):", *shown] \
+        if shown else []
 
 
 def ablation_line(rows: Sequence[Mapping[str, Any]], champion_authors: Sequence[str], metric: str) -> str:

@@ -24,3 +24,24 @@ def test_dev_metrics_carry_tokens_by_part_and_the_line_reads_them_largest_first(
     # an evaluation recorded without the parts: no line, rather than a split that is not known
     old = aggregate([episode("a", {}, 200)], variant_hash="v", split="dev", samples=1).metrics
     assert "tokens.tools" not in old and tokens_line("incumbent", old) is None
+
+
+def test_the_prompts_cost_is_shared_by_tokens_and_the_parts_add_up_to_the_cost_per_task() -> None:
+    from dataclasses import replace
+
+    from evoharness.search.records.summary import part_costs
+
+    eps = [replace(episode("a", {"system": 1000, "tools": 6000, "tool_results": 2000, "history": 1000}, 200), input_cost_usd=0.008),
+           replace(episode("b", {"system": 1000, "tools": 6000, "tool_results": 2000, "history": 1000}, 200), input_cost_usd=0.008)]
+    m = aggregate(eps, variant_hash="v", split="dev", samples=1).metrics
+    assert m["cost.input"] == 0.008
+    costs = part_costs(m)
+    assert costs is not None and abs(sum(costs.values()) - m["cost_per_task"]) < 1e-12
+    assert abs(costs["tools"] - 0.0048) < 1e-12 and abs(costs["output"] - 0.002) < 1e-12 and costs["escalated"] == 0.0
+    line = tokens_line("incumbent", m)
+    assert line is not None and "tool schemas 6,000 (59%, $0.00480)" in line and "output 200 (2%, $0.00200)" in line
+    # one episode whose prompts' cost is unknown: no cost by part at all, the tokens still shown
+    mixed = aggregate([eps[0], replace(eps[1], input_cost_usd=None)], variant_hash="v", split="dev", samples=1).metrics
+    assert "cost.input" not in mixed and part_costs(mixed) is None
+    shown = tokens_line("incumbent", mixed) or ""
+    assert "$0.0048" not in shown and "tool schemas 6,000 (59%)" in shown
