@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from evoharness.search.records.summary import part_costs
 from tests.provider.stub import StubProvider, completion, respond
 from tests.provider.test_real_path import PRICE_IN, PRICE_OUT, errors, model, record, run
 
@@ -44,6 +45,12 @@ def test_a_turn_out_of_calls_goes_to_the_stronger_route_and_each_call_is_billed_
     assert sum(e["escalated_cost_usd"] for e in episodes) == pytest.approx(strong_cost, rel=1e-9)
     assert rec["billing"]["billed_cost"] == pytest.approx(strong_cost + sum(billed(b) for b in by_model["desk-agent-1"]), rel=1e-9)
     assert rec["metrics"]["cost.escalated"] == pytest.approx(strong_cost / len(episodes), rel=1e-9)
+    # the cheaper route's prompts at its input price; the escalated calls a part of their own; the parts add up
+    own_prompts = sum(completion(b, respond(b))["usage"]["prompt_tokens"] for b in by_model["desk-agent-1"]) * PRICE_IN
+    assert rec["metrics"]["cost.input"] == pytest.approx(own_prompts / len(episodes), rel=1e-9)
+    costs = part_costs(rec["metrics"])
+    assert costs is not None and costs["escalated"] == rec["metrics"]["cost.escalated"]
+    assert sum(costs.values()) == pytest.approx(rec["metrics"]["cost_per_task"], rel=1e-9)
     # a rerun reads every reply from the response cache, the escalated ones included
     calls = stub.calls()
     again = run(tmp_path, "evaluate", *model(stub), *strong(stub), "agent.max_turns=1", "agent.escalation.on=[max_turns]",
