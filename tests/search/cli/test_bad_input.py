@@ -71,6 +71,7 @@ CASES: list[tuple[list[str], str]] = [
     (["compile", "agent.prompt_sections.role=é"], "quote it for Hydra"),
     (["compile", "a..b=1"], "bad override 'a..b=1'"),
     (["compile", "agent.vars.x=1"], "write +agent.vars.x="),
+    (["compile", "agent.context.tool_result_chars={*:4000}"], "+agent.context.tool_result_chars={*:...}"),
     (["compile", "model.temperature=abc"], "model.temperature: Value 'abc'"),
     (["compile", "model.temperature=-1"], "model.temperature: must be in [0, 2]"),
     (["compile", "seed=abc"], "seed: Value 'abc'"),
