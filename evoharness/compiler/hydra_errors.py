@@ -66,7 +66,7 @@ def one_line_hydra_error(exc: BaseException, overrides: list[str], cp: ConfigPat
     where = f"{full_key}: " if full_key else ""
     if "is not in struct" in head and full_key:
         parent, _, last = full_key.rpartition(".")
-        if parent and not re.fullmatch(r"[A-Za-z_][\w-]*", last):  # a key such as '*' has no dotted spelling
+        if parent and not re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$-]*|[0-9]+", last):  # a key such as '*' has no dotted spelling
             return (f"{where}{head}. Fix: a key like {last!r} cannot be written after a dot; add it as a mapping, "
                     f"+{parent}={{{last}:...}}, or in the config's YAML")
         return (f"{where}{head}. Fix: check the spelling; to add a new key where the schema allows free keys "

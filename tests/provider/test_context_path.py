@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +102,21 @@ def test_a_clipped_result_is_what_the_server_receives_and_the_bill_is_its_usage(
     prompts = sum(completion(b, respond(b))["usage"]["prompt_tokens"] for b in bodies) * PRICE_IN
     assert clipped["metrics"]["cost.input"] == pytest.approx(prompts / len(clipped["episodes"]), rel=1e-9)
     costs = part_costs(clipped["metrics"])
-    assert costs is not None and sum(costs.values()) == pytest.approx(clipped["metrics"]["cost_per_task"], rel=1e-9)
+    outputs = sum(completion(b, respond(b))["usage"]["completion_tokens"] for b in bodies) * PRICE_OUT
+    assert costs is not None and costs["output"] == pytest.approx(outputs / len(clipped["episodes"]), rel=1e-9)
+    assert sum(costs.values()) == pytest.approx(clipped["metrics"]["cost_per_task"], rel=1e-9)
     assert (part_costs(whole["metrics"]) or {})["tool_results"] > costs["tool_results"] > 0
     # the same clip again is read from the response cache: nothing new is sent or billed
     calls = stub.calls()
-    assert evaluate(stub, tmp_path / "clip", "+agent.context.tool_result_chars.find_order=300")["billing"]["billed_cost"] == 0.0
-    assert stub.calls() == calls
+    again = evaluate(stub, tmp_path / "clip", "+agent.context.tool_result_chars.find_order=300")
+    assert again["billing"]["billed_cost"] == 0.0 and stub.calls() == calls
+    assert again["metrics"]["cost.input"] == pytest.approx(clipped["metrics"]["cost.input"], rel=1e-12)
+    # replies cached before each call's prompt cost was kept: read back with it worked out from the route's price
+    for path in (tmp_path / "clip" / "cache").glob("??/*.json"):
+        path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "input_cost_usd"}))
+    shutil.rmtree(tmp_path / "clip" / "cache" / "episodes")
+    old = evaluate(stub, tmp_path / "clip", "+agent.context.tool_result_chars.find_order=300")
+    assert stub.calls() == calls and old["metrics"]["cost.input"] == pytest.approx(clipped["metrics"]["cost.input"], rel=1e-9)
 
 
 def test_a_turn_outside_the_window_reaches_the_server_compacted_and_the_record_keeps_it_whole(

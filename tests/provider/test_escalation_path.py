@@ -50,6 +50,11 @@ def test_a_turn_out_of_calls_goes_to_the_stronger_route_and_each_call_is_billed_
     assert rec["metrics"]["cost.input"] == pytest.approx(own_prompts / len(episodes), rel=1e-9)
     costs = part_costs(rec["metrics"])
     assert costs is not None and costs["escalated"] == rec["metrics"]["cost.escalated"]
+    own_output = sum(completion(b, respond(b))["usage"]["completion_tokens"] for b in by_model["desk-agent-1"]) * PRICE_OUT
+    assert costs["output"] == pytest.approx(own_output / len(episodes), rel=1e-9)
+    # the escalated calls' tokens, input and output, are their own part: the own route's output is apart
+    strong_tokens = sum(completion(b, respond(b))["usage"]["total_tokens"] for b in by_model["desk-agent-2"])
+    assert rec["metrics"]["tokens.escalated"] == pytest.approx(strong_tokens / len(episodes), abs=1.0)
     assert sum(costs.values()) == pytest.approx(rec["metrics"]["cost_per_task"], rel=1e-9)
     # a rerun reads every reply from the response cache, the escalated ones included
     calls = stub.calls()

@@ -4,6 +4,7 @@ infrastructure failures told apart from model mistakes, cost from litellm or the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import re
@@ -201,12 +202,15 @@ class ModelClient:
                 self._warned_price = True
             return None
 
-    def _input_cost(self, prompt_tokens: int, completion_tokens: int, total: float | None) -> float | None:
-        """The share of a call's cost its prompt made: the total split in the proportion of the
-        route's input and output prices (a provider's own discounts stay where the total has them);
-        None when the total or the route's prices are unknown."""
+    def input_cost(self, completion_tokens: int, total: float | None) -> float | None:
+        """The share of a call's cost its prompt made: the total less the completion at the route's
+        output price, within [0, total]. A provider's prompt discounts (cached tokens) and surcharges
+        are all on the input side, so they stay there. None when the total or the route's price is
+        unknown; 0 for a call that cost nothing."""
         if total is None:
             return None
+        if total == 0:
+            return 0.0
         if self._price is False:
             r = self.route
             self._price = route_price(self.model.route, input_cost_per_token=r.input_cost_per_token,
@@ -214,8 +218,7 @@ class ModelClient:
         price = self._price
         if not isinstance(price, Price):
             return None
-        whole = price.of(prompt_tokens, completion_tokens)
-        return total * prompt_tokens * price.input_per_token / whole if whole else 0.0
+        return min(total, max(0.0, total - completion_tokens * price.output_per_token))
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str,
                        seed: int | None = None) -> ModelReply:
@@ -228,7 +231,10 @@ class ModelClient:
             if hit is None:
                 hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
             if hit is not None:
-                return reply_from_record(hit, cached=True, key=key)
+                reply = reply_from_record(hit, cached=True, key=key)
+                if reply.input_cost_usd is None and reply.cost_usd:  # a reply cached before its prompt's cost was kept
+                    reply = dataclasses.replace(reply, input_cost_usd=self.input_cost(reply.completion_tokens, reply.cost_usd))
+                return reply
         lm = ensure_providers()
         api_key = self._api_key()
         keep_seed = "seed" in req and self.route.send_seed and takes_seed(self.model.route)
@@ -281,7 +287,7 @@ class ModelClient:
             if reported is not None:  # the provider's own clock: the same on a loaded machine and on a replay
                 record["latency_s"], record["latency_source"] = reported, "provider"
             record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
-            record["input_cost_usd"] = self._input_cost(record["prompt_tokens"], record["completion_tokens"], record["cost_usd"])
+            record["input_cost_usd"] = self.input_cost(record["completion_tokens"], record["cost_usd"])
         record["attempts"] = attempts
         record["infra_s"] = infra_s
         if self._writes is not None:

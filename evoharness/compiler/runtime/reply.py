@@ -75,9 +75,16 @@ def record_from_response(response: Any, latency: float) -> dict[str, Any]:
     }
 
 
-def _cost_or_none(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    return float(value) if ok else None
+def _share(value: Any, of: Any) -> float | None:
+    """``value`` as a share of the cost ``of``: a number in [0, of], else unknown (a stored record is data)."""
+    numbers = [v for v in (value, of) if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numbers) < 2:
+        return None
+    try:
+        share, whole = float(value), float(of)
+    except OverflowError:  # an integer too large for a float
+        return None
+    return share if math.isfinite(whole) and 0 <= share <= whole else None
 
 
 def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") -> ModelReply:
@@ -89,7 +96,7 @@ def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") ->
         prompt_tokens=int(rec.get("prompt_tokens", 0)),
         completion_tokens=int(rec.get("completion_tokens", 0)),
         cost_usd=None if rec.get("cost_usd", 0.0) is None else float(rec.get("cost_usd", 0.0)),
-        input_cost_usd=_cost_or_none(rec.get("input_cost_usd")),
+        input_cost_usd=_share(rec.get("input_cost_usd"), rec.get("cost_usd", 0.0)),
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,
         latency_source=str(rec.get("latency_source", "client")),

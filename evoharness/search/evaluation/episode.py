@@ -11,8 +11,8 @@ from evoharness.compiler.runtime.trajectory import Trajectory
 from evoharness.compiler.runtime.workload import EpisodeScore
 
 EpisodeResultStatus = Literal["scored", "skipped"]
-# what a request's input tokens are spent on (ModelCallRecord.sent_chars, in its order), and the input
-# of the calls handed to an escalation route, counted apart whatever they sent
+# what a request's input tokens are spent on (ModelCallRecord.sent_chars, in its order), and the tokens
+# (input and output) of the calls handed to an escalation route, counted apart whatever they sent
 INPUT_PARTS = ("system", "tools", "tool_results", "history", "escalated")
 
 
@@ -158,19 +158,22 @@ def _input_cost(trajectory: Trajectory) -> float | None:
     for c in trajectory.model_calls:
         if c.escalated:
             continue
-        if c.input_cost_usd is None:
-            if c.cost_usd == 0 and not c.prompt_tokens:  # nothing was read of it, and nothing charged
-                continue
+        if c.cost_usd == 0:  # nothing charged, so no prompt cost to share
+            continue
+        share = c.input_cost_usd
+        # a stored trajectory is data: a share that is not a number within its call's cost is unknown
+        if isinstance(share, bool) or not isinstance(share, int | float) or not isinstance(c.cost_usd, int | float) \
+                or not 0 <= share <= c.cost_usd:
             return None
-        total += c.input_cost_usd
+        total += share
     return total
 
 
 def _input_parts(trajectory: Trajectory) -> dict[str, int]:
     sums = [0.0] * len(INPUT_PARTS)
     for c in trajectory.model_calls:
-        if c.escalated:
-            sums[-1] += c.prompt_tokens
+        if c.escalated:  # input and output alike: the whole call is the escalation's
+            sums[-1] += c.prompt_tokens + c.completion_tokens
             continue
         total = sum(c.sent_chars)
         if not total:

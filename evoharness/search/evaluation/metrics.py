@@ -168,7 +168,8 @@ def _quality_metrics(
     if all(e.input_parts for e in scored):  # where the tokens go; omitted when an episode was recorded without it
         for part in INPUT_PARTS:
             metrics[f"tokens.{part}"] = float(np.mean([e.input_parts.get(part, 0) for e in scored]))
-        metrics["tokens.output"] = float(np.mean([e.completion_tokens for e in scored]))
+        # the output of the variant's own route: what the parts leave of the episode's tokens
+        metrics["tokens.output"] = float(np.mean([e.prompt_tokens + e.completion_tokens - sum(e.input_parts.values()) for e in scored]))
         inputs = [e.input_cost_usd for e in scored]
         if "cost_per_task" in metrics and None not in inputs:  # what the prompts cost, which the parts share by tokens
             metrics["cost.input"] = float(np.mean([c for c in inputs if c is not None]))
@@ -208,7 +209,8 @@ def aggregate(
     Metric keys: pass_rate, score_mean, score_std, score_p10/p25/p50/p75/p90, score.<name>,
     task_score_min (the lowest per-task mean score) and task_score_min.<name>, latency_p50,
     latency_p95, cost_per_task, tokens_per_task, tokens.<part> (input tokens per task by part:
-    system, tools, tool_results, history, escalated; and output), cost.input (what the prompts of the
+    system, tools, tool_results, history; escalated: the escalated calls' input and output; and the
+    own route's output), cost.input (what the prompts of the
     calls on the variant's own route cost per task, when every call's share is known), cost.escalated
     and escalated_turns (per task, when any turn was handed to an escalation route), tool_failure_rate, determinism — over scored
     episodes, omitted when none is scored (determinism: when no task has two scored samples).

@@ -70,7 +70,11 @@ def _spend(o: SearchOutcome) -> str:
 
 
 PARTS = (("system", "system prompt"), ("tools", "tool schemas"), ("tool_results", "tool results"), ("history", "history"),
-         ("escalated", "escalated calls"), ("output", "output"))
+         ("escalated", "escalated calls (in and out)"), ("output", "output"))
+
+
+def named_part(key: str) -> str:
+    return dict(PARTS)[key]
 
 
 def part_costs(dev: Mapping[str, Any]) -> dict[str, float] | None:
@@ -86,7 +90,11 @@ def part_costs(dev: Mapping[str, Any]) -> dict[str, float] | None:
     out = {key: prompts * v / tokens if tokens else 0.0 for key, v in zip(("system", "tools", "tool_results", "history"), own)}
     handed = dev.get("cost.escalated")
     out["escalated"] = float(handed) if isinstance(handed, (int, float)) else 0.0
-    out["output"] = max(0.0, total - prompts - out["escalated"])
+    # the rest is the own route's output; a record whose parts exceed its total is not split at all
+    rest = total - prompts - out["escalated"]
+    if rest < -1e-9 * max(1.0, total):
+        return None
+    out["output"] = round(max(0.0, rest), 12)
     return out
 
 
@@ -105,7 +113,7 @@ def tokens_line(label: str, dev: Mapping[str, Any]) -> str | None:
         return f"{name} {v:,.0f} ({v / total:.0%}{dollars})"
 
     parts = {name: float(v) for name, v in raw.items() if isinstance(v, (int, float))}
-    shown = ", ".join(part(name, v) for name, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v or name != "escalated calls")
+    shown = ", ".join(part(name, v) for name, v in sorted(parts.items(), key=lambda kv: -kv[1]) if v or name != named_part("escalated"))
     cost, handed = dev.get("cost_per_task"), dev.get("cost.escalated")
     price = f" at {fmt_metric(cost, 'cost_per_task')}" if isinstance(cost, (int, float)) else ""
     if isinstance(handed, (int, float)) and handed and costs is None:
