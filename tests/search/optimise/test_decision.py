@@ -18,8 +18,6 @@ pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tes
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = [ONE_AT_A_TIME, "search.study=cheap", "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]",
-        # 40 dev and 40 holdout tasks: the rule's choice, not the claim's power, is under test here
-        "+workload.options.limit_per_split=40", "search.allow_underpowered=true",
         "search.samples=1", "search.population_size=2", "search.max_front_dev=4", "search.resamples=2000",
         "model=sim_large", "search.models=[sim_small,sim_medium]", "criteria.decision=cheapest_noninferior", "criteria.margin=0.1"]
 

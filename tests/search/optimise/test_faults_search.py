@@ -23,8 +23,6 @@ pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tes
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = [ONE_AT_A_TIME, "search.rounds=1", "search.trials_per_round=6", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]", "search.samples=1",
-        # 40 dev and 40 holdout tasks: what happens to the run, not the claim's power, is under test here
-        "+workload.options.limit_per_split=40", "search.allow_underpowered=true",
         "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000", "search.models=[]",
         "model.backoff_s=0.001", "model.retries=2"]
 INFRA = "+model.extra.sim_faults={timeout_rate: 0.10, server_error_rate: 0.05, rate_limit_rate: 0.05}"

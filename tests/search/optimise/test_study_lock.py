@@ -22,8 +22,6 @@ pytestmark = pytest.mark.slow  # whole searches or servers: scheduled first (tes
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = [ONE_AT_A_TIME, "search.study=both", "search.rounds=1", "search.trials_per_round=4", "mutators.enabled=[]", "search.train_limit=6",
         "workload.options.categories=[multi_turn_base]",
-        # 40 dev and 40 holdout tasks: what happens to the run, not the claim's power, is under test here
-        "+workload.options.limit_per_split=40", "search.allow_underpowered=true",
         "search.samples=1", "search.population_size=2", "search.max_front_dev=2", "search.resamples=2000"]
 
 
