@@ -118,7 +118,7 @@ def test_a_tool_error_hands_the_rest_of_the_turn_to_the_stronger_route_billed_at
     row = EpisodeResult.from_episode(traj, None)
     assert row.escalations == ((0, "tool_error"),)
     assert row.escalated_cost_usd == pytest.approx(sum(c.cost_usd for c in traj.model_calls if c.escalated), rel=1e-9)
-    assert row.input_parts["escalated"] == sum(c.prompt_tokens for c in traj.model_calls if c.escalated)
+    assert row.input_parts["escalated"] == sum(c.prompt_tokens + c.completion_tokens for c in traj.model_calls if c.escalated)
     assert EpisodeResult.from_dict(json.loads(json.dumps(row.to_dict()))) == row
 
 
