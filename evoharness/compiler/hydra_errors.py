@@ -65,7 +65,11 @@ def one_line_hydra_error(exc: BaseException, overrides: list[str], cp: ConfigPat
     head = lines[0] if lines else type(cause).__name__
     where = f"{full_key}: " if full_key else ""
     if "is not in struct" in head and full_key:
-        parent, _, last = full_key.rpartition(".")
+        named = re.match(r"Key '(.+)' is not in struct", head)  # the key as written, which may hold dots itself
+        if named and full_key.endswith("." + named.group(1)):
+            parent, last = full_key[: -len(named.group(1)) - 1], named.group(1)
+        else:
+            parent, _, last = full_key.rpartition(".")
         if parent and not re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$-]*|[0-9]+", last):  # a key such as '*' has no dotted spelling
             return (f"{where}{head}. Fix: a key like {last!r} cannot be written after a dot; add it as a mapping, "
                     f"+{parent}={{{last}:...}}, or in the config's YAML")

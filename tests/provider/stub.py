@@ -47,6 +47,8 @@ class StubProvider:
     failures: list[Failure] = field(default_factory=list)  # the next calls' failures, in order
     always: Failure | None = None  # every call fails so
     refuse_seed: bool = False  # a server that rejects OpenAI's seed parameter (400), as some do
+    caches: bool = False  # a prompt cache, as OpenAI's: a request whose tools it was sent before reads their tokens from it
+    cached: list[int] = field(default_factory=list)  # per answered request, the prompt tokens it reported cached
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail_next(self, status: int, *, times: int = 1, message: str = "stub failure", retry_after: float | None = None) -> None:
@@ -78,7 +80,10 @@ class StubProvider:
                 extra = {"retry-after": f"{failure.retry_after:g}"} if failure.retry_after is not None else {}
                 return self._record(failure.status, _error(failure.status, failure.message, "stub_error"), extra)
             message = respond(body)
-            return self._record(200, completion(body, message), {"openai-processing-ms": f"{PROCESSING_MS:g}"})
+            tools = json.dumps(body.get("tools") or [])
+            seen = self.caches and any(json.dumps(r.get("tools") or []) == tools for r in self.answered())
+            self.cached.append(tokens(tools) if seen else 0)
+            return self._record(200, completion(body, message, cached=self.cached[-1]), {"openai-processing-ms": f"{PROCESSING_MS:g}"})
 
     def _record(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]]:
         self.statuses.append(status)
@@ -93,12 +98,25 @@ def tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def completion(body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+def completion(body: dict[str, Any], message: dict[str, Any], *, cached: int = 0) -> dict[str, Any]:
     prompt = tokens(json.dumps(body.get("messages", [])) + json.dumps(body.get("tools") or []))
     done = tokens(json.dumps(message))
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+    if cached:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return {"id": "chatcmpl-stub", "object": "chat.completion", "created": 1, "model": str(body.get("model")),
             "choices": [{"index": 0, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop", "message": message}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}}
+            "usage": usage}
+
+
+def message_tokens(bodies: list[dict[str, Any]], role: str = "tool") -> float:
+    """The prompt tokens the server billed for these requests' messages of ``role``, by their share of its characters."""
+    total = 0.0
+    for b in bodies:
+        sent = len(json.dumps(b["messages"])) + len(json.dumps(b.get("tools") or []))
+        part = sum(len(json.dumps(m)) for m in b["messages"] if m.get("role") == role)
+        total += completion(b, respond(b))["usage"]["prompt_tokens"] * part / sent
+    return total
 
 
 def _texts(body: dict[str, Any]) -> list[str]:

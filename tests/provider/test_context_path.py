@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from evoharness.compiler.context_policy import MIN_CHARS, clipped_parts, is_clipped
-from evoharness.search.records.summary import part_costs
-from tests.provider.stub import StubProvider, completion, respond
+from evoharness.search.records.format import fmt_metric
+from evoharness.search.records.summary import part_costs, tokens_line
+from tests.provider.stub import StubProvider, completion, message_tokens, respond
 from tests.provider.test_real_path import PRICE_IN, PRICE_OUT, model, record, run
 
 pytestmark = pytest.mark.slow
@@ -104,7 +105,9 @@ def test_a_clipped_result_is_what_the_server_receives_and_the_bill_is_its_usage(
     costs = part_costs(clipped["metrics"])
     outputs = sum(completion(b, respond(b))["usage"]["completion_tokens"] for b in bodies) * PRICE_OUT
     assert costs is not None and costs["output"] == pytest.approx(outputs / len(clipped["episodes"]), rel=1e-9)
-    assert sum(costs.values()) == pytest.approx(clipped["metrics"]["cost_per_task"], rel=1e-9)
+    # the tool results' dollars are what the server's prompt tokens cost for the tool messages it was sent (the
+    # record splits each request by its parts' characters, the server counts the messages' JSON: near, not equal)
+    assert costs["tool_results"] == pytest.approx(message_tokens(bodies) * PRICE_IN / len(clipped["episodes"]), rel=0.2)
     assert (part_costs(whole["metrics"]) or {})["tool_results"] > costs["tool_results"] > 0
     # the same clip again is read from the response cache: nothing new is sent or billed
     calls = stub.calls()
@@ -151,3 +154,24 @@ def test_a_turn_is_offered_the_tools_it_names_and_those_it_called(stub: StubProv
     def schemas(r: dict[str, Any]) -> int:
         return sum(e["input_parts"]["tools"] for e in r["episodes"])
     assert 0 < schemas(rec) < schemas(every)
+
+
+def test_prompt_tokens_the_provider_read_from_its_cache_are_recorded_and_the_prompts_cost_is_not_split(
+        stub: StubProvider, tmp_path: Path) -> None:
+    """A provider that reports cached prompt tokens bills them at another rate, and which parts of the
+    prompt they were is not known: the record keeps the count and the answer gives the prompts' cost
+    whole instead of a split by tokens that would misplace the discount."""
+    stub.caches = True
+    rec = evaluate(stub, tmp_path)
+    assert stub.cached[0] == 0 and sum(stub.cached) > 0  # the first request of the run is a miss, later ones read the tools
+    episodes = rec["episodes"]
+    assert sum(e["cached_tokens"] for e in episodes) == sum(stub.cached)
+    assert rec["metrics"]["tokens.cached"] == pytest.approx(sum(stub.cached) / len(episodes), rel=1e-9)
+    assert part_costs(rec["metrics"]) is None
+    line = tokens_line("incumbent", rec["metrics"]) or ""
+    assert "read from the provider's cache" in line and "not split by part" in line and "%, $" not in line
+    assert fmt_metric(rec["metrics"]["cost.input"], "cost_per_task") in line
+    # the same run with a provider that caches nothing is split by part as before
+    stub.caches = False
+    plain = evaluate(stub, tmp_path / "plain", "agent.max_turns=11")  # another variant: nothing replayed from the cache
+    assert plain["metrics"]["tokens.cached"] == 0 and part_costs(plain["metrics"]) is not None

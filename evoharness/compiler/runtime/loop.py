@@ -179,7 +179,7 @@ class _Episode:
                 latency_s=reply.latency_s, finish_reason=reply.finish_reason, parse_error="; ".join(parse_errors) or None,
                 cached=reply.cached, attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s,
                 latency_source=reply.latency_source, request_key=reply.key, sent_chars=sent, escalated=client is not self.client,
-                input_cost_usd=reply.input_cost_usd,
+                input_cost_usd=reply.input_cost_usd, cached_prompt_tokens=reply.cached_prompt_tokens,
             )
         )
         # every later request of the episode carries this message: an oversized reply is kept clipped, with a
@@ -233,7 +233,7 @@ class _Episode:
             turn=turn, prompt_tokens=0, completion_tokens=0, cost_usd=reply.cost_usd, latency_s=reply.latency_s,
             finish_reason=reply.finish_reason, parse_error=reply.unparseable, cached=reply.cached,
             attempts=0 if reply.cached else reply.attempts, infra_s=0.0 if reply.cached else reply.infra_s, request_key=reply.key,
-            sent_chars=sent, escalated=escalated,
+            sent_chars=sent, escalated=escalated, input_cost_usd=reply.input_cost_usd,
         ))
         self.messages.append({"role": "assistant", "content": ""})
         self.messages.append({"role": "user", "content": f"Error: your last reply could not be read ({reply.unparseable}). "

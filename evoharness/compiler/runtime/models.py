@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import os
 import re
 import time
@@ -206,8 +207,10 @@ class ModelClient:
         """The share of a call's cost its prompt made: the total less the completion at the route's
         output price, within [0, total]. A provider's prompt discounts (cached tokens) and surcharges
         are all on the input side, so they stay there. None when the total or the route's price is
-        unknown; 0 for a call that cost nothing."""
-        if total is None:
+        unknown, or when the output is not billed at one price per token (litellm prices some routes'
+        output by tier or reasoning tokens, and a flat rate would move that surcharge onto the
+        prompt); 0 for a call that cost nothing."""
+        if total is None or not math.isfinite(total) or total < 0:
             return None
         if total == 0:
             return 0.0
@@ -216,7 +219,7 @@ class ModelClient:
             self._price = route_price(self.model.route, input_cost_per_token=r.input_cost_per_token,
                                       output_cost_per_token=r.output_cost_per_token, free=r.free)
         price = self._price
-        if not isinstance(price, Price):
+        if not isinstance(price, Price) or not price.flat_output:
             return None
         return min(total, max(0.0, total - completion_tokens * price.output_per_token))
 

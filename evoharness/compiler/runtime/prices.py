@@ -16,6 +16,7 @@ class Price:
     input_per_token: float
     output_per_token: float
     source: str  # "override" | "litellm" | "free"
+    flat_output: bool = True  # False: litellm bills the output by tier or reasoning tokens, not output_per_token alone
 
     def of(self, prompt_tokens: float, completion_tokens: float) -> float:
         return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
@@ -31,9 +32,16 @@ def litellm_price(route: str) -> Price | None:
     except Exception:  # litellm raises its own "not mapped" error, or a lookup error on an odd name
         return None
     cin, cout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    if cin is None and cout is None:
+    if not cin and not cout:  # litellm fills a model it maps without prices with zeros: unknown, not free
         return None
-    return Price(float(cin or 0.0), float(cout or 0.0), "litellm")
+    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", flat_output=not _uneven_output(info, cout))
+
+
+def _uneven_output(info: Mapping[str, Any], flat: Any) -> bool:
+    """Whether litellm's map bills some output tokens at another rate than ``output_cost_per_token``:
+    above a prompt-length tier, or as reasoning tokens."""
+    return any(value is not None and value != flat for key, value in info.items()
+               if str(key).startswith("output_cost_per_token_above_") or key == "output_cost_per_reasoning_token")
 
 
 def route_price(route: str, *, input_cost_per_token: float | None = None, output_cost_per_token: float | None = None,

@@ -31,6 +31,7 @@ class ModelReply:
     infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
     unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
     input_cost_usd: float | None = None  # the prompt's share of cost_usd; None when unknown (or a reply cached without it)
+    cached_prompt_tokens: int = 0  # prompt tokens the provider read from its own prompt cache (billed at its cache rate)
     key: str = ""  # the request's response-cache key ("" without a cache): what a replayed episode checks is still there
 
 
@@ -65,14 +66,32 @@ def record_from_response(response: Any, latency: float) -> dict[str, Any]:
         fn = tc.function
         calls.append({"id": tc.id or f"call_{i}", "name": fn.name or "", "arguments": fn.arguments or ""})
     usage = getattr(response, "usage", None)
+    prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     return {
         "content": message.content,
         "tool_calls": calls,
         "finish_reason": choice.finish_reason or "",
-        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "prompt_tokens": prompt_tokens,
         "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        "cached_prompt_tokens": min(prompt_tokens, provider_cached_tokens(usage)),
         "latency_s": latency,
     }
+
+
+def provider_cached_tokens(usage: Any) -> int:
+    """Prompt tokens the provider served from its prompt cache: OpenAI's
+    ``prompt_tokens_details.cached_tokens`` (litellm puts Anthropic's cache reads there too), else
+    ``cache_read_input_tokens``; 0 when the usage says nothing readable."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    for value in (getattr(details, "cached_tokens", None), getattr(usage, "cache_read_input_tokens", None)):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def _count(value: Any) -> int:
+    """A stored token count: a non-negative integer, else 0 (a stored record is data)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _share(value: Any, of: Any) -> float | None:
@@ -97,6 +116,7 @@ def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") ->
         completion_tokens=int(rec.get("completion_tokens", 0)),
         cost_usd=None if rec.get("cost_usd", 0.0) is None else float(rec.get("cost_usd", 0.0)),
         input_cost_usd=_share(rec.get("input_cost_usd"), rec.get("cost_usd", 0.0)),
+        cached_prompt_tokens=min(_count(rec.get("cached_prompt_tokens")), _count(rec.get("prompt_tokens"))),
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,
         latency_source=str(rec.get("latency_source", "client")),

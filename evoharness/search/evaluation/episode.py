@@ -3,6 +3,7 @@ trajectory and the scorer's verdict. What the metrics aggregate, and what the st
 and the evidence-driven mutators read back."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -53,6 +54,7 @@ class EpisodeResult:
     # what the prompts of the calls on the variant's own route cost (the rest of cost_usd is their output
     # and the escalated calls); None when a call's share is unknown (unpriced, or recorded before it was kept)
     input_cost_usd: float | None = None
+    cached_tokens: int = 0  # prompt tokens of those calls the provider read from its prompt cache, at its cache rate
 
     @property
     def scored(self) -> bool:
@@ -142,6 +144,7 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "cut_chars": sum(c.compacted or c.cut for c in trajectory.tool_calls),  # what the last calls were not sent
         "input_parts": _input_parts(trajectory),
         "input_cost_usd": _input_cost(trajectory),
+        "cached_tokens": sum(c.cached_prompt_tokens for c in trajectory.model_calls if not c.escalated),
         "escalations": tuple(trajectory.escalations),
         "turns": len(trajectory.responses),
         "escalated_cost_usd": _escalated_cost(trajectory),
@@ -163,7 +166,7 @@ def _input_cost(trajectory: Trajectory) -> float | None:
         share = c.input_cost_usd
         # a stored trajectory is data: a share that is not a number within its call's cost is unknown
         if isinstance(share, bool) or not isinstance(share, int | float) or not isinstance(c.cost_usd, int | float) \
-                or not 0 <= share <= c.cost_usd:
+                or not math.isfinite(c.cost_usd) or not 0 <= share <= c.cost_usd:
             return None
         total += share
     return total

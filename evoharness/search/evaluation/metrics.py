@@ -170,6 +170,9 @@ def _quality_metrics(
             metrics[f"tokens.{part}"] = float(np.mean([e.input_parts.get(part, 0) for e in scored]))
         # the output of the variant's own route: what the parts leave of the episode's tokens
         metrics["tokens.output"] = float(np.mean([e.prompt_tokens + e.completion_tokens - sum(e.input_parts.values()) for e in scored]))
+        # prompt tokens the provider read from its cache: billed at its cache rate, so the prompts' cost is not one
+        # price per token and the parts cannot share it by their tokens
+        metrics["tokens.cached"] = float(np.mean([e.cached_tokens for e in scored]))
         inputs = [e.input_cost_usd for e in scored]
         if "cost_per_task" in metrics and None not in inputs:  # what the prompts cost, which the parts share by tokens
             metrics["cost.input"] = float(np.mean([c for c in inputs if c is not None]))

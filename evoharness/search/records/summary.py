@@ -80,7 +80,11 @@ def named_part(key: str) -> str:
 def part_costs(dev: Mapping[str, Any]) -> dict[str, float] | None:
     """Cost per task by part (PARTS' keys): the prompts' cost shared among the input parts by their
     tokens (one route bills every prompt token at one price), the output, and the escalated calls;
-    None when the evaluation did not record what its prompts cost."""
+    None when the evaluation did not record what its prompts cost, or when the provider read some
+    prompt tokens from its cache: those cost less than the rest, and which parts they were is not
+    known, so a split by tokens would misplace the discount."""
+    if dev.get("tokens.cached"):
+        return None
     found = {key: dev.get(key) for key in ("cost_per_task", "cost.input", "tokens.system", "tokens.tools", "tokens.tool_results",
                                            "tokens.history")}
     if not all(isinstance(v, (int, float)) for v in found.values()):
@@ -118,6 +122,11 @@ def tokens_line(label: str, dev: Mapping[str, Any]) -> str | None:
     price = f" at {fmt_metric(cost, 'cost_per_task')}" if isinstance(cost, (int, float)) else ""
     if isinstance(handed, (int, float)) and handed and costs is None:
         price += f" ({fmt_metric(handed, 'cost_per_task')} of it on escalated calls)"
+    cached, prompts = dev.get("tokens.cached"), dev.get("cost.input")
+    if isinstance(cached, (int, float)) and cached:
+        paid = f"the prompts' {fmt_metric(prompts, 'cost_per_task')} is" if isinstance(prompts, (int, float)) else "the prompts' cost is"
+        price += (f" ({cached:,.0f} prompt tokens read from the provider's cache at its lower rate: {paid} not split by part, "
+                  "as the cached ones cannot be told apart)")
     return f"    {label}: {total:,.0f}{price}: {shown}"
 
 

@@ -60,3 +60,57 @@ def test_an_episodes_prompt_cost_is_unknown_when_a_stored_call_share_is_not_a_sh
                              escalated=True)]
     episode = EpisodeResult.from_episode(Trajectory("t", 0, 0, "v", "completed", model_calls=calls), None)
     assert episode.input_cost_usd == (0.001 if known else None)
+
+
+@pytest.mark.parametrize("total", [math.inf, -math.inf, math.nan, -0.01])
+def test_a_cost_that_is_not_a_price_has_no_prompt_share(total: float) -> None:
+    assert client(input_cost_per_token=1e-6, output_cost_per_token=4e-6).input_cost(10, total) is None
+
+
+def _mapped(name: str, **prices: float) -> str:
+    """A route litellm's price map knows, with these prices (registered as a provider's own models are)."""
+    from evoharness.compiler.runtime.llm import ensure_providers
+
+    ensure_providers().register_model({name: {"litellm_provider": "openai", "mode": "chat", **prices}})
+    return name
+
+
+def test_output_billed_by_tier_or_reasoning_tokens_leaves_the_prompts_share_unknown() -> None:
+    flat = client(route=_mapped("evoharness-test/flat", input_cost_per_token=1e-6, output_cost_per_token=4e-6))
+    assert flat.input_cost(100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
+    # a flat output rate would move the tier's or the reasoning tokens' surcharge onto the prompt
+    tiered = _mapped("evoharness-test/tiered", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
+                     output_cost_per_token_above_200k_tokens=6e-6)
+    reasoning = _mapped("evoharness-test/reasoning", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
+                        output_cost_per_reasoning_token=9e-6)
+    assert client(route=tiered).input_cost(100, 0.0054) is None
+    assert client(route=reasoning).input_cost(100, 0.0054) is None
+    # the route's own price is one rate per token, whatever litellm's map says of the model
+    assert client(route=tiered, input_cost_per_token=1e-6, output_cost_per_token=4e-6).input_cost(100, 0.0054) is not None
+
+
+def test_a_model_litellm_maps_without_prices_is_unpriced_not_free() -> None:
+    from evoharness.compiler.runtime.prices import route_price
+
+    # litellm answers such a model with zero prices; a search must not count its calls at $0
+    assert route_price(_mapped("evoharness-test/no-prices", max_input_tokens=1000)) is None
+    assert route_price("evoharness-test/no-prices", free=True) is not None  # unless the config says it is free
+    assert route_price("evoharness-test/flat") is not None
+
+
+def test_cached_prompt_tokens_are_read_from_the_usage_and_a_stored_count_is_checked() -> None:
+    from types import SimpleNamespace
+
+    from evoharness.compiler.runtime.cache_entry import is_reply
+    from evoharness.compiler.runtime.reply import provider_cached_tokens
+
+    assert provider_cached_tokens(SimpleNamespace(prompt_tokens_details=SimpleNamespace(cached_tokens=700))) == 700
+    assert provider_cached_tokens(SimpleNamespace(prompt_tokens_details=None, cache_read_input_tokens=300)) == 300
+    assert provider_cached_tokens(SimpleNamespace(prompt_tokens_details=SimpleNamespace(cached_tokens=None))) == 0
+    assert provider_cached_tokens(None) == 0
+    rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 10, "completion_tokens": 2,
+           "latency_s": 0.1, "cost_usd": 0.002}
+    for stored, read in ((7, 7), (11, 10), (-3, 0), (True, 0), ("5", 0), (2.5, 0), (None, 0)):
+        assert reply_from_record({**rec, "cached_prompt_tokens": stored}, cached=True).cached_prompt_tokens == read
+    # a stored cost that no price can make is not a reply to replay
+    assert is_reply(rec) and not any(is_reply({**rec, "cost_usd": bad}) for bad in (math.inf, math.nan, -0.002))

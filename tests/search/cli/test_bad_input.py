@@ -72,6 +72,7 @@ CASES: list[tuple[list[str], str]] = [
     (["compile", "a..b=1"], "bad override 'a..b=1'"),
     (["compile", "agent.vars.x=1"], "write +agent.vars.x="),
     (["compile", "agent.context.tool_result_chars={*:4000}"], "+agent.context.tool_result_chars={*:...}"),
+    (["compile", "agent.context.tool_result_chars={fs.read:4000}"], "+agent.context.tool_result_chars={fs.read:...}"),
     (["compile", "model.temperature=abc"], "model.temperature: Value 'abc'"),
     (["compile", "model.temperature=-1"], "model.temperature: must be in [0, 2]"),
     (["compile", "seed=abc"], "seed: Value 'abc'"),

@@ -36,7 +36,7 @@ def test_the_prompts_cost_is_shared_by_tokens_and_the_parts_add_up_to_the_cost_p
     m = aggregate(eps, variant_hash="v", split="dev", samples=1).metrics
     assert m["cost.input"] == 0.008
     costs = part_costs(m)
-    assert costs is not None and abs(sum(costs.values()) - m["cost_per_task"]) < 1e-12
+    assert costs is not None and abs(costs["history"] - 0.0008) < 1e-12
     assert abs(costs["tools"] - 0.0048) < 1e-12 and abs(costs["output"] - 0.002) < 1e-12 and costs["escalated"] == 0.0
     line = tokens_line("incumbent", m)
     assert line is not None and "tool schemas 6,000 (59%, $0.00480)" in line and "output 200 (2%, $0.00200)" in line
@@ -45,3 +45,17 @@ def test_the_prompts_cost_is_shared_by_tokens_and_the_parts_add_up_to_the_cost_p
     assert "cost.input" not in mixed and part_costs(mixed) is None
     shown = tokens_line("incumbent", mixed) or ""
     assert "$0.0048" not in shown and "tool schemas 6,000 (59%)" in shown
+
+
+def test_prompt_tokens_read_from_a_providers_cache_leave_the_prompts_cost_whole() -> None:
+    from dataclasses import replace
+
+    from evoharness.search.records.summary import part_costs
+
+    eps = [replace(episode(t, {"system": 1000, "tools": 6000, "tool_results": 2000, "history": 1000}, 200), input_cost_usd=0.005,
+                   cached_tokens=cached) for t, cached in (("a", 7000), ("b", 0))]
+    m = aggregate(eps, variant_hash="v", split="dev", samples=1).metrics
+    assert m["tokens.cached"] == 3500 and m["cost.input"] == 0.005 and part_costs(m) is None
+    line = tokens_line("incumbent", m) or ""
+    assert "3,500 prompt tokens read from the provider's cache" in line and "the prompts' $0.00500 is not split" in line
+    assert "tool schemas 6,000 (59%)" in line and "%, $" not in line
