@@ -175,3 +175,30 @@ def test_prompt_tokens_the_provider_read_from_its_cache_are_recorded_and_the_pro
     stub.caches = False
     plain = evaluate(stub, tmp_path / "plain", "agent.max_turns=11")  # another variant: nothing replayed from the cache
     assert plain["metrics"]["tokens.cached"] == 0 and part_costs(plain["metrics"]) is not None
+
+
+def test_a_route_litellm_prices_bills_the_tokens_the_provider_cached_at_the_cache_rate(stub: StubProvider, tmp_path: Path) -> None:
+    """On a route priced by litellm's own map (no price in the config), the prompt tokens the server
+    reports cached are billed at the map's cache-read rate: the bill is what the provider charges."""
+    import litellm
+
+    from evoharness.compiler.runtime.llm import ensure_providers
+
+    ensure_providers()
+    price = litellm.model_cost["gpt-4o-mini"]
+    assert price["cache_read_input_token_cost"] < price["input_cost_per_token"]
+    stub.caches = True
+    routed = [o.replace("openai/desk-agent-1", "openai/gpt-4o-mini") for o in model(stub, temperature=0.0, priced=False)]
+    proc = run(tmp_path, "evaluate", *routed, f"workload.options.path={tasks(tmp_path)}", "workload.samples=1")
+    assert proc.returncode == 0, proc.stderr
+    rec = record(tmp_path)
+    usage = [completion(b, respond(b), cached=c)["usage"] for b, c in zip(stub.answered(), stub.cached, strict=True)]
+    assert sum(u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in usage) > 0
+    bill = sum((u["prompt_tokens"] - u.get("prompt_tokens_details", {}).get("cached_tokens", 0)) * price["input_cost_per_token"]
+               + u.get("prompt_tokens_details", {}).get("cached_tokens", 0) * price["cache_read_input_token_cost"]
+               + u["completion_tokens"] * price["output_cost_per_token"] for u in usage)
+    assert rec["billing"]["billed_cost"] == pytest.approx(bill, rel=1e-6)
+    # the prompts' cost keeps the discount; it is given whole, not split by part
+    outputs = sum(u["completion_tokens"] for u in usage) * price["output_cost_per_token"]
+    assert rec["metrics"]["cost.input"] == pytest.approx((bill - outputs) / len(rec["episodes"]), rel=1e-6)
+    assert part_costs(rec["metrics"]) is None
