@@ -202,3 +202,23 @@ def test_a_route_litellm_prices_bills_the_tokens_the_provider_cached_at_the_cach
     outputs = sum(u["completion_tokens"] for u in usage) * price["output_cost_per_token"]
     assert rec["metrics"]["cost.input"] == pytest.approx((bill - outputs) / len(rec["episodes"]), rel=1e-6)
     assert part_costs(rec["metrics"]) is None
+
+
+def test_a_corrected_price_applies_to_replies_cached_before_it_and_nothing_is_paid_again(
+        stub: StubProvider, tmp_path: Path) -> None:
+    """The route's own price is not part of a reply's cache key (the reply does not depend on it): a
+    rerun at a corrected price reads every reply from the cache and costs them at the new price."""
+    first = evaluate(stub, tmp_path)
+    calls = stub.calls()
+    doubled = [o.replace(f"input_cost_per_token={PRICE_IN}", f"input_cost_per_token={2 * PRICE_IN}")
+               .replace(f"output_cost_per_token={PRICE_OUT}", f"output_cost_per_token={2 * PRICE_OUT}")
+               for o in model(stub, temperature=0.0)]
+    proc = run(tmp_path, "evaluate", *doubled, f"workload.options.path={tasks(tmp_path)}", "workload.samples=1")
+    assert proc.returncode == 0, proc.stderr
+    again = record(tmp_path)
+    assert stub.calls() == calls and again["billing"]["billed_cost"] == 0.0
+    assert again["metrics"]["cost_per_task"] == pytest.approx(2 * first["metrics"]["cost_per_task"], rel=1e-9)
+    assert again["metrics"]["cost.input"] == pytest.approx(2 * first["metrics"]["cost.input"], rel=1e-9)
+    # and back at the first price: the episodes stored at it replay as they were
+    back = evaluate(stub, tmp_path)
+    assert stub.calls() == calls and back["metrics"]["cost_per_task"] == pytest.approx(first["metrics"]["cost_per_task"], rel=1e-12)

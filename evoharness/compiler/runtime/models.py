@@ -203,6 +203,29 @@ class ModelClient:
                 self._warned_price = True
             return None
 
+    def price_settings(self) -> dict[str, Any]:
+        """The route's own price (``input_cost_per_token``, ``output_cost_per_token``, ``free``), or {}
+        when litellm's map prices it: what a stored result's costs were worked out with."""
+        r = self.route
+        if r.input_cost_per_token is None and r.output_cost_per_token is None and not r.free:
+            return {}
+        return {"input_cost_per_token": r.input_cost_per_token, "output_cost_per_token": r.output_cost_per_token, "free": r.free}
+
+    def _priced(self, reply: ModelReply) -> ModelReply:
+        """A cached reply at today's price: a route's own price is not in the cache key (the answer does
+        not depend on it), so a corrected price applies to replies cached before it; a route now
+        declared free costs $0 where it was unpriced. A price read from litellm stays as it was billed."""
+        r = self.route
+        cost = reply.cost_usd
+        if r.input_cost_per_token is not None or r.output_cost_per_token is not None:
+            cost = reply.prompt_tokens * (r.input_cost_per_token or 0.0) + reply.completion_tokens * (r.output_cost_per_token or 0.0)
+        elif cost is None and r.free:
+            cost = 0.0
+        if cost == reply.cost_usd and (reply.input_cost_usd is not None or not cost):
+            return reply
+        # a reply cached before its prompt's cost was kept, or repriced: the prompt's share worked out again
+        return dataclasses.replace(reply, cost_usd=cost, input_cost_usd=self.input_cost(reply.completion_tokens, cost))
+
     def input_cost(self, completion_tokens: int, total: float | None) -> float | None:
         """The share of a call's cost its prompt made: the total less the completion at the route's
         output price, within [0, total]. A provider's prompt discounts (cached tokens) and surcharges
@@ -234,10 +257,7 @@ class ModelClient:
             if hit is None:
                 hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
             if hit is not None:
-                reply = reply_from_record(hit, cached=True, key=key)
-                if reply.input_cost_usd is None and reply.cost_usd:  # a reply cached before its prompt's cost was kept
-                    reply = dataclasses.replace(reply, input_cost_usd=self.input_cost(reply.completion_tokens, reply.cost_usd))
-                return reply
+                return self._priced(reply_from_record(hit, cached=True, key=key))
         lm = ensure_providers()
         api_key = self._api_key()
         keep_seed = "seed" in req and self.route.send_seed and takes_seed(self.model.route)

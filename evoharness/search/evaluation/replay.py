@@ -114,6 +114,10 @@ def episode_store(variant: HarnessVariant, workload: Workload, client: ModelClie
         "version": ENTRY_VERSION, "code": code_hash(), "variant": variant.content_hash, "route": client.key_settings(),
         # an escalation route's settings only when there is one: the stores of variants without keep their keys
         **({"escalation_route": strong.key_settings()} if strong is not None else {}),
+        # a route's own price is not in its replies' keys: a corrected one plays the episodes again from the
+        # cached replies, repriced (nothing is paid); absent when litellm's map prices the route, as before
+        **({"price": client.price_settings()} if client.price_settings() else {}),
+        **({"escalation_price": strong.price_settings()} if strong is not None and strong.price_settings() else {}),
         "workload": {"name": workload.name, "scorer": scorer_hash(workload), "tool_outputs": getattr(workload, "tool_outputs_hash", None)},
     })
     return EpisodeStore(cache, base)
