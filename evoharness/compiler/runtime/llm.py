@@ -194,3 +194,9 @@ def ensure_providers(route: str | None = None) -> ModuleType:
     for name in names:
         MODEL_PROVIDERS.get(name)()
     return lm
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of what litellm (or a provider through it) raised, at most 300 characters: what a one-line message quotes."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else "(no message)"

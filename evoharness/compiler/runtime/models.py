@@ -1,12 +1,10 @@
 """Model calls through litellm: timeout, retries with backoff, a concurrency limit per route,
-infrastructure failures told apart from model mistakes, cost from litellm or the route's price.
+infrastructure failures told apart from model mistakes, each reply costed by the route's billing.
 """
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import math
 import os
 import re
 import time
@@ -17,18 +15,19 @@ from evoharness.compiler.errors import ConfigError, RouteRefused
 from evoharness.compiler.model_extra import check_extra
 from evoharness.compiler.provenance import package_version
 from evoharness.compiler.route import MAX_BACKOFF_S, ModelParams, RouteSettings
+from evoharness.compiler.runtime.billing import Billing
 from evoharness.compiler.runtime.cache import ReplyCache, RequestKeyer, WriteBehind
 from evoharness.compiler.runtime.llm import (
     ProviderCheckError,
     check_route,
     ensure_providers,
+    first_line,
     litellm_module,
     missing_key,
     provider_cache_tag,
     provider_params,
     takes_seed,
 )
-from evoharness.compiler.runtime.prices import Price, route_price
 from evoharness.compiler.runtime.reply import ModelReply, provider_latency, record_from_response, reply_from_record
 from evoharness.compiler.secrets import remember_env
 
@@ -148,8 +147,7 @@ class ModelClient:
         if cache is not None:  # the tag is read off the provider's registrar: litellm is imported only on a miss
             self._key_extra = {"provider_cache_tag": provider_cache_tag(model.route), "litellm": package_version("litellm"),
                                "revision": route.revision}
-        self._warned_price = False
-        self._price: Price | None | bool = False  # the route's price table, looked up on the first priced call
+        self.billing = Billing(model.route, route)
 
     def _api_key(self) -> str | None:
         if not self.route.api_key_env:
@@ -182,70 +180,6 @@ class ModelClient:
         request's fixed settings and the provider's tag, litellm's version and the route's revision."""
         return {"request": self.request([], [], ""), "key": self._key_extra}
 
-    def _cost(self, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """The call's price in USD, or None when nobody knows it: a route litellm has no price for
-        is not free, and a $0 there would put it on a cost front for nothing (``model.free`` says
-        it is free)."""
-        r = self.route
-        if r.input_cost_per_token is not None or r.output_cost_per_token is not None:
-            return prompt_tokens * (r.input_cost_per_token or 0.0) + completion_tokens * (r.output_cost_per_token or 0.0)
-        priced = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-        if isinstance(priced, int | float) and not isinstance(priced, bool):
-            return float(priced)  # litellm priced the reply already: no second lookup
-        try:
-            return float(ensure_providers().completion_cost(completion_response=response))
-        except Exception as exc:  # litellm has no price for this model
-            if r.free:
-                return 0.0
-            if not self._warned_price:
-                log.warning("no price for %s (%s): its cost is reported as unpriced; set model.input_cost_per_token/"
-                            "output_cost_per_token, or model.free=true if it costs nothing", self.model.route, _first_line(exc))
-                self._warned_price = True
-            return None
-
-    def price_settings(self) -> dict[str, Any]:
-        """The route's own price (``input_cost_per_token``, ``output_cost_per_token``, ``free``), or {}
-        when litellm's map prices it: what a stored result's costs were worked out with."""
-        r = self.route
-        if r.input_cost_per_token is None and r.output_cost_per_token is None and not r.free:
-            return {}
-        return {"input_cost_per_token": r.input_cost_per_token, "output_cost_per_token": r.output_cost_per_token, "free": r.free}
-
-    def _priced(self, reply: ModelReply) -> ModelReply:
-        """A cached reply at today's price: a route's own price is not in the cache key (the answer does
-        not depend on it), so a corrected price applies to replies cached before it; a route now
-        declared free costs $0 where it was unpriced. A price read from litellm stays as it was billed."""
-        r = self.route
-        cost = reply.cost_usd
-        if r.input_cost_per_token is not None or r.output_cost_per_token is not None:
-            cost = reply.prompt_tokens * (r.input_cost_per_token or 0.0) + reply.completion_tokens * (r.output_cost_per_token or 0.0)
-        elif cost is None and r.free:
-            cost = 0.0
-        if cost == reply.cost_usd and (reply.input_cost_usd is not None or not cost):
-            return reply
-        # a reply cached before its prompt's cost was kept, or repriced: the prompt's share worked out again
-        return dataclasses.replace(reply, cost_usd=cost, input_cost_usd=self.input_cost(reply.completion_tokens, cost))
-
-    def input_cost(self, completion_tokens: int, total: float | None) -> float | None:
-        """The share of a call's cost its prompt made: the total less the completion at the route's
-        output price, within [0, total]. A provider's prompt discounts (cached tokens) and surcharges
-        are all on the input side, so they stay there. None when the total or the route's price is
-        unknown, or when the output is not billed at one price per token (litellm prices some routes'
-        output by tier or reasoning tokens, and a flat rate would move that surcharge onto the
-        prompt); 0 for a call that cost nothing."""
-        if total is None or not math.isfinite(total) or total < 0:
-            return None
-        if total == 0:
-            return 0.0
-        if self._price is False:
-            r = self.route
-            self._price = route_price(self.model.route, input_cost_per_token=r.input_cost_per_token,
-                                      output_cost_per_token=r.output_cost_per_token, free=r.free)
-        price = self._price
-        if not isinstance(price, Price) or not price.flat_output:
-            return None
-        return min(total, max(0.0, total - completion_tokens * price.output_per_token))
-
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[Mapping[str, Any]], user: str,
                        seed: int | None = None) -> ModelReply:
         req = self.request(messages, tools, user, seed=seed)
@@ -257,7 +191,7 @@ class ModelClient:
             if hit is None:
                 hit = await asyncio.to_thread(self.cache.get, key) if self.cache.remote else self.cache.get(key)
             if hit is not None:
-                return self._priced(reply_from_record(hit, cached=True, key=key))
+                return self.billing.reprice(reply_from_record(hit, cached=True, key=key))
         lm = ensure_providers()
         api_key = self._api_key()
         keep_seed = "seed" in req and self.route.send_seed and takes_seed(self.model.route)
@@ -290,9 +224,9 @@ class ModelClient:
                 if kind == "fatal":
                     raise self._refused(exc) from None
                 if kind == "model":
-                    raise ModelLimitError(f"{type(exc).__name__}: {_first_line(exc)}") from exc
+                    raise ModelLimitError(f"{type(exc).__name__}: {first_line(exc)}") from exc
                 if attempts > self.route.retries:
-                    raise InfraError(f"{type(exc).__name__} after {attempts} attempts: {_first_line(exc)}",
+                    raise InfraError(f"{type(exc).__name__} after {attempts} attempts: {first_line(exc)}",
                                      attempts=attempts, infra_s=infra_s) from exc
                 # Why our own loop: each attempt must be classified, and an exhausted retry becomes
                 # a skipped episode rather than an exception that aborts the whole batch.
@@ -309,8 +243,8 @@ class ModelClient:
             reported = provider_latency(response, measured=latency)
             if reported is not None:  # the provider's own clock: the same on a loaded machine and on a replay
                 record["latency_s"], record["latency_source"] = reported, "provider"
-            record["cost_usd"] = self._cost(response, record["prompt_tokens"], record["completion_tokens"])
-            record["input_cost_usd"] = self.input_cost(record["completion_tokens"], record["cost_usd"])
+            record["cost_usd"] = self.billing.cost(response, record["prompt_tokens"], record["completion_tokens"])
+            record["input_cost_usd"] = self.billing.input_cost(record["completion_tokens"], record["cost_usd"])
         record["attempts"] = attempts
         record["infra_s"] = infra_s
         if self._writes is not None:
@@ -360,13 +294,8 @@ _WRAPPER = re.compile(r"^(?:litellm\.)?\w*(?:Error|Exception)(?::| -) ")
 
 def _provider_said(exc: BaseException) -> str:
     """The provider's own message, without the wrappers litellm puts around it, with its HTTP status."""
-    text = _first_line(exc)
+    text = first_line(exc)
     while (bare := _WRAPPER.sub("", text, count=1)) != text:
         text = bare
     status = getattr(exc, "status_code", None)
     return f"HTTP {status}: {text}" if isinstance(status, int) else f"{type(exc).__name__}: {text}"
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else "(no message)"

@@ -116,8 +116,8 @@ def episode_store(variant: HarnessVariant, workload: Workload, client: ModelClie
         **({"escalation_route": strong.key_settings()} if strong is not None else {}),
         # a route's own price is not in its replies' keys: a corrected one plays the episodes again from the
         # cached replies, repriced (nothing is paid); absent when litellm's map prices the route, as before
-        **({"price": client.price_settings()} if client.price_settings() else {}),
-        **({"escalation_price": strong.price_settings()} if strong is not None and strong.price_settings() else {}),
+        **({"price": client.billing.settings()} if client.billing.settings() else {}),
+        **({"escalation_price": strong.billing.settings()} if strong is not None and strong.billing.settings() else {}),
         "workload": {"name": workload.name, "scorer": scorer_hash(workload), "tool_outputs": getattr(workload, "tool_outputs_hash", None)},
     })
     return EpisodeStore(cache, base)

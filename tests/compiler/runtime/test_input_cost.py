@@ -18,19 +18,19 @@ def client(route: str = "openai/whatever", **settings: object) -> ModelClient:
 
 def test_the_prompt_pays_what_the_completion_does_not() -> None:
     priced = client(input_cost_per_token=1e-6, output_cost_per_token=4e-6)
-    assert priced.input_cost(100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
+    assert priced.billing.input_cost(100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
     # a cached-prompt discount lowers the total: the output keeps its price, the prompt takes the discount
-    assert priced.input_cost(100, 0.0030) == pytest.approx(0.0030 - 0.0004)
-    assert priced.input_cost(100, 0.0001) == 0.0  # never below 0, nor above the total
-    assert priced.input_cost(0, 0.002) == 0.002
-    assert priced.input_cost(100, None) is None and priced.input_cost(100, 0.0) == 0.0
+    assert priced.billing.input_cost(100, 0.0030) == pytest.approx(0.0030 - 0.0004)
+    assert priced.billing.input_cost(100, 0.0001) == 0.0  # never below 0, nor above the total
+    assert priced.billing.input_cost(0, 0.002) == 0.002
+    assert priced.billing.input_cost(100, None) is None and priced.billing.input_cost(100, 0.0) == 0.0
 
 
 def test_free_unpriced_and_litellm_priced_routes() -> None:
-    assert client(free=True, route="openai/no-such-model-here").input_cost(10, 0.0) == 0.0
-    assert client(route="openai/no-such-model-here").input_cost(10, 0.001) is None  # no price to split by
+    assert client(free=True, route="openai/no-such-model-here").billing.input_cost(10, 0.0) == 0.0
+    assert client(route="openai/no-such-model-here").billing.input_cost(10, 0.001) is None  # no price to split by
     sim = client(route="sim/large")  # the simulator's tiers are in litellm's map: $12 per million output tokens
-    assert sim.input_cost(1000, 0.05) == pytest.approx(0.05 - 1000 * 12e-6)
+    assert sim.billing.input_cost(1000, 0.05) == pytest.approx(0.05 - 1000 * 12e-6)
 
 
 @pytest.mark.parametrize("share", [float("nan"), -1.0, 0.5, True, "0.001", 10**400, None])
@@ -64,7 +64,7 @@ def test_an_episodes_prompt_cost_is_unknown_when_a_stored_call_share_is_not_a_sh
 
 @pytest.mark.parametrize("total", [math.inf, -math.inf, math.nan, -0.01])
 def test_a_cost_that_is_not_a_price_has_no_prompt_share(total: float) -> None:
-    assert client(input_cost_per_token=1e-6, output_cost_per_token=4e-6).input_cost(10, total) is None
+    assert client(input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing.input_cost(10, total) is None
 
 
 def _mapped(name: str, **prices: float) -> str:
@@ -77,16 +77,16 @@ def _mapped(name: str, **prices: float) -> str:
 
 def test_output_billed_by_tier_or_reasoning_tokens_leaves_the_prompts_share_unknown() -> None:
     flat = client(route=_mapped("evoharness-test/flat", input_cost_per_token=1e-6, output_cost_per_token=4e-6))
-    assert flat.input_cost(100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
+    assert flat.billing.input_cost(100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
     # a flat output rate would move the tier's or the reasoning tokens' surcharge onto the prompt
     tiered = _mapped("evoharness-test/tiered", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
                      output_cost_per_token_above_200k_tokens=6e-6)
     reasoning = _mapped("evoharness-test/reasoning", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
                         output_cost_per_reasoning_token=9e-6)
-    assert client(route=tiered).input_cost(100, 0.0054) is None
-    assert client(route=reasoning).input_cost(100, 0.0054) is None
+    assert client(route=tiered).billing.input_cost(100, 0.0054) is None
+    assert client(route=reasoning).billing.input_cost(100, 0.0054) is None
     # the route's own price is one rate per token, whatever litellm's map says of the model
-    assert client(route=tiered, input_cost_per_token=1e-6, output_cost_per_token=4e-6).input_cost(100, 0.0054) is not None
+    assert client(route=tiered, input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing.input_cost(100, 0.0054) is not None
 
 
 def test_a_model_litellm_maps_without_prices_is_unpriced_not_free() -> None:
