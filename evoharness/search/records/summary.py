@@ -91,6 +91,8 @@ def part_costs(dev: Mapping[str, Any]) -> dict[str, float] | None:
         return None
     total, prompts, *own = (float(v) for v in found.values() if isinstance(v, (int, float)))
     tokens = sum(own)
+    if prompts and not tokens:  # prompts paid for with no tokens to share them by: the split is not known
+        return None
     out = {key: prompts * v / tokens if tokens else 0.0 for key, v in zip(("system", "tools", "tool_results", "history"), own)}
     handed = dev.get("cost.escalated")
     out["escalated"] = float(handed) if isinstance(handed, (int, float)) else 0.0

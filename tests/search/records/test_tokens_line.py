@@ -59,3 +59,12 @@ def test_prompt_tokens_read_from_a_providers_cache_leave_the_prompts_cost_whole(
     line = tokens_line("incumbent", m) or ""
     assert "3,500 prompt tokens read from the provider's cache" in line and "the prompts' $0.00500 is not split" in line
     assert "tool schemas 6,000 (59%)" in line and "%, $" not in line
+
+
+def test_a_prompts_cost_with_no_prompt_tokens_to_share_it_is_not_split() -> None:
+    from evoharness.search.records.summary import part_costs
+
+    dev = {"cost_per_task": 0.01, "cost.input": 0.004, "tokens.system": 0, "tokens.tools": 0, "tokens.tool_results": 0,
+           "tokens.history": 0}
+    assert part_costs(dev) is None  # else the $0.004 would vanish from the parts
+    assert (part_costs({**dev, "cost.input": 0.0}) or {}).get("output") == 0.01
