@@ -156,25 +156,16 @@ def test_a_turn_is_offered_the_tools_it_names_and_those_it_called(stub: StubProv
     assert 0 < schemas(rec) < schemas(every)
 
 
-def test_prompt_tokens_the_provider_read_from_its_cache_are_recorded_and_the_prompts_cost_is_not_split(
+def test_on_a_route_with_its_own_price_every_prompt_token_is_billed_alike_and_split_by_part(
         stub: StubProvider, tmp_path: Path) -> None:
-    """A provider that reports cached prompt tokens bills them at another rate, and which parts of the
-    prompt they were is not known: the record keeps the count and the answer gives the prompts' cost
-    whole instead of a split by tokens that would misplace the discount."""
+    """The route's own price bills a prompt token the provider read from its cache like any other:
+    none is at a cache rate, and the prompts' cost is split by part as the bill makes it."""
     stub.caches = True
     rec = evaluate(stub, tmp_path)
     assert stub.cached[0] == 0 and sum(stub.cached) > 0  # the first request of the run is a miss, later ones read the tools
-    episodes = rec["episodes"]
-    assert sum(e["cached_tokens"] for e in episodes) == sum(stub.cached)
-    assert rec["metrics"]["tokens.cached"] == pytest.approx(sum(stub.cached) / len(episodes), rel=1e-9)
-    assert part_costs(rec["metrics"]) is None
-    line = tokens_line("incumbent", rec["metrics"]) or ""
-    assert "read from the provider's cache" in line and "not split by part" in line and "%, $" not in line
-    assert fmt_metric(rec["metrics"]["cost.input"], "cost_per_task") in line
-    # the same run with a provider that caches nothing is split by part as before
-    stub.caches = False
-    plain = evaluate(stub, tmp_path / "plain", "agent.max_turns=11")  # another variant: nothing replayed from the cache
-    assert plain["metrics"]["tokens.cached"] == 0 and part_costs(plain["metrics"]) is not None
+    assert rec["billing"]["billed_cost"] == pytest.approx(billed(stub.answered()), rel=1e-9)
+    assert rec["metrics"]["tokens.cached"] == 0 and all(e["cached_tokens"] == 0 for e in rec["episodes"])
+    assert part_costs(rec["metrics"]) is not None and "%, $" in (tokens_line("incumbent", rec["metrics"]) or "")
 
 
 def test_a_route_litellm_prices_bills_the_tokens_the_provider_cached_at_the_cache_rate(stub: StubProvider, tmp_path: Path) -> None:
@@ -201,7 +192,39 @@ def test_a_route_litellm_prices_bills_the_tokens_the_provider_cached_at_the_cach
     # the prompts' cost keeps the discount; it is given whole, not split by part
     outputs = sum(u["completion_tokens"] for u in usage) * price["output_cost_per_token"]
     assert rec["metrics"]["cost.input"] == pytest.approx((bill - outputs) / len(rec["episodes"]), rel=1e-6)
+    # which parts the cached tokens were is not known: the record keeps their count, the answer gives the
+    # prompts' cost whole instead of a split by tokens that would misplace the discount
+    episodes = rec["episodes"]
+    assert sum(e["cached_tokens"] for e in episodes) == sum(stub.cached)
+    assert rec["metrics"]["tokens.cached"] == pytest.approx(sum(stub.cached) / len(episodes), rel=1e-9)
     assert part_costs(rec["metrics"]) is None
+    line = tokens_line("incumbent", rec["metrics"]) or ""
+    assert "prompt tokens at the provider's cache rate" in line and "not split by part" in line and "%, $" not in line
+    assert fmt_metric(rec["metrics"]["cost.input"], "cost_per_task") in line
+    # replies cached before the count was kept: whether any token was at a cache rate is not known, so no split
+    for path in (tmp_path / "cache").glob("??/*.json"):
+        path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "cached_prompt_tokens"}))
+    shutil.rmtree(tmp_path / "cache" / "episodes")
+    calls = stub.calls()
+    proc = run(tmp_path, "evaluate", *routed, f"workload.options.path={tasks(tmp_path)}", "workload.samples=1")
+    assert proc.returncode == 0 and stub.calls() == calls, proc.stderr
+    old = record(tmp_path)
+    assert "tokens.cached" not in old["metrics"] and part_costs(old["metrics"]) is None
+    assert "cached before the provider's cached prompt tokens were recorded" in (tokens_line("incumbent", old["metrics"]) or "")
+
+
+def test_a_model_litellm_lists_at_zero_is_reported_unpriced_not_free(stub: StubProvider, tmp_path: Path) -> None:
+    """litellm answers for a model it maps without prices with zeros: its calls cost an unknown amount."""
+    from evoharness.compiler.runtime.llm import ensure_providers
+
+    ensure_providers().register_model({"openai/desk-agent-zero": {"litellm_provider": "openai", "mode": "chat",
+                                                                  "input_cost_per_token": 0.0, "output_cost_per_token": 0.0}})
+    routed = [o.replace("openai/desk-agent-1", "openai/desk-agent-zero") for o in model(stub, temperature=0.0, priced=False)]
+    proc = run(tmp_path, "evaluate", *routed, f"workload.options.path={tasks(tmp_path)}", "workload.samples=1")
+    assert proc.returncode == 0, proc.stderr
+    rec = record(tmp_path)
+    assert stub.answered() and rec["priced"] is False and "cost_per_task" not in rec["metrics"]
+    assert all(e["cost_usd"] is None for e in rec["episodes"])
 
 
 def test_a_corrected_price_applies_to_replies_cached_before_it_and_nothing_is_paid_again(

@@ -32,26 +32,44 @@ class Billing:
             return None
         return prompt_tokens * (r.input_cost_per_token or 0.0) + completion_tokens * (r.output_cost_per_token or 0.0)
 
+    def _table(self) -> Price | None:
+        """The route's price table (its own, litellm's, or $0 when declared free), looked up once."""
+        if self._price is False:
+            r = self.route
+            self._price = route_price(self.model_route, input_cost_per_token=r.input_cost_per_token,
+                                      output_cost_per_token=r.output_cost_per_token, free=r.free)
+        return self._price if isinstance(self._price, Price) else None
+
     def cost(self, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """The call's price in USD, or None when nobody knows it: a route litellm has no price for
-        is not free, and a $0 there would put it on a cost front for nothing (``model.free`` says
-        it is free)."""
+        """The call's price in USD, or None when nobody knows it: a route litellm has no price for is
+        not free, and a $0 there would put it on a cost front for nothing (``model.free`` says it is
+        free). litellm's price for the reply is taken when it is one a bill can be; a $0 is believed
+        only on a route with a price (litellm lists a model it maps without prices at $0)."""
         own = self._own(prompt_tokens, completion_tokens)
         if own is not None:
             return own
         priced = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-        if isinstance(priced, int | float) and not isinstance(priced, bool):
-            return float(priced)  # litellm priced the reply already: no second lookup
         try:
-            return float(ensure_providers().completion_cost(completion_response=response))
+            if not isinstance(priced, int | float) or isinstance(priced, bool):  # litellm has not priced the reply yet
+                priced = ensure_providers().completion_cost(completion_response=response)
+            cost = float(priced)
         except Exception as exc:  # litellm has no price for this model
-            if self.route.free:
-                return 0.0
-            if not self._warned:
-                log.warning("no price for %s (%s): its cost is reported as unpriced; set model.input_cost_per_token/"
-                            "output_cost_per_token, or model.free=true if it costs nothing", self.model_route, first_line(exc))
-                self._warned = True
-            return None
+            return self._unknown(first_line(exc))
+        if not math.isfinite(cost) or cost < 0:  # litellm has billed some cached prompts below $0
+            return self._unknown(f"litellm priced a call at {cost!r}, which no bill can be")
+        if cost == 0 and self._table() is None:
+            return self._unknown("litellm lists it at $0, which is how it answers for a model it maps without prices")
+        return cost
+
+    def _unknown(self, why: str) -> float | None:
+        """$0 on a route declared free; else unpriced, said once."""
+        if self.route.free:
+            return 0.0
+        if not self._warned:
+            log.warning("no price for %s (%s): its cost is reported as unpriced; set model.input_cost_per_token/"
+                        "output_cost_per_token, or model.free=true if it costs nothing", self.model_route, why)
+            self._warned = True
+        return None
 
     def settings(self) -> dict[str, Any]:
         """The route's own price (``input_cost_per_token``, ``output_cost_per_token``, ``free``), or {}
@@ -62,34 +80,32 @@ class Billing:
         return {"input_cost_per_token": r.input_cost_per_token, "output_cost_per_token": r.output_cost_per_token, "free": r.free}
 
     def reprice(self, reply: ModelReply) -> ModelReply:
-        """A cached reply at today's price: a route's own price is not in the cache key (the answer does
-        not depend on it), so a corrected price applies to replies cached before it; a route now
-        declared free costs $0 where it was unpriced. A price read from litellm stays as it was billed."""
-        cost = self._own(reply.prompt_tokens, reply.completion_tokens)
-        if cost is None:
-            cost = 0.0 if reply.cost_usd is None and self.route.free else reply.cost_usd
-        if cost == reply.cost_usd and (reply.input_cost_usd is not None or not cost):
+        """A reply at today's price. A route's own price is not in the cache key (the answer does not
+        depend on it), so a corrected price applies to replies cached before it, and it bills every
+        prompt token alike (none at a cache rate); a route now declared free costs $0 where it was
+        unpriced. A price read from litellm stays as it was billed."""
+        own = self._own(reply.prompt_tokens, reply.completion_tokens)
+        cost, cached = (own, 0) if own is not None else (reply.cost_usd, reply.cached_prompt_tokens)
+        if cost is None and self.route.free:
+            cost = 0.0
+        if cost == reply.cost_usd and cached == reply.cached_prompt_tokens and (reply.input_cost_usd is not None or not cost):
             return reply
         # a reply cached before its prompt's cost was kept, or repriced: the prompt's share worked out again
-        return dataclasses.replace(reply, cost_usd=cost, input_cost_usd=self.input_cost(reply.completion_tokens, cost))
+        return dataclasses.replace(reply, cost_usd=cost, cached_prompt_tokens=cached,
+                                   input_cost_usd=self.input_cost(reply.prompt_tokens, reply.completion_tokens, cost))
 
-    def input_cost(self, completion_tokens: int, total: float | None) -> float | None:
+    def input_cost(self, prompt_tokens: int, completion_tokens: int, total: float | None) -> float | None:
         """The share of a call's cost its prompt made: the total less the completion at the route's
         output price, within [0, total]. A provider's prompt discounts (cached tokens) and surcharges
         are all on the input side, so they stay there. None when the total or the route's price is
-        unknown, or when the output is not billed at one price per token (litellm prices some routes'
-        output by tier or reasoning tokens, and a flat rate would move that surcharge onto the
-        prompt); 0 for a call that cost nothing."""
+        unknown, or when this call's output was not billed at one price per token (litellm prices some
+        routes' output by reasoning tokens, or higher above a prompt length, and a flat rate would move
+        that surcharge onto the prompt); 0 for a call that cost nothing."""
         if total is None or not math.isfinite(total) or total < 0:
             return None
         if total == 0:
             return 0.0
-        if self._price is False:
-            r = self.route
-            self._price = route_price(self.model_route, input_cost_per_token=r.input_cost_per_token,
-                                      output_cost_per_token=r.output_cost_per_token, free=r.free)
-        price = self._price
-        if not isinstance(price, Price) or not price.flat_output:
+        price = self._table()
+        if price is None or not price.flat_output(prompt_tokens):
             return None
         return min(total, max(0.0, total - completion_tokens * price.output_per_token))
-

@@ -236,7 +236,7 @@ class ModelClient:
         if response is None or not getattr(response, "choices", None):
             # billed, but with nothing readable: the tokens are unknown, so the cost is 0 (noted in the record)
             record: dict[str, Any] = {"content": None, "tool_calls": [], "finish_reason": "unparseable", "prompt_tokens": 0,
-                                      "completion_tokens": 0, "latency_s": latency, "cost_usd": 0.0,
+                                      "completion_tokens": 0, "cached_prompt_tokens": 0, "latency_s": latency, "cost_usd": 0.0,
                                       "unparseable": reason if response is None else "the reply has no choices"}
         else:
             record = record_from_response(response, latency)
@@ -244,12 +244,12 @@ class ModelClient:
             if reported is not None:  # the provider's own clock: the same on a loaded machine and on a replay
                 record["latency_s"], record["latency_source"] = reported, "provider"
             record["cost_usd"] = self.billing.cost(response, record["prompt_tokens"], record["completion_tokens"])
-            record["input_cost_usd"] = self.billing.input_cost(record["completion_tokens"], record["cost_usd"])
+            record["input_cost_usd"] = self.billing.input_cost(record["prompt_tokens"], record["completion_tokens"], record["cost_usd"])
         record["attempts"] = attempts
         record["infra_s"] = infra_s
         if self._writes is not None:
             self._writes.put(key, record)  # written by the cache's own thread: never on the event loop
-        return reply_from_record(record, cached=False, key=key)
+        return self.billing.reprice(reply_from_record(record, cached=False, key=key))
 
     def _refused(self, exc: BaseException) -> RouteConfigError:
         """One line for a failure every call would repeat: what the provider said, and where to fix it."""

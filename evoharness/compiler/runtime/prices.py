@@ -4,6 +4,7 @@ its own models), else nothing. A route with no price costs an unknown amount, ne
 its config says it is free (``model.free: true``)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,13 @@ class Price:
     input_per_token: float
     output_per_token: float
     source: str  # "override" | "litellm" | "free"
-    flat_output: bool = True  # False: litellm bills the output by tier or reasoning tokens, not output_per_token alone
+    # litellm bills this route's output at another rate above this many prompt tokens (its tiers), or
+    # as reasoning tokens (0: always); None when output_per_token is every output token's price
+    output_flat_below: int | None = None
+
+    def flat_output(self, prompt_tokens: int) -> bool:
+        """Whether a call with this many prompt tokens had all its output billed at ``output_per_token``."""
+        return self.output_flat_below is None or prompt_tokens <= self.output_flat_below
 
     def of(self, prompt_tokens: float, completion_tokens: float) -> float:
         return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
@@ -34,14 +41,19 @@ def litellm_price(route: str) -> Price | None:
     cin, cout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
     if not cin and not cout:  # litellm fills a model it maps without prices with zeros: unknown, not free
         return None
-    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", flat_output=not _uneven_output(info, cout))
+    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", output_flat_below=_output_tier(info, cout))
 
 
-def _uneven_output(info: Mapping[str, Any], flat: Any) -> bool:
-    """Whether litellm's map bills some output tokens at another rate than ``output_cost_per_token``:
-    above a prompt-length tier, or as reasoning tokens."""
-    return any(value is not None and value != flat for key, value in info.items()
-               if str(key).startswith("output_cost_per_token_above_") or key == "output_cost_per_reasoning_token")
+_TIER = re.compile(r"output_cost_per_token_above_([0-9]+)k_tokens")  # the standard tier; _batches, _flex, _priority are other services
+
+
+def _output_tier(info: Mapping[str, Any], flat: Any) -> int | None:
+    """The prompt tokens above which litellm's map bills output at another rate than
+    ``output_cost_per_token`` (0 when reasoning tokens have a rate of their own), or None."""
+    if info.get("output_cost_per_reasoning_token") not in (None, flat):
+        return 0
+    tiers = [int(m.group(1)) * 1000 for key, value in info.items() if value not in (None, flat) and (m := _TIER.fullmatch(str(key)))]
+    return min(tiers) if tiers else None
 
 
 def route_price(route: str, *, input_cost_per_token: float | None = None, output_cost_per_token: float | None = None,

@@ -31,7 +31,10 @@ class ModelReply:
     infra_s: float = 0.0  # failed attempts and backoff before it: an outage's cost, never the variant's latency
     unparseable: str | None = None  # the provider answered, but with a reply litellm cannot read: the model's mistake
     input_cost_usd: float | None = None  # the prompt's share of cost_usd; None when unknown (or a reply cached without it)
-    cached_prompt_tokens: int = 0  # prompt tokens the provider read from its own prompt cache (billed at its cache rate)
+    # prompt tokens billed at the provider's cache rate: those it read from its prompt cache, when its
+    # price came from litellm (a route's own price bills every token alike: 0); None for a reply cached
+    # before the count was kept
+    cached_prompt_tokens: int | None = 0
     key: str = ""  # the request's response-cache key ("" without a cache): what a replayed episode checks is still there
 
 
@@ -116,7 +119,8 @@ def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") ->
         completion_tokens=int(rec.get("completion_tokens", 0)),
         cost_usd=None if rec.get("cost_usd", 0.0) is None else float(rec.get("cost_usd", 0.0)),
         input_cost_usd=_share(rec.get("input_cost_usd"), rec.get("cost_usd", 0.0)),
-        cached_prompt_tokens=min(_count(rec.get("cached_prompt_tokens")), _count(rec.get("prompt_tokens"))),
+        cached_prompt_tokens=(min(_count(rec["cached_prompt_tokens"]), _count(rec.get("prompt_tokens")))
+                              if "cached_prompt_tokens" in rec else None),
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,
         latency_source=str(rec.get("latency_source", "client")),

@@ -69,7 +69,7 @@ class ModelCallRecord:
     sent_chars: tuple[int, int, int, int] = (0, 0, 0, 0)
     escalated: bool = False  # sent to the variant's escalation route (priced and timed as that route's)
     input_cost_usd: float | None = None  # the prompt's share of cost_usd (None: unknown)
-    cached_prompt_tokens: int = 0  # of prompt_tokens, those the provider read from its prompt cache (at its cache rate)
+    cached_prompt_tokens: int | None = 0  # of prompt_tokens, those billed at the provider's cache rate (None: not known)
 
 
 @dataclass(frozen=True)

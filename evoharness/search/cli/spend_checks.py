@@ -63,7 +63,8 @@ def refuse_unpriced(settings: RunSettings) -> None:
             raise ConfigError(f"{path.rpartition('.route')[0] or path}.free", f"{free!r} is not true or false", "set free: true or false")
         if route_price(str(m["route"]), input_cost_per_token=m.get("input_cost_per_token"),
                        output_cost_per_token=m.get("output_cost_per_token"), free=free) is None:
-            raise ConfigError(path, f"route {m['route']!r} has no price (litellm's model map has none and no price is set), "
+            raise ConfigError(path, f"route {m['route']!r} has no price (litellm's model map has none, or lists it at $0, which "
+                              "is how it answers for a model it maps without prices; and no price is set), "
                               f"and {why}: it would be counted at $0", FIX.format(where=where))
 
 

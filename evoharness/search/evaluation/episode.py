@@ -54,7 +54,8 @@ class EpisodeResult:
     # what the prompts of the calls on the variant's own route cost (the rest of cost_usd is their output
     # and the escalated calls); None when a call's share is unknown (unpriced, or recorded before it was kept)
     input_cost_usd: float | None = None
-    cached_tokens: int = 0  # prompt tokens of those calls the provider read from its prompt cache, at its cache rate
+    # prompt tokens of those calls billed at the provider's cache rate; None when a call's count is not known
+    cached_tokens: int | None = 0
 
     @property
     def scored(self) -> bool:
@@ -144,7 +145,7 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
         "cut_chars": sum(c.compacted or c.cut for c in trajectory.tool_calls),  # what the last calls were not sent
         "input_parts": _input_parts(trajectory),
         "input_cost_usd": _input_cost(trajectory),
-        "cached_tokens": sum(c.cached_prompt_tokens for c in trajectory.model_calls if not c.escalated),
+        "cached_tokens": _cached_tokens(trajectory),
         "escalations": tuple(trajectory.escalations),
         "turns": len(trajectory.responses),
         "escalated_cost_usd": _escalated_cost(trajectory),
@@ -154,6 +155,21 @@ def _usage(trajectory: Trajectory) -> dict[str, Any]:
 def _escalated_cost(trajectory: Trajectory) -> float | None:
     costs = [c.cost_usd for c in trajectory.model_calls if c.escalated]
     return None if None in costs else float(sum(c for c in costs if c is not None))
+
+
+def _cached_tokens(trajectory: Trajectory) -> int | None:
+    """The own route's prompt tokens billed at the provider's cache rate; None when a priced call's count
+    is not known (a reply cached before it was kept). A stored trajectory is data: a count that is not
+    an integer within its call's prompt is not known either."""
+    total = 0
+    for c in trajectory.model_calls:
+        if c.escalated or c.cost_usd == 0:
+            continue
+        n = c.cached_prompt_tokens
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= c.prompt_tokens:
+            return None
+        total += n
+    return total
 
 
 def _input_cost(trajectory: Trajectory) -> float | None:

@@ -172,7 +172,10 @@ def _quality_metrics(
         metrics["tokens.output"] = float(np.mean([e.prompt_tokens + e.completion_tokens - sum(e.input_parts.values()) for e in scored]))
         # prompt tokens the provider read from its cache: billed at its cache rate, so the prompts' cost is not one
         # price per token and the parts cannot share it by their tokens
-        metrics["tokens.cached"] = float(np.mean([e.cached_tokens for e in scored]))
+        # a stored episode is data: a count that is not a whole number of tokens is not known
+        cached = [c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None for c in (e.cached_tokens for e in scored)]
+        if None not in cached:
+            metrics["tokens.cached"] = float(np.mean([c for c in cached if c is not None]))
         inputs = [e.input_cost_usd for e in scored]
         if "cost_per_task" in metrics and None not in inputs:  # what the prompts cost, which the parts share by tokens
             metrics["cost.input"] = float(np.mean([c for c in inputs if c is not None]))

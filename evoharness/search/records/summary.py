@@ -80,10 +80,11 @@ def named_part(key: str) -> str:
 def part_costs(dev: Mapping[str, Any]) -> dict[str, float] | None:
     """Cost per task by part (PARTS' keys): the prompts' cost shared among the input parts by their
     tokens (one route bills every prompt token at one price), the output, and the escalated calls;
-    None when the evaluation did not record what its prompts cost, or when the provider read some
-    prompt tokens from its cache: those cost less than the rest, and which parts they were is not
-    known, so a split by tokens would misplace the discount."""
-    if dev.get("tokens.cached"):
+    None when the evaluation did not record what its prompts cost, or when some prompt tokens were
+    billed at a provider's cache rate (or it is not known whether any were): those cost less than the
+    rest, and which parts they were is not known, so a split by tokens would misplace the discount."""
+    cached = dev.get("tokens.cached")
+    if not isinstance(cached, (int, float)) or cached != 0:  # some prompt tokens at a cache rate, or not known
         return None
     found = {key: dev.get(key) for key in ("cost_per_task", "cost.input", "tokens.system", "tokens.tools", "tokens.tool_results",
                                            "tokens.history")}
@@ -125,10 +126,13 @@ def tokens_line(label: str, dev: Mapping[str, Any]) -> str | None:
     if isinstance(handed, (int, float)) and handed and costs is None:
         price += f" ({fmt_metric(handed, 'cost_per_task')} of it on escalated calls)"
     cached, prompts = dev.get("tokens.cached"), dev.get("cost.input")
-    if isinstance(cached, (int, float)) and cached:
-        paid = f"the prompts' {fmt_metric(prompts, 'cost_per_task')} is" if isinstance(prompts, (int, float)) else "the prompts' cost is"
-        price += (f" ({cached:,.0f} prompt tokens read from the provider's cache at its lower rate: {paid} not split by part, "
-                  "as the cached ones cannot be told apart)")
+    if isinstance(prompts, (int, float)) and costs is None:
+        paid = f"the prompts' {fmt_metric(prompts, 'cost_per_task')} is not split by part"
+        if not isinstance(cached, (int, float)):
+            price += f" ({paid}: some replies were cached before the provider's cached prompt tokens were recorded)"
+        elif cached > 0:
+            many = f"{cached:,.0f}" if cached >= 1 else "under 1"
+            price += f" ({many} prompt tokens at the provider's cache rate: {paid}, as the cached ones cannot be told apart)"
     return f"    {label}: {total:,.0f}{price}: {shown}"
 
 

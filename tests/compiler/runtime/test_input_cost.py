@@ -18,19 +18,19 @@ def client(route: str = "openai/whatever", **settings: object) -> ModelClient:
 
 def test_the_prompt_pays_what_the_completion_does_not() -> None:
     priced = client(input_cost_per_token=1e-6, output_cost_per_token=4e-6)
-    assert priced.billing.input_cost(100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
+    assert priced.billing.input_cost(1000, 100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
     # a cached-prompt discount lowers the total: the output keeps its price, the prompt takes the discount
-    assert priced.billing.input_cost(100, 0.0030) == pytest.approx(0.0030 - 0.0004)
-    assert priced.billing.input_cost(100, 0.0001) == 0.0  # never below 0, nor above the total
-    assert priced.billing.input_cost(0, 0.002) == 0.002
-    assert priced.billing.input_cost(100, None) is None and priced.billing.input_cost(100, 0.0) == 0.0
+    assert priced.billing.input_cost(1000, 100, 0.0030) == pytest.approx(0.0030 - 0.0004)
+    assert priced.billing.input_cost(1000, 100, 0.0001) == 0.0  # never below 0, nor above the total
+    assert priced.billing.input_cost(1000, 0, 0.002) == 0.002
+    assert priced.billing.input_cost(1000, 100, None) is None and priced.billing.input_cost(1000, 100, 0.0) == 0.0
 
 
 def test_free_unpriced_and_litellm_priced_routes() -> None:
-    assert client(free=True, route="openai/no-such-model-here").billing.input_cost(10, 0.0) == 0.0
-    assert client(route="openai/no-such-model-here").billing.input_cost(10, 0.001) is None  # no price to split by
+    assert client(free=True, route="openai/no-such-model-here").billing.input_cost(1000, 10, 0.0) == 0.0
+    assert client(route="openai/no-such-model-here").billing.input_cost(1000, 10, 0.001) is None  # no price to split by
     sim = client(route="sim/large")  # the simulator's tiers are in litellm's map: $12 per million output tokens
-    assert sim.billing.input_cost(1000, 0.05) == pytest.approx(0.05 - 1000 * 12e-6)
+    assert sim.billing.input_cost(1000, 1000, 0.05) == pytest.approx(0.05 - 1000 * 12e-6)
 
 
 @pytest.mark.parametrize("share", [float("nan"), -1.0, 0.5, True, "0.001", 10**400, None])
@@ -64,7 +64,7 @@ def test_an_episodes_prompt_cost_is_unknown_when_a_stored_call_share_is_not_a_sh
 
 @pytest.mark.parametrize("total", [math.inf, -math.inf, math.nan, -0.01])
 def test_a_cost_that_is_not_a_price_has_no_prompt_share(total: float) -> None:
-    assert client(input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing.input_cost(10, total) is None
+    assert client(input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing.input_cost(1000, 10, total) is None
 
 
 def _mapped(name: str, **prices: float) -> str:
@@ -77,16 +77,18 @@ def _mapped(name: str, **prices: float) -> str:
 
 def test_output_billed_by_tier_or_reasoning_tokens_leaves_the_prompts_share_unknown() -> None:
     flat = client(route=_mapped("evoharness-test/flat", input_cost_per_token=1e-6, output_cost_per_token=4e-6))
-    assert flat.billing.input_cost(100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
+    assert flat.billing.input_cost(1000, 100, 0.0054) == pytest.approx(0.0054 - 100 * 4e-6)
     # a flat output rate would move the tier's or the reasoning tokens' surcharge onto the prompt
-    tiered = _mapped("evoharness-test/tiered", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
-                     output_cost_per_token_above_200k_tokens=6e-6)
+    tiered = client(route=_mapped("evoharness-test/tiered", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
+                                  output_cost_per_token_above_200k_tokens=6e-6, output_cost_per_token_batches=2e-6))
+    assert tiered.billing.input_cost(200_000, 100, 0.2004) == pytest.approx(0.2004 - 100 * 4e-6)  # below the tier: one rate
+    assert tiered.billing.input_cost(250_000, 100, 0.2506) is None  # above it, the output's rate is another
     reasoning = _mapped("evoharness-test/reasoning", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
                         output_cost_per_reasoning_token=9e-6)
-    assert client(route=tiered).billing.input_cost(100, 0.0054) is None
-    assert client(route=reasoning).billing.input_cost(100, 0.0054) is None
+    assert client(route=reasoning).billing.input_cost(1000, 100, 0.0054) is None
     # the route's own price is one rate per token, whatever litellm's map says of the model
-    assert client(route=tiered, input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing.input_cost(100, 0.0054) is not None
+    assert client(route=reasoning, input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing.input_cost(1000, 100, 0.0054) \
+        is not None
 
 
 def test_a_model_litellm_maps_without_prices_is_unpriced_not_free() -> None:
@@ -112,5 +114,34 @@ def test_cached_prompt_tokens_are_read_from_the_usage_and_a_stored_count_is_chec
            "latency_s": 0.1, "cost_usd": 0.002}
     for stored, read in ((7, 7), (11, 10), (-3, 0), (True, 0), ("5", 0), (2.5, 0), (None, 0)):
         assert reply_from_record({**rec, "cached_prompt_tokens": stored}, cached=True).cached_prompt_tokens == read
+    assert reply_from_record(rec, cached=True).cached_prompt_tokens is None  # cached before the count was kept: not known
     # a stored cost that no price can make is not a reply to replay
     assert is_reply(rec) and not any(is_reply({**rec, "cost_usd": bad}) for bad in (math.inf, math.nan, -0.002))
+
+
+@pytest.mark.parametrize("litellm_said", [-0.0021, math.inf, math.nan])
+def test_a_cost_litellm_gives_that_no_bill_can_be_is_unpriced(litellm_said: float) -> None:
+    from types import SimpleNamespace
+
+    response = SimpleNamespace(_hidden_params={"response_cost": litellm_said})
+    assert client(route="sim/large").billing.cost(response, 100, 10) is None
+    assert client(route="sim/large", free=True).billing.cost(response, 100, 10) == 0.0
+
+
+def test_a_model_litellm_lists_at_zero_is_unpriced_even_when_litellm_prices_the_reply_at_zero() -> None:
+    from types import SimpleNamespace
+
+    zero = _mapped("evoharness-test/listed-at-zero", input_cost_per_token=0.0, output_cost_per_token=0.0)
+    response = SimpleNamespace(_hidden_params={"response_cost": 0.0})
+    assert client(route=zero).billing.cost(response, 100, 10) is None
+    assert client(route=zero, free=True).billing.cost(response, 100, 10) == 0.0
+
+
+def test_a_routes_own_price_bills_every_prompt_token_alike_and_reprices_a_cached_reply() -> None:
+    rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 1000, "completion_tokens": 10,
+           "latency_s": 0.1, "cost_usd": 0.5, "cached_prompt_tokens": 800}
+    own = client(input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing.reprice(reply_from_record(rec, cached=True))
+    assert own.cost_usd == pytest.approx(1000 * 1e-6 + 10 * 4e-6) and own.cached_prompt_tokens == 0
+    assert own.input_cost_usd == pytest.approx(1000 * 1e-6)
+    mapped = client(route="sim/large").billing.reprice(reply_from_record(rec, cached=True))
+    assert mapped.cost_usd == 0.5 and mapped.cached_prompt_tokens == 800  # litellm's price stays as it was billed

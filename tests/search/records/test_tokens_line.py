@@ -57,7 +57,7 @@ def test_prompt_tokens_read_from_a_providers_cache_leave_the_prompts_cost_whole(
     m = aggregate(eps, variant_hash="v", split="dev", samples=1).metrics
     assert m["tokens.cached"] == 3500 and m["cost.input"] == 0.005 and part_costs(m) is None
     line = tokens_line("incumbent", m) or ""
-    assert "3,500 prompt tokens read from the provider's cache" in line and "the prompts' $0.00500 is not split" in line
+    assert "3,500 prompt tokens at the provider's cache rate" in line and "the prompts' $0.00500 is not split" in line
     assert "tool schemas 6,000 (59%)" in line and "%, $" not in line
 
 
@@ -65,6 +65,6 @@ def test_a_prompts_cost_with_no_prompt_tokens_to_share_it_is_not_split() -> None
     from evoharness.search.records.summary import part_costs
 
     dev = {"cost_per_task": 0.01, "cost.input": 0.004, "tokens.system": 0, "tokens.tools": 0, "tokens.tool_results": 0,
-           "tokens.history": 0}
+           "tokens.history": 0, "tokens.cached": 0}
     assert part_costs(dev) is None  # else the $0.004 would vanish from the parts
     assert (part_costs({**dev, "cost.input": 0.0}) or {}).get("output") == 0.01
