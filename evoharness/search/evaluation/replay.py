@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -138,5 +139,8 @@ def _entry(entry: Mapping[str, Any], *, task_id: str, sample: int) -> tuple[Epis
     if (result.task_id, result.sample, trajectory.task_id, trajectory.sample) != (task_id, sample, task_id, sample):
         return None
     if len(replies) != len(trajectory.model_calls) or not result.scored:
+        return None
+    if not all(c.cost_usd is None or (isinstance(c.cost_usd, int | float) and math.isfinite(c.cost_usd) and c.cost_usd >= 0)
+               for c in trajectory.model_calls):  # a cost no bill can be: its replies are not replayed either
         return None
     return result, trajectory, replies

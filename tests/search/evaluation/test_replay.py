@@ -130,10 +130,13 @@ def test_a_damaged_or_foreign_entry_plays_the_episode(tmp_path: Path) -> None:
     by_task[DEV[3].task_id].write_text(json.dumps({**json.loads(first.read_text()), "version": 99}))
     own = json.loads(by_task[DEV[4].task_id].read_text())  # its replies named as paths: never looked up, never trusted
     by_task[DEV[4].task_id].write_text(json.dumps({**own, "replies": ["../../" + r for r in own["replies"]]}))
+    below = json.loads(by_task[DEV[5].task_id].read_text())  # a call's cost that no bill can be
+    below["trajectory"]["model_calls"][0]["cost_usd"] = -0.002
+    by_task[DEV[5].task_id].write_text(json.dumps(below))
 
     workload.played.clear()
     warm = evaluate_variant(v, workload, "dev", tasks=DEV, samples=1, cache=ResponseCache(tmp_path))
-    assert sorted(workload.played) == sorted(t.task_id for t in DEV[1:5])
+    assert sorted(workload.played) == sorted(t.task_id for t in DEV[1:6])
     assert [usage(r)[:14] for r in warm.episodes] == [usage(r)[:14] for r in cold.episodes]
 
 
