@@ -82,14 +82,14 @@ def record_from_response(response: Any, latency: float) -> dict[str, Any]:
 
 
 def provider_cached_tokens(usage: Any) -> int:
-    """Prompt tokens the provider served from its prompt cache: OpenAI's
-    ``prompt_tokens_details.cached_tokens`` (litellm puts Anthropic's cache reads there too), else
-    ``cache_read_input_tokens``; 0 when the usage says nothing readable."""
+    """Prompt tokens the provider bills at a cache rate: those it read from its prompt cache (OpenAI's
+    ``prompt_tokens_details.cached_tokens``, where litellm puts Anthropic's and DeepSeek's reads too,
+    else ``cache_read_input_tokens``) and those it wrote to it (Anthropic's
+    ``cache_creation_input_tokens``, billed above the input rate); 0 when the usage says nothing readable."""
     details = getattr(usage, "prompt_tokens_details", None)
-    for value in (getattr(details, "cached_tokens", None), getattr(usage, "cache_read_input_tokens", None)):
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return 0
+    read = next((n for v in (getattr(details, "cached_tokens", None), getattr(usage, "cache_read_input_tokens", None))
+                 if (n := _count(v))), 0)
+    return read + _count(getattr(usage, "cache_creation_input_tokens", None))
 
 
 def _count(value: Any) -> int:

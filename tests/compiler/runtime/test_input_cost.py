@@ -110,6 +110,15 @@ def test_cached_prompt_tokens_are_read_from_the_usage_and_a_stored_count_is_chec
     assert provider_cached_tokens(SimpleNamespace(prompt_tokens_details=None, cache_read_input_tokens=300)) == 300
     assert provider_cached_tokens(SimpleNamespace(prompt_tokens_details=SimpleNamespace(cached_tokens=None))) == 0
     assert provider_cached_tokens(None) == 0
+    # Anthropic's usage through litellm: reads and writes are both at a cache rate (below and above the input's)
+    from evoharness.compiler.runtime.llm import ensure_providers
+
+    ensure_providers()
+    from litellm.types.utils import Usage
+
+    anthropic = Usage(prompt_tokens=1050, completion_tokens=10, total_tokens=1060, cache_creation_input_tokens=200,
+                      cache_read_input_tokens=800)
+    assert provider_cached_tokens(anthropic) == 1000
     rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 10, "completion_tokens": 2,
            "latency_s": 0.1, "cost_usd": 0.002}
     for stored, read in ((7, 7), (11, 10), (-3, 0), (True, 0), ("5", 0), (2.5, 0), (None, 0)):
