@@ -210,7 +210,7 @@ def test_a_route_litellm_prices_bills_the_tokens_the_provider_cached_at_the_cach
     assert proc.returncode == 0 and stub.calls() == calls, proc.stderr
     old = record(tmp_path)
     assert "tokens.cached" not in old["metrics"] and part_costs(old["metrics"]) is None
-    assert "cached before the provider's cached prompt tokens were recorded" in (tokens_line("incumbent", old["metrics"]) or "")
+    assert "recorded before the prompt tokens at a provider's cache rate were counted" in (tokens_line("incumbent", old["metrics"]) or "")
 
 
 def test_a_model_litellm_lists_at_zero_is_reported_unpriced_not_free(stub: StubProvider, tmp_path: Path) -> None:

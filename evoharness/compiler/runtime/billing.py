@@ -10,7 +10,7 @@ from typing import Any
 
 from evoharness.compiler.route import RouteSettings
 from evoharness.compiler.runtime.llm import ensure_providers, first_line
-from evoharness.compiler.runtime.prices import Price, route_price
+from evoharness.compiler.runtime.prices import Price, litellm_maps, route_price
 from evoharness.compiler.runtime.reply import ModelReply
 
 log = logging.getLogger(__name__)
@@ -23,6 +23,7 @@ class Billing:
         self.model_route = model_route
         self.route = route
         self._warned = False
+        self._warned_bill = False
         self._price: Price | None | bool = False  # the route's price table, looked up on the first priced call
 
     def _own(self, prompt_tokens: int, completion_tokens: int) -> float | None:
@@ -40,11 +41,12 @@ class Billing:
                                       output_cost_per_token=r.output_cost_per_token, free=r.free)
         return self._price if isinstance(self._price, Price) else None
 
-    def cost(self, response: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
+    def cost(self, response: Any, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float | None:
         """The call's price in USD, or None when nobody knows it: a route litellm has no price for is
         not free, and a $0 there would put it on a cost front for nothing (``model.free`` says it is
-        free). litellm's price for the reply is taken when it is one a bill can be; a $0 is believed
-        only on a route with a price (litellm lists a model it maps without prices at $0)."""
+        free). litellm's price for the reply is taken when a bill can be it; a $0 is not believed of
+        a model litellm lists at $0 (how it answers for one it maps without prices); a price below $0
+        or not finite is replaced by the route's price table."""
         own = self._own(prompt_tokens, completion_tokens)
         if own is not None:
             return own
@@ -55,11 +57,25 @@ class Billing:
             cost = float(priced)
         except Exception as exc:  # litellm has no price for this model
             return self._unknown(first_line(exc))
+        table = self._table()
         if not math.isfinite(cost) or cost < 0:  # litellm has billed some cached prompts below $0
-            return self._unknown(f"litellm priced a call at {cost!r}, which no bill can be")
-        if cost == 0 and self._table() is None:
+            if table is None:
+                return self._unknown(f"litellm priced a call at {cost!r}, which no bill can be")
+            if not self._warned_bill:
+                log.warning("litellm priced a call on %s at %r, which no bill can be: it is costed at the route's price table "
+                            "instead", self.model_route, cost)
+                self._warned_bill = True
+            return table.of(prompt_tokens, completion_tokens, cached_tokens)
+        if cost == 0 and table is None and litellm_maps(self.model_route):
             return self._unknown("litellm lists it at $0, which is how it answers for a model it maps without prices")
         return cost
+
+    def basis(self) -> str | None:
+        """What this route's costs are worked out from (reply.PRICED_BY), or None when it is unpriced."""
+        if self._own(0, 0) is not None:
+            return "route"
+        table = self._table()
+        return None if table is None else "free" if table.source == "free" else "litellm"
 
     def _unknown(self, why: str) -> float | None:
         """$0 on a route declared free; else unpriced, said once."""
@@ -77,17 +93,24 @@ class Billing:
         r = self.route
         if r.input_cost_per_token is None and r.output_cost_per_token is None and not r.free:
             return {}
-        return {"input_cost_per_token": r.input_cost_per_token, "output_cost_per_token": r.output_cost_per_token, "free": r.free}
+        return {"input_cost_per_token": _number(r.input_cost_per_token), "output_cost_per_token": _number(r.output_cost_per_token),
+                "free": bool(r.free)}
 
     def reprice(self, reply: ModelReply) -> ModelReply:
         """A reply at today's price. A route's own price is not in the cache key (the answer does not
-        depend on it), so a corrected price applies to replies cached before it, and it bills every
-        prompt token alike (none at a cache rate); a route now declared free costs $0 where it was
-        unpriced. A price read from litellm stays as it was billed."""
+        depend on it), so a corrected one applies to replies cached before it, and it bills every
+        prompt token alike (none at a cache rate). A cost litellm billed stays as it was, unless the
+        route now has no price; a cost worked out from a price the route no longer has (its own, or
+        free), or none at all, is worked out again from the route's price table."""
         own = self._own(reply.prompt_tokens, reply.completion_tokens)
         cost, cached = (own, 0) if own is not None else (reply.cost_usd, reply.cached_prompt_tokens)
-        if cost is None and self.route.free:
-            cost = 0.0
+        table = self._table() if own is None else None
+        if own is None and not (reply.cost_usd is not None and reply.priced_by in ("litellm", None)
+                                and (reply.cost_usd > 0 or table is not None)):
+            cost = None if table is None else table.of(reply.prompt_tokens, reply.completion_tokens, cached or 0)
+        if cached is None and table is not None and cost is not None and table.flat_output(reply.prompt_tokens) \
+                and math.isclose(cost, table.of(reply.prompt_tokens, reply.completion_tokens), rel_tol=1e-9, abs_tol=1e-15):
+            cached = 0  # a reply kept before its cached tokens were: its cost is every token at the table's rate, so none
         if cost == reply.cost_usd and cached == reply.cached_prompt_tokens and (reply.input_cost_usd is not None or not cost):
             return reply
         # a reply cached before its prompt's cost was kept, or repriced: the prompt's share worked out again
@@ -109,3 +132,8 @@ class Billing:
         if price is None or not price.flat_output(prompt_tokens):
             return None
         return min(total, max(0.0, total - completion_tokens * price.output_per_token))
+
+
+def _number(price: float | None) -> float | None:
+    """A price as one number whatever its type: 1 and 1.0 are one price."""
+    return None if price is None else float(price)

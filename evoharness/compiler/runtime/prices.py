@@ -20,28 +20,57 @@ class Price:
     # litellm bills this route's output at another rate above this many prompt tokens (its tiers), or
     # as reasoning tokens (0: always); None when output_per_token is every output token's price
     output_flat_below: int | None = None
+    cache_read_per_token: float | None = None  # a prompt token read from the provider's cache (None: the input's price)
 
     def flat_output(self, prompt_tokens: int) -> bool:
         """Whether a call with this many prompt tokens had all its output billed at ``output_per_token``."""
         return self.output_flat_below is None or prompt_tokens <= self.output_flat_below
 
-    def of(self, prompt_tokens: float, completion_tokens: float) -> float:
-        return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
+    def of(self, prompt_tokens: float, completion_tokens: float, cached_tokens: float = 0) -> float:
+        """The price of a call's tokens, ``cached_tokens`` of its prompt at the cache's rate."""
+        cached = min(max(cached_tokens, 0), prompt_tokens)
+        cache_rate = self.input_per_token if self.cache_read_per_token is None else self.cache_read_per_token
+        return (prompt_tokens - cached) * self.input_per_token + cached * cache_rate + completion_tokens * self.output_per_token
 
 
 def litellm_price(route: str) -> Price | None:
     """litellm's price for ``route``, or None when its model map has none. Every provider is
     registered first: a provider's prices (the simulator's tiers, their HTTP routes) are entries
     it adds to that map, and only registering it puts them there."""
+    info = _info(route)
+    if info is None:
+        return None
+    cin, cout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if not cin and not cout:
+        if any(_per_unit(key, value) for key, value in info.items()):  # priced by the second or the character: not per token
+            return Price(0.0, 0.0, "litellm", output_flat_below=0)
+        return None  # litellm fills a model it maps without prices with zeros: unknown, not free
+    cache = info.get("cache_read_input_token_cost")
+    if not (isinstance(cache, int | float) and not isinstance(cache, bool) and cache > 0):  # litellm fills an unknown one with 0
+        cache = None
+    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", output_flat_below=_output_tier(info, cout),
+                 cache_read_per_token=cache)
+
+
+def litellm_maps(route: str) -> bool:
+    """Whether litellm's model map has an entry for ``route`` (priced or not)."""
+    return _info(route) is not None
+
+
+def _info(route: str) -> Mapping[str, Any] | None:
     lm = ensure_providers()
     try:
         info = lm.get_model_info(route)
     except Exception:  # litellm raises its own "not mapped" error, or a lookup error on an odd name
         return None
-    cin, cout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    if not cin and not cout:  # litellm fills a model it maps without prices with zeros: unknown, not free
-        return None
-    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", output_flat_below=_output_tier(info, cout))
+    return info if isinstance(info, Mapping) else None
+
+
+def _per_unit(key: Any, value: Any) -> bool:
+    """A price litellm bills by another unit than the token (a second, a character, a request)."""
+    name = str(key)
+    return (name.startswith(("input_cost_per_", "output_cost_per_")) and not name.startswith(("input_cost_per_token",
+            "output_cost_per_token")) and isinstance(value, int | float) and not isinstance(value, bool) and value > 0)
 
 
 _TIER = re.compile(r"output_cost_per_token_above_([0-9]+)k_tokens")  # the standard tier; _batches, _flex, _priority are other services

@@ -35,9 +35,11 @@ class ModelReply:
     # price came from litellm (a route's own price bills every token alike: 0); None for a reply cached
     # before the count was kept
     cached_prompt_tokens: int | None = 0
+    priced_by: str | None = None  # what its cost was worked out from (PRICED_BY); None: unpriced, or kept before it was
     key: str = ""  # the request's response-cache key ("" without a cache): what a replayed episode checks is still there
 
 
+PRICED_BY = ("route", "litellm", "free")  # the route's own price, litellm's for the reply, a route declared free
 _DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")  # ASCII digits only: no sign, exponent, underscore or other script
 PROCESSING_HEADERS = ("openai-processing-ms", "llm_provider-openai-processing-ms")
 
@@ -92,6 +94,22 @@ def provider_cached_tokens(usage: Any) -> int:
     return read + _count(getattr(usage, "cache_creation_input_tokens", None))
 
 
+def _cost(value: Any) -> float | None:
+    """A stored cost: a number a bill can be (finite, not below $0), else unknown."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        cost = float(value)
+    except OverflowError:
+        return None
+    return cost if math.isfinite(cost) and cost >= 0 else None
+
+
+def _stored_count(value: Any, *, of: int) -> int | None:
+    """A stored count of ``of``'s tokens: an integer within [0, of], else unknown (missing: kept before it was)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= of else None
+
+
 def _count(value: Any) -> int:
     """A stored token count: a non-negative integer, else 0 (a stored record is data)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
@@ -117,10 +135,10 @@ def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") ->
         finish_reason=rec.get("finish_reason", ""),
         prompt_tokens=int(rec.get("prompt_tokens", 0)),
         completion_tokens=int(rec.get("completion_tokens", 0)),
-        cost_usd=None if rec.get("cost_usd", 0.0) is None else float(rec.get("cost_usd", 0.0)),
+        cost_usd=_cost(rec.get("cost_usd", 0.0)),
         input_cost_usd=_share(rec.get("input_cost_usd"), rec.get("cost_usd", 0.0)),
-        cached_prompt_tokens=(min(_count(rec["cached_prompt_tokens"]), _count(rec.get("prompt_tokens")))
-                              if "cached_prompt_tokens" in rec else None),
+        cached_prompt_tokens=_stored_count(rec.get("cached_prompt_tokens"), of=_count(rec.get("prompt_tokens"))),
+        priced_by=rec.get("priced_by") if rec.get("priced_by") in PRICED_BY else None,
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,
         latency_source=str(rec.get("latency_source", "client")),

@@ -121,7 +121,9 @@ class EpisodeResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
-        return cls(**{**data, "named": dict(data.get("named", {})), "failures": tuple(dict(f) for f in data.get("failures", ())),
+        # a count missing from a record kept before it was is not known, not 0
+        return cls(**{**data, "cached_tokens": data.get("cached_tokens"),
+                      "named": dict(data.get("named", {})), "failures": tuple(dict(f) for f in data.get("failures", ())),
                       "tool_output": {str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in dict(data.get("tool_output") or {}).items()},
                       "escalations": tuple((int(t), str(why)) for t, why in data.get("escalations") or ())})
 

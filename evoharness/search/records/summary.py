@@ -129,7 +129,7 @@ def tokens_line(label: str, dev: Mapping[str, Any]) -> str | None:
     if isinstance(prompts, (int, float)) and costs is None:
         paid = f"the prompts' {fmt_metric(prompts, 'cost_per_task')} is not split by part"
         if not isinstance(cached, (int, float)):
-            price += f" ({paid}: some replies were cached before the provider's cached prompt tokens were recorded)"
+            price += f" ({paid}: recorded before the prompt tokens at a provider's cache rate were counted)"
         elif cached > 0:
             many = f"{cached:,.0f}" if cached >= 1 else "under 1"
             price += f" ({many} prompt tokens at the provider's cache rate: {paid}, as the cached ones cannot be told apart)"

@@ -121,20 +121,41 @@ def test_cached_prompt_tokens_are_read_from_the_usage_and_a_stored_count_is_chec
     assert provider_cached_tokens(anthropic) == 1000
     rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 10, "completion_tokens": 2,
            "latency_s": 0.1, "cost_usd": 0.002}
-    for stored, read in ((7, 7), (11, 10), (-3, 0), (True, 0), ("5", 0), (2.5, 0), (None, 0)):
+    for stored, read in ((7, 7), (10, 10), (11, None), (-3, None), (True, None), ("5", None), (2.5, None), (None, None)):
         assert reply_from_record({**rec, "cached_prompt_tokens": stored}, cached=True).cached_prompt_tokens == read
     assert reply_from_record(rec, cached=True).cached_prompt_tokens is None  # cached before the count was kept: not known
-    # a stored cost that no price can make is not a reply to replay
-    assert is_reply(rec) and not any(is_reply({**rec, "cost_usd": bad}) for bad in (math.inf, math.nan, -0.002))
+    # a stored cost that no bill can be is still a reply (refusing it would pay for the call again); its cost is unknown
+    for bad in (math.inf, math.nan, -0.002, 10**400):
+        assert is_reply({**rec, "cost_usd": bad}) and reply_from_record({**rec, "cost_usd": bad}, cached=True).cost_usd is None
+    # and is worked out again from the route's price table when there is one
+    again = client(route="sim/large").billing.reprice(reply_from_record({**rec, "cost_usd": -0.002, "priced_by": "litellm"},
+                                                                         cached=True))
+    assert again.cost_usd == pytest.approx(10 * 3e-6 + 2 * 12e-6)
 
 
 @pytest.mark.parametrize("litellm_said", [-0.0021, math.inf, math.nan])
-def test_a_cost_litellm_gives_that_no_bill_can_be_is_unpriced(litellm_said: float) -> None:
+def test_a_cost_litellm_gives_that_no_bill_can_be_is_the_price_tables_or_unpriced(litellm_said: float) -> None:
     from types import SimpleNamespace
 
     response = SimpleNamespace(_hidden_params={"response_cost": litellm_said})
-    assert client(route="sim/large").billing.cost(response, 100, 10) is None
-    assert client(route="sim/large", free=True).billing.cost(response, 100, 10) == 0.0
+    # the simulator's tiers are in litellm's map: the call is costed at the table, its cached tokens at the cache's rate
+    assert client(route="sim/large").billing.cost(response, 100, 10) == pytest.approx(100 * 3e-6 + 10 * 12e-6)
+    from evoharness.compiler.runtime.prices import route_price
+
+    table = route_price("gpt-4o-mini")
+    assert table is not None and table.cache_read_per_token is not None and table.cache_read_per_token < table.input_per_token
+    expected = 40 * table.input_per_token + 60 * table.cache_read_per_token + 10 * table.output_per_token
+    assert client(route="gpt-4o-mini").billing.cost(response, 100, 10, 60) == pytest.approx(expected)
+    # a route with no table: unknown, or $0 when it is declared free
+    assert client(route="openai/no-such-model-here").billing.cost(response, 100, 10) is None
+    assert client(route="openai/no-such-model-here", free=True).billing.cost(response, 100, 10) == 0.0
+
+
+def test_a_zero_the_provider_reports_for_a_model_litellm_does_not_map_is_believed() -> None:
+    from types import SimpleNamespace
+
+    reported = SimpleNamespace(_hidden_params={"response_cost": 0.0})  # e.g. OpenRouter's usage.cost of a free model
+    assert client(route="openrouter/some-free-model-zz").billing.cost(reported, 100, 10) == 0.0
 
 
 def test_a_model_litellm_lists_at_zero_is_unpriced_even_when_litellm_prices_the_reply_at_zero() -> None:
@@ -154,3 +175,34 @@ def test_a_routes_own_price_bills_every_prompt_token_alike_and_reprices_a_cached
     assert own.input_cost_usd == pytest.approx(1000 * 1e-6)
     mapped = client(route="sim/large").billing.reprice(reply_from_record(rec, cached=True))
     assert mapped.cost_usd == 0.5 and mapped.cached_prompt_tokens == 800  # litellm's price stays as it was billed
+
+
+def test_a_cached_reply_priced_on_a_basis_the_route_no_longer_has_is_worked_out_again() -> None:
+    rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 1000, "completion_tokens": 10,
+           "latency_s": 0.1, "cached_prompt_tokens": 0}
+    sim = 1000 * 3e-6 + 10 * 12e-6  # sim/large's table in litellm's map
+    # a wrong price of the route's own, removed: litellm's table prices it
+    assert client(route="sim/large").billing.reprice(
+        reply_from_record({**rec, "cost_usd": 1000.0, "priced_by": "route"}, cached=True)).cost_usd == pytest.approx(sim)
+    # cached while the route was declared free, and no longer is: unknown on a route nobody prices
+    was_free = reply_from_record({**rec, "cost_usd": 0.0, "priced_by": "free"}, cached=True)
+    assert client(route="openai/no-such-model-here").billing.reprice(was_free).cost_usd is None
+    assert client(route="openai/no-such-model-here", free=True).billing.reprice(was_free).cost_usd == 0.0
+    # a $0 kept before the basis was, on a model litellm lists at $0: unknown, as a fresh call would be
+    zero = _mapped("evoharness-test/zero-again", input_cost_per_token=0.0, output_cost_per_token=0.0)
+    assert client(route=zero).billing.reprice(reply_from_record({**rec, "cost_usd": 0.0}, cached=True)).cost_usd is None
+    # litellm's own bill stays as billed, and an unpriced reply takes the price the route has now
+    billed = reply_from_record({**rec, "cost_usd": 0.0025, "priced_by": "litellm"}, cached=True)
+    assert client(route="sim/large").billing.reprice(billed).cost_usd == 0.0025
+    unpriced = reply_from_record({**rec, "cost_usd": None}, cached=True)
+    assert client(route="sim/large").billing.reprice(unpriced).cost_usd == pytest.approx(sim)
+
+
+def test_a_reply_kept_before_its_cached_tokens_were_counts_none_when_its_cost_is_the_tables() -> None:
+    rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 1000, "completion_tokens": 10,
+           "latency_s": 0.1}
+    at_table = reply_from_record({**rec, "cost_usd": 1000 * 3e-6 + 10 * 12e-6}, cached=True)
+    assert at_table.cached_prompt_tokens is None
+    assert client(route="sim/large").billing.reprice(at_table).cached_prompt_tokens == 0
+    discounted = reply_from_record({**rec, "cost_usd": 0.5 * 1000 * 3e-6 + 10 * 12e-6}, cached=True)
+    assert client(route="sim/large").billing.reprice(discounted).cached_prompt_tokens is None  # some at another rate
