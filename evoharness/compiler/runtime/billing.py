@@ -41,15 +41,17 @@ class Billing:
                                       output_cost_per_token=r.output_cost_per_token, free=r.free)
         return self._price if isinstance(self._price, Price) else None
 
-    def cost(self, response: Any, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float | None:
-        """The call's price in USD, or None when nobody knows it: a route litellm has no price for is
-        not free, and a $0 there would put it on a cost front for nothing (``model.free`` says it is
-        free). litellm's price for the reply is taken when a bill can be it; a $0 is not believed of
-        a model litellm lists at $0 (how it answers for one it maps without prices); a price below $0
-        or not finite is replaced by the route's price table."""
+    def cost(self, response: Any, prompt_tokens: int, completion_tokens: int,
+             cached_tokens: int | None = 0) -> tuple[float | None, str | None]:
+        """The call's price in USD and what it came from (reply.PRICED_BY), or (None, None) when nobody
+        knows it: a route litellm has no price for is not free, and a $0 there would put it on a cost
+        front for nothing (``model.free`` says it is free). litellm's bill for the reply is taken when
+        a bill can be it, except a $0 for a model litellm lists at $0 (how it answers for one it maps
+        without prices); one below $0 or not finite is the route's table where that is exactly what
+        litellm bills, else unknown."""
         own = self._own(prompt_tokens, completion_tokens)
         if own is not None:
-            return own
+            return own, "route"
         priced = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
         try:
             if not isinstance(priced, int | float) or isinstance(priced, bool):  # litellm has not priced the reply yet
@@ -57,35 +59,28 @@ class Billing:
             cost = float(priced)
         except Exception as exc:  # litellm has no price for this model
             return self._unknown(first_line(exc))
-        table = self._table()
         if not math.isfinite(cost) or cost < 0:  # litellm has billed some cached prompts below $0
-            if table is None:
+            exact = self._table_price(prompt_tokens, completion_tokens, cached_tokens)
+            if exact is None:
                 return self._unknown(f"litellm priced a call at {cost!r}, which no bill can be")
             if not self._warned_bill:
-                log.warning("litellm priced a call on %s at %r, which no bill can be: it is costed at the route's price table "
-                            "instead", self.model_route, cost)
+                log.warning("litellm priced a call on %s at %r, which no bill can be: it is costed at the route's "
+                            "price per token instead", self.model_route, cost)
                 self._warned_bill = True
-            return table.of(prompt_tokens, completion_tokens, cached_tokens)
-        if cost == 0 and table is None and litellm_maps(self.model_route):
+            return exact, "litellm"
+        if cost == 0 and self._table() is None and litellm_maps(self.model_route):
             return self._unknown("litellm lists it at $0, which is how it answers for a model it maps without prices")
-        return cost
+        return cost, "litellm"
 
-    def basis(self) -> str | None:
-        """What this route's costs are worked out from (reply.PRICED_BY), or None when it is unpriced."""
-        if self._own(0, 0) is not None:
-            return "route"
-        table = self._table()
-        return None if table is None else "free" if table.source == "free" else "litellm"
-
-    def _unknown(self, why: str) -> float | None:
+    def _unknown(self, why: str) -> tuple[float | None, str | None]:
         """$0 on a route declared free; else unpriced, said once."""
         if self.route.free:
-            return 0.0
+            return 0.0, "free"
         if not self._warned:
             log.warning("no price for %s (%s): its cost is reported as unpriced; set model.input_cost_per_token/"
                         "output_cost_per_token, or model.free=true if it costs nothing", self.model_route, why)
             self._warned = True
-        return None
+        return None, None
 
     def settings(self) -> dict[str, Any]:
         """The route's own price (``input_cost_per_token``, ``output_cost_per_token``, ``free``), or {}
@@ -99,23 +94,36 @@ class Billing:
     def reprice(self, reply: ModelReply) -> ModelReply:
         """A reply at today's price. A route's own price is not in the cache key (the answer does not
         depend on it), so a corrected one applies to replies cached before it, and it bills every
-        prompt token alike (none at a cache rate). A cost litellm billed stays as it was, unless the
-        route now has no price; a cost worked out from a price the route no longer has (its own, or
-        free), or none at all, is worked out again from the route's price table."""
+        prompt token alike (none at a cache rate). A cost litellm billed stays as billed. A cost from a
+        price the route no longer has (its own, or ``free``), or none, is the route's price now: $0
+        when it is declared free, litellm's table where that is exactly litellm's bill, else unknown.
+        A $0 kept before its basis was, on a model litellm lists at $0, is unknown, as a new one is."""
         own = self._own(reply.prompt_tokens, reply.completion_tokens)
-        cost, cached = (own, 0) if own is not None else (reply.cost_usd, reply.cached_prompt_tokens)
-        table = self._table() if own is None else None
-        if own is None and not (reply.cost_usd is not None and reply.priced_by in ("litellm", None)
-                                and (reply.cost_usd > 0 or table is not None)):
-            cost = None if table is None else table.of(reply.prompt_tokens, reply.completion_tokens, cached or 0)
-        if cached is None and table is not None and cost is not None and table.flat_output(reply.prompt_tokens) \
-                and math.isclose(cost, table.of(reply.prompt_tokens, reply.completion_tokens), rel_tol=1e-9, abs_tol=1e-15):
-            cached = 0  # a reply kept before its cached tokens were: its cost is every token at the table's rate, so none
+        cost: float | None
+        cached: int | None
+        if own is not None:
+            cost, cached = own, 0
+        else:
+            cost, cached = reply.cost_usd, reply.cached_prompt_tokens
+            kept = cost is not None and (reply.priced_by == "litellm" or (reply.priced_by is None and (
+                cost > 0 or self._table() is not None or not litellm_maps(self.model_route))))
+            if not kept:
+                cost = 0.0 if self.route.free else self._table_price(reply.prompt_tokens, reply.completion_tokens, cached)
+            elif cached is None and cost == self._table_price(reply.prompt_tokens, reply.completion_tokens, 0):
+                cached = 0  # kept before its cached tokens were, at exactly the table's rate for all its tokens: none were
         if cost == reply.cost_usd and cached == reply.cached_prompt_tokens and (reply.input_cost_usd is not None or not cost):
             return reply
         # a reply cached before its prompt's cost was kept, or repriced: the prompt's share worked out again
         return dataclasses.replace(reply, cost_usd=cost, cached_prompt_tokens=cached,
                                    input_cost_usd=self.input_cost(reply.prompt_tokens, reply.completion_tokens, cost))
+
+    def _table_price(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None) -> float | None:
+        """litellm's table price of these tokens, where that is exactly what litellm bills them (no
+        cached token, no tier, no reasoning rate), else None."""
+        table = self._table()
+        if table is None or table.source != "litellm" or not table.exact(prompt_tokens, cached_tokens):
+            return None
+        return table.of(prompt_tokens, completion_tokens)
 
     def input_cost(self, prompt_tokens: int, completion_tokens: int, total: float | None) -> float | None:
         """The share of a call's cost its prompt made: the total less the completion at the route's

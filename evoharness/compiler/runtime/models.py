@@ -243,9 +243,8 @@ class ModelClient:
             reported = provider_latency(response, measured=latency)
             if reported is not None:  # the provider's own clock: the same on a loaded machine and on a replay
                 record["latency_s"], record["latency_source"] = reported, "provider"
-            record["cost_usd"] = self.billing.cost(response, record["prompt_tokens"], record["completion_tokens"],
-                                                   record["cached_prompt_tokens"])
-            record["priced_by"] = self.billing.basis() if record["cost_usd"] is not None else None
+            record["cost_usd"], record["priced_by"] = self.billing.cost(response, record["prompt_tokens"],
+                                                                        record["completion_tokens"], record["cached_prompt_tokens"])
             record["input_cost_usd"] = self.billing.input_cost(record["prompt_tokens"], record["completion_tokens"], record["cost_usd"])
         record["attempts"] = attempts
         record["infra_s"] = infra_s

@@ -21,6 +21,13 @@ class Price:
     # as reasoning tokens (0: always); None when output_per_token is every output token's price
     output_flat_below: int | None = None
     cache_read_per_token: float | None = None  # a prompt token read from the provider's cache (None: the input's price)
+    tier_below: int | None = None  # litellm bills input or output at another rate above this many prompt tokens
+
+    def exact(self, prompt_tokens: int, cached_tokens: int | None) -> bool:
+        """Whether ``of`` is what litellm bills a call of this many prompt tokens, none of them at a
+        cache rate: no tier above it, no reasoning rate of its own."""
+        return (cached_tokens == 0 and self.output_flat_below != 0
+                and (self.tier_below is None or prompt_tokens <= self.tier_below))
 
     def flat_output(self, prompt_tokens: int) -> bool:
         """Whether a call with this many prompt tokens had all its output billed at ``output_per_token``."""
@@ -41,15 +48,14 @@ def litellm_price(route: str) -> Price | None:
     if info is None:
         return None
     cin, cout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    if not cin and not cout:
-        if any(_per_unit(key, value) for key, value in info.items()):  # priced by the second or the character: not per token
-            return Price(0.0, 0.0, "litellm", output_flat_below=0)
-        return None  # litellm fills a model it maps without prices with zeros: unknown, not free
+    if not cin and not cout:  # litellm fills a model it maps without per-token prices with zeros: unknown, not free
+        return None
     cache = info.get("cache_read_input_token_cost")
     if not (isinstance(cache, int | float) and not isinstance(cache, bool) and cache > 0):  # litellm fills an unknown one with 0
         cache = None
+    tiers = [int(m.group(2)) * 1000 for key, value in info.items() if value is not None and (m := _ANY_TIER.fullmatch(str(key)))]
     return Price(float(cin or 0.0), float(cout or 0.0), "litellm", output_flat_below=_output_tier(info, cout),
-                 cache_read_per_token=cache)
+                 cache_read_per_token=cache, tier_below=min(tiers) if tiers else None)
 
 
 def litellm_maps(route: str) -> bool:
@@ -66,13 +72,7 @@ def _info(route: str) -> Mapping[str, Any] | None:
     return info if isinstance(info, Mapping) else None
 
 
-def _per_unit(key: Any, value: Any) -> bool:
-    """A price litellm bills by another unit than the token (a second, a character, a request)."""
-    name = str(key)
-    return (name.startswith(("input_cost_per_", "output_cost_per_")) and not name.startswith(("input_cost_per_token",
-            "output_cost_per_token")) and isinstance(value, int | float) and not isinstance(value, bool) and value > 0)
-
-
+_ANY_TIER = re.compile(r"(input|output)_cost_per_token_above_([0-9]+)k_tokens")
 _TIER = re.compile(r"output_cost_per_token_above_([0-9]+)k_tokens")  # the standard tier; _batches, _flex, _priority are other services
 
 

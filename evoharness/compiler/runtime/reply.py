@@ -105,6 +105,18 @@ def _cost(value: Any) -> float | None:
     return cost if math.isfinite(cost) and cost >= 0 else None
 
 
+MAX_TOKENS = 10**9  # more tokens than any model's window: a stored count above it is not one
+
+
+def _tokens(value: Any) -> int:
+    """A stored token count: a whole number within [0, MAX_TOKENS], else 0 (a stored record is data)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return 0
+    return int(value) if 0 <= value <= MAX_TOKENS else 0
+
+
 def _stored_count(value: Any, *, of: int) -> int | None:
     """A stored count of ``of``'s tokens: an integer within [0, of], else unknown (missing: kept before it was)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= of else None
@@ -133,11 +145,11 @@ def reply_from_record(rec: Mapping[str, Any], *, cached: bool, key: str = "") ->
         content=rec.get("content"),
         tool_calls=tuple(NativeCall(c["id"], c["name"], c["arguments"]) for c in rec.get("tool_calls", [])),
         finish_reason=rec.get("finish_reason", ""),
-        prompt_tokens=int(rec.get("prompt_tokens", 0)),
-        completion_tokens=int(rec.get("completion_tokens", 0)),
+        prompt_tokens=_tokens(rec.get("prompt_tokens", 0)),
+        completion_tokens=_tokens(rec.get("completion_tokens", 0)),
         cost_usd=_cost(rec.get("cost_usd", 0.0)),
         input_cost_usd=_share(rec.get("input_cost_usd"), rec.get("cost_usd", 0.0)),
-        cached_prompt_tokens=_stored_count(rec.get("cached_prompt_tokens"), of=_count(rec.get("prompt_tokens"))),
+        cached_prompt_tokens=_stored_count(rec.get("cached_prompt_tokens"), of=_tokens(rec.get("prompt_tokens", 0))),
         priced_by=rec.get("priced_by") if rec.get("priced_by") in PRICED_BY else None,
         latency_s=float(rec.get("latency_s", 0.0)),
         cached=cached,

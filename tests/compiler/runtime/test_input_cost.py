@@ -128,34 +128,44 @@ def test_cached_prompt_tokens_are_read_from_the_usage_and_a_stored_count_is_chec
     for bad in (math.inf, math.nan, -0.002, 10**400):
         assert is_reply({**rec, "cost_usd": bad}) and reply_from_record({**rec, "cost_usd": bad}, cached=True).cost_usd is None
     # and is worked out again from the route's price table when there is one
-    again = client(route="sim/large").billing.reprice(reply_from_record({**rec, "cost_usd": -0.002, "priced_by": "litellm"},
-                                                                         cached=True))
+    bad = {**rec, "cost_usd": -0.002, "priced_by": "litellm", "cached_prompt_tokens": 0}
+    again = client(route="sim/large").billing.reprice(reply_from_record(bad, cached=True))
     assert again.cost_usd == pytest.approx(10 * 3e-6 + 2 * 12e-6)
+    # unless how many of its tokens were at a cache rate is not known: then the table is not what litellm billed
+    unknown = {k: v for k, v in bad.items() if k != "cached_prompt_tokens"}
+    assert client(route="sim/large").billing.reprice(reply_from_record(unknown, cached=True)).cost_usd is None
 
 
 @pytest.mark.parametrize("litellm_said", [-0.0021, math.inf, math.nan])
-def test_a_cost_litellm_gives_that_no_bill_can_be_is_the_price_tables_or_unpriced(litellm_said: float) -> None:
+def test_a_cost_litellm_gives_that_no_bill_can_be_is_the_price_tables_only_where_that_is_exact(litellm_said: float) -> None:
     from types import SimpleNamespace
 
     response = SimpleNamespace(_hidden_params={"response_cost": litellm_said})
-    # the simulator's tiers are in litellm's map: the call is costed at the table, its cached tokens at the cache's rate
-    assert client(route="sim/large").billing.cost(response, 100, 10) == pytest.approx(100 * 3e-6 + 10 * 12e-6)
-    from evoharness.compiler.runtime.prices import route_price
-
-    table = route_price("gpt-4o-mini")
-    assert table is not None and table.cache_read_per_token is not None and table.cache_read_per_token < table.input_per_token
-    expected = 40 * table.input_per_token + 60 * table.cache_read_per_token + 10 * table.output_per_token
-    assert client(route="gpt-4o-mini").billing.cost(response, 100, 10, 60) == pytest.approx(expected)
+    # the simulator's tiers are in litellm's map, one rate per token: the call is costed at the table
+    assert client(route="sim/large").billing.cost(response, 100, 10) == (pytest.approx(100 * 3e-6 + 10 * 12e-6), "litellm")
+    # not where litellm bills another way: cached tokens (reads or writes), a tier above the prompt, a reasoning rate
+    assert client(route="gpt-4o-mini").billing.cost(response, 100, 10, 60) == (None, None)
+    tiered = _mapped("evoharness-test/tier-in", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
+                     input_cost_per_token_above_200k_tokens=2e-6)
+    assert client(route=tiered).billing.cost(response, 250_000, 10) == (None, None)
+    assert client(route=tiered).billing.cost(response, 1000, 10) == (pytest.approx(1000 * 1e-6 + 10 * 4e-6), "litellm")
     # a route with no table: unknown, or $0 when it is declared free
-    assert client(route="openai/no-such-model-here").billing.cost(response, 100, 10) is None
-    assert client(route="openai/no-such-model-here", free=True).billing.cost(response, 100, 10) == 0.0
+    assert client(route="openai/no-such-model-here").billing.cost(response, 100, 10) == (None, None)
+    assert client(route="openai/no-such-model-here", free=True).billing.cost(response, 100, 10) == (0.0, "free")
 
 
-def test_a_zero_the_provider_reports_for_a_model_litellm_does_not_map_is_believed() -> None:
+def test_a_zero_the_provider_reports_for_a_model_litellm_does_not_map_is_believed_and_stays() -> None:
     from types import SimpleNamespace
 
     reported = SimpleNamespace(_hidden_params={"response_cost": 0.0})  # e.g. OpenRouter's usage.cost of a free model
-    assert client(route="openrouter/some-free-model-zz").billing.cost(reported, 100, 10) == 0.0
+    billing = client(route="openrouter/some-free-model-zz").billing
+    assert billing.cost(reported, 100, 10) == (0.0, "litellm")
+    rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 100, "completion_tokens": 10,
+           "latency_s": 0.1, "cost_usd": 0.0, "priced_by": "litellm", "cached_prompt_tokens": 0}
+    assert billing.reprice(reply_from_record(rec, cached=True)).cost_usd == 0.0
+    # and a real bill on a route declared free is the bill
+    charged = SimpleNamespace(_hidden_params={"response_cost": 0.0042})
+    assert client(route="openrouter/some-model-zz", free=True).billing.cost(charged, 100, 10) == (0.0042, "litellm")
 
 
 def test_a_model_litellm_lists_at_zero_is_unpriced_even_when_litellm_prices_the_reply_at_zero() -> None:
@@ -163,8 +173,8 @@ def test_a_model_litellm_lists_at_zero_is_unpriced_even_when_litellm_prices_the_
 
     zero = _mapped("evoharness-test/listed-at-zero", input_cost_per_token=0.0, output_cost_per_token=0.0)
     response = SimpleNamespace(_hidden_params={"response_cost": 0.0})
-    assert client(route=zero).billing.cost(response, 100, 10) is None
-    assert client(route=zero, free=True).billing.cost(response, 100, 10) == 0.0
+    assert client(route=zero).billing.cost(response, 100, 10) == (None, None)
+    assert client(route=zero, free=True).billing.cost(response, 100, 10)[0] == 0.0
 
 
 def test_a_routes_own_price_bills_every_prompt_token_alike_and_reprices_a_cached_reply() -> None:
@@ -206,3 +216,14 @@ def test_a_reply_kept_before_its_cached_tokens_were_counts_none_when_its_cost_is
     assert client(route="sim/large").billing.reprice(at_table).cached_prompt_tokens == 0
     discounted = reply_from_record({**rec, "cost_usd": 0.5 * 1000 * 3e-6 + 10 * 12e-6}, cached=True)
     assert client(route="sim/large").billing.reprice(discounted).cached_prompt_tokens is None  # some at another rate
+
+
+@pytest.mark.parametrize("tokens", [10**400, -10**9, -1, math.inf, math.nan, 2.5, True, "10"])
+def test_a_forged_token_count_is_read_as_none_and_never_prices_below_zero_or_crashes(tokens: object) -> None:
+    rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": tokens, "completion_tokens": tokens,
+           "latency_s": 0.1, "cost_usd": None, "priced_by": "route"}
+    reply = reply_from_record(rec, cached=True)
+    assert reply.prompt_tokens == 0 and reply.completion_tokens == 0
+    for billing in (client(route="sim/large").billing, client(input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing):
+        cost = billing.reprice(reply).cost_usd
+        assert cost is None or cost == 0.0
