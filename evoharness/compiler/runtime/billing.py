@@ -10,7 +10,7 @@ from typing import Any
 
 from evoharness.compiler.route import RouteSettings
 from evoharness.compiler.runtime.llm import ensure_providers, first_line
-from evoharness.compiler.runtime.prices import Price, litellm_maps, route_price
+from evoharness.compiler.runtime.prices import Price, litellm_maps, litellm_price, route_price
 from evoharness.compiler.runtime.reply import ModelReply
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class Billing:
                             "price per token instead", self.model_route, cost)
                 self._warned_bill = True
             return exact, "litellm"
-        if cost == 0 and self._table() is None and litellm_maps(self.model_route):
+        if cost == 0 and litellm_price(self.model_route) is None and litellm_maps(self.model_route):
             return self._unknown("litellm lists it at $0, which is how it answers for a model it maps without prices")
         return cost, "litellm"
 

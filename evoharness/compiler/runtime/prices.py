@@ -27,11 +27,11 @@ class Price:
         """Whether ``of`` is what litellm bills a call of this many prompt tokens, none of them at a
         cache rate: no tier above it, no reasoning rate of its own."""
         return (cached_tokens == 0 and self.output_flat_below != 0
-                and (self.tier_below is None or prompt_tokens <= self.tier_below))
+                and (self.tier_below is None or prompt_tokens < self.tier_below))
 
     def flat_output(self, prompt_tokens: int) -> bool:
         """Whether a call with this many prompt tokens had all its output billed at ``output_per_token``."""
-        return self.output_flat_below is None or prompt_tokens <= self.output_flat_below
+        return self.output_flat_below is None or prompt_tokens < self.output_flat_below  # litellm's tier starts at its threshold
 
     def of(self, prompt_tokens: float, completion_tokens: float, cached_tokens: float = 0) -> float:
         """The price of a call's tokens, ``cached_tokens`` of its prompt at the cache's rate."""
@@ -54,8 +54,11 @@ def litellm_price(route: str) -> Price | None:
     if not (isinstance(cache, int | float) and not isinstance(cache, bool) and cache > 0):  # litellm fills an unknown one with 0
         cache = None
     tiers = [int(m.group(2)) * 1000 for key, value in info.items() if value is not None and (m := _ANY_TIER.fullmatch(str(key)))]
-    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", output_flat_below=_output_tier(info, cout),
-                 cache_read_per_token=cache, tier_below=min(tiers) if tiers else None)
+    flat = _output_tier(info, cout)
+    if info.get("off_peak_pricing") or info.get("tiered_pricing"):  # priced by the hour, or by a list of tiers: never flat
+        tiers, flat = [0], 0
+    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", output_flat_below=flat, cache_read_per_token=cache,
+                 tier_below=min(tiers) if tiers else None)
 
 
 def litellm_maps(route: str) -> bool:

@@ -81,7 +81,8 @@ def test_output_billed_by_tier_or_reasoning_tokens_leaves_the_prompts_share_unkn
     # a flat output rate would move the tier's or the reasoning tokens' surcharge onto the prompt
     tiered = client(route=_mapped("evoharness-test/tiered", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
                                   output_cost_per_token_above_200k_tokens=6e-6, output_cost_per_token_batches=2e-6))
-    assert tiered.billing.input_cost(200_000, 100, 0.2004) == pytest.approx(0.2004 - 100 * 4e-6)  # below the tier: one rate
+    assert tiered.billing.input_cost(199_999, 100, 0.2004) == pytest.approx(0.2004 - 100 * 4e-6)  # below the tier: one rate
+    assert tiered.billing.input_cost(200_000, 100, 0.2004) is None  # litellm's tier may start at its threshold
     assert tiered.billing.input_cost(250_000, 100, 0.2506) is None  # above it, the output's rate is another
     reasoning = _mapped("evoharness-test/reasoning", input_cost_per_token=1e-6, output_cost_per_token=4e-6,
                         output_cost_per_reasoning_token=9e-6)
@@ -227,3 +228,28 @@ def test_a_forged_token_count_is_read_as_none_and_never_prices_below_zero_or_cra
     for billing in (client(route="sim/large").billing, client(input_cost_per_token=1e-6, output_cost_per_token=4e-6).billing):
         cost = billing.reprice(reply).cost_usd
         assert cost is None or cost == 0.0
+
+
+def test_models_litellm_prices_by_the_hour_or_by_a_list_of_tiers_have_no_exact_table() -> None:
+    from types import SimpleNamespace
+
+    bad = SimpleNamespace(_hidden_params={"response_cost": -1.0})
+    for extra in ({"off_peak_pricing": {"input_cost_per_token": 5e-7, "output_cost_per_token": 2e-6, "windows": []}},
+                  {"tiered_pricing": [{"range": [0, 256000], "input_cost_per_token": 1e-6, "output_cost_per_token": 4e-6}]}):
+        name = _mapped(f"evoharness-test/{next(iter(extra))}", input_cost_per_token=1e-6, output_cost_per_token=4e-6, **extra)
+        billing = client(route=name).billing
+        assert billing.cost(bad, 1000, 10) == (None, None)  # the table is not what litellm bills
+        assert billing.input_cost(1000, 10, 0.01) is None
+
+
+def test_a_zero_on_a_free_route_for_a_model_litellm_lists_at_zero_is_free_and_unknown_once_it_is_not() -> None:
+    from types import SimpleNamespace
+
+    zero = _mapped("evoharness-test/zero-free", input_cost_per_token=0.0, output_cost_per_token=0.0)
+    said = SimpleNamespace(_hidden_params={"response_cost": 0.0})
+    cost, basis = client(route=zero, free=True).billing.cost(said, 100, 10)
+    assert (cost, basis) == (0.0, "free")
+    rec = {"content": "ok", "tool_calls": [], "finish_reason": "stop", "prompt_tokens": 100, "completion_tokens": 10,
+           "latency_s": 0.1, "cost_usd": cost, "priced_by": basis, "cached_prompt_tokens": 0}
+    assert client(route=zero).billing.reprice(reply_from_record(rec, cached=True)).cost_usd is None
+    assert client(route=zero, free=True).billing.reprice(reply_from_record(rec, cached=True)).cost_usd == 0.0
