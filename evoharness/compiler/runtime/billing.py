@@ -25,6 +25,7 @@ class Billing:
         self._warned = False
         self._warned_bill = False
         self._price: Price | None | bool = False  # the route's price table, looked up on the first priced call
+        self._listed_at_zero: bool | None = None  # litellm maps the model without a per-token price; looked up on a $0
 
     def _own(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         """The route's own price for these tokens, or None when the route has none."""
@@ -68,9 +69,14 @@ class Billing:
                             "price per token instead", self.model_route, cost)
                 self._warned_bill = True
             return exact, "litellm"
-        if cost == 0 and litellm_price(self.model_route) is None and litellm_maps(self.model_route):
+        if cost == 0 and self._listed_without_price():
             return self._unknown("litellm lists it at $0, which is how it answers for a model it maps without prices")
         return cost, "litellm"
+
+    def _listed_without_price(self) -> bool:
+        if self._listed_at_zero is None:
+            self._listed_at_zero = litellm_price(self.model_route) is None and litellm_maps(self.model_route)
+        return self._listed_at_zero
 
     def _unknown(self, why: str) -> tuple[float | None, str | None]:
         """$0 on a route declared free; else unpriced, said once."""

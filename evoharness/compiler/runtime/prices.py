@@ -20,7 +20,6 @@ class Price:
     # litellm bills this route's output at another rate above this many prompt tokens (its tiers), or
     # as reasoning tokens (0: always); None when output_per_token is every output token's price
     output_flat_below: int | None = None
-    cache_read_per_token: float | None = None  # a prompt token read from the provider's cache (None: the input's price)
     tier_below: int | None = None  # litellm bills input or output at another rate above this many prompt tokens
 
     def exact(self, prompt_tokens: int, cached_tokens: int | None) -> bool:
@@ -33,11 +32,8 @@ class Price:
         """Whether a call with this many prompt tokens had all its output billed at ``output_per_token``."""
         return self.output_flat_below is None or prompt_tokens < self.output_flat_below  # litellm's tier starts at its threshold
 
-    def of(self, prompt_tokens: float, completion_tokens: float, cached_tokens: float = 0) -> float:
-        """The price of a call's tokens, ``cached_tokens`` of its prompt at the cache's rate."""
-        cached = min(max(cached_tokens, 0), prompt_tokens)
-        cache_rate = self.input_per_token if self.cache_read_per_token is None else self.cache_read_per_token
-        return (prompt_tokens - cached) * self.input_per_token + cached * cache_rate + completion_tokens * self.output_per_token
+    def of(self, prompt_tokens: float, completion_tokens: float) -> float:
+        return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
 
 
 def litellm_price(route: str) -> Price | None:
@@ -50,15 +46,11 @@ def litellm_price(route: str) -> Price | None:
     cin, cout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
     if not cin and not cout:  # litellm fills a model it maps without per-token prices with zeros: unknown, not free
         return None
-    cache = info.get("cache_read_input_token_cost")
-    if not (isinstance(cache, int | float) and not isinstance(cache, bool) and cache > 0):  # litellm fills an unknown one with 0
-        cache = None
     tiers = [int(m.group(2)) * 1000 for key, value in info.items() if value is not None and (m := _ANY_TIER.fullmatch(str(key)))]
     flat = _output_tier(info, cout)
     if info.get("off_peak_pricing") or info.get("tiered_pricing"):  # priced by the hour, or by a list of tiers: never flat
         tiers, flat = [0], 0
-    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", output_flat_below=flat, cache_read_per_token=cache,
-                 tier_below=min(tiers) if tiers else None)
+    return Price(float(cin or 0.0), float(cout or 0.0), "litellm", output_flat_below=flat, tier_below=min(tiers) if tiers else None)
 
 
 def litellm_maps(route: str) -> bool:
@@ -75,8 +67,8 @@ def _info(route: str) -> Mapping[str, Any] | None:
     return info if isinstance(info, Mapping) else None
 
 
+# the standard tiers; _batches, _flex, _priority are other services
 _ANY_TIER = re.compile(r"(input|output)_cost_per_token_above_([0-9]+)k_tokens")
-_TIER = re.compile(r"output_cost_per_token_above_([0-9]+)k_tokens")  # the standard tier; _batches, _flex, _priority are other services
 
 
 def _output_tier(info: Mapping[str, Any], flat: Any) -> int | None:
@@ -84,7 +76,8 @@ def _output_tier(info: Mapping[str, Any], flat: Any) -> int | None:
     ``output_cost_per_token`` (0 when reasoning tokens have a rate of their own), or None."""
     if info.get("output_cost_per_reasoning_token") not in (None, flat):
         return 0
-    tiers = [int(m.group(1)) * 1000 for key, value in info.items() if value not in (None, flat) and (m := _TIER.fullmatch(str(key)))]
+    tiers = [int(m.group(2)) * 1000 for key, value in info.items()
+             if value not in (None, flat) and (m := _ANY_TIER.fullmatch(str(key))) and m.group(1) == "output"]
     return min(tiers) if tiers else None
 
 

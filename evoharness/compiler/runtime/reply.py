@@ -90,8 +90,8 @@ def provider_cached_tokens(usage: Any) -> int:
     ``cache_creation_input_tokens``, billed above the input rate); 0 when the usage says nothing readable."""
     details = getattr(usage, "prompt_tokens_details", None)
     read = next((n for v in (getattr(details, "cached_tokens", None), getattr(usage, "cache_read_input_tokens", None))
-                 if (n := _count(v))), 0)
-    return read + _count(getattr(usage, "cache_creation_input_tokens", None))
+                 if (n := _tokens(v))), 0)
+    return read + _tokens(getattr(usage, "cache_creation_input_tokens", None))
 
 
 def _cost(value: Any) -> float | None:
@@ -120,11 +120,6 @@ def _tokens(value: Any) -> int:
 def _stored_count(value: Any, *, of: int) -> int | None:
     """A stored count of ``of``'s tokens: an integer within [0, of], else unknown (missing: kept before it was)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= of else None
-
-
-def _count(value: Any) -> int:
-    """A stored token count: a non-negative integer, else 0 (a stored record is data)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _share(value: Any, of: Any) -> float | None:

@@ -111,14 +111,15 @@ def episode_store(variant: HarnessVariant, workload: Workload, client: ModelClie
     replayed: no cache, a cache that keeps no episodes, or tools that call a live service."""
     if cache is None or not isinstance(cache, EpisodeCache) or live_tools(workload):
         return None
+    price, strong_price = client.billing.settings(), strong.billing.settings() if strong is not None else {}
     base = content_hash({
         "version": ENTRY_VERSION, "code": code_hash(), "variant": variant.content_hash, "route": client.key_settings(),
         # an escalation route's settings only when there is one: the stores of variants without keep their keys
         **({"escalation_route": strong.key_settings()} if strong is not None else {}),
         # a route's own price is not in its replies' keys: a corrected one plays the episodes again from the
         # cached replies, repriced (nothing is paid); absent when litellm's map prices the route, as before
-        **({"price": client.billing.settings()} if client.billing.settings() else {}),
-        **({"escalation_price": strong.billing.settings()} if strong is not None and strong.billing.settings() else {}),
+        **({"price": price} if price else {}),
+        **({"escalation_price": strong_price} if strong_price else {}),
         "workload": {"name": workload.name, "scorer": scorer_hash(workload), "tool_outputs": getattr(workload, "tool_outputs_hash", None)},
     })
     return EpisodeStore(cache, base)
